@@ -1,0 +1,3 @@
+"""The strided NDArray and its devices (`minima.backend_ndarray`, as in needle)."""
+from .device import *
+from .ndarray import *
