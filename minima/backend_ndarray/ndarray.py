@@ -261,7 +261,7 @@ def _setitem(self, idx, other):
     shape, strides, offset = _view_for_index(self, idx)
     if isinstance(other, NDArray):
         if other.device != self._device:
-            raise ValueError(f"setitem: value is on {other.device} but the array is on {self._device}")
+            raise RuntimeError(f"setitem: value is on {other.device} but the array is on {self._device}")
         if prod(shape) == 0: return
         src = other.astype(self._dtype).broadcast_to(shape).compact()
         self._device.ewise_setitem(src._handle, self._handle, shape, strides, offset)
@@ -278,7 +278,7 @@ _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 def _prep(self, other, op):
     if isinstance(other, NDArray):
         if other._device != self._device:
-            raise ValueError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
+            raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
         shape = self._shape if other._shape == self._shape else broadcast_shapes(self._shape, other._shape, op=op)
         dt = result_dtype(self._dtype, other._dtype)
         if op in ('div', 'pow') and not is_float_dtype(dt): dt = 'float32' if op == 'div' else dt
@@ -342,7 +342,7 @@ NDArray.__abs__ = NDArray.abs
 def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     "Elementwise `cond ? a : b`, with broadcasting."
     if not (cond._device == a._device == b._device):
-        raise ValueError(f"where: arrays are on different devices ({cond._device}, {a._device}, {b._device})")
+        raise RuntimeError(f"where: arrays are on different devices ({cond._device}, {a._device}, {b._device})")
     shape = broadcast_shapes(cond._shape, a._shape, b._shape, op='where')
     dt = result_dtype(a._dtype, b._dtype)
     c = cond.astype('bool').broadcast_to(shape).compact()
@@ -407,7 +407,7 @@ def _matmul(self, other) -> NDArray:
     "numpy-style matmul with broadcast batch dimensions."
     if not isinstance(other, NDArray): return NotImplemented
     if self._device != other._device:
-        raise ValueError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
+        raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
     if self.ndim == 0 or other.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
     a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self

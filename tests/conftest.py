@@ -1,0 +1,20 @@
+import os, numpy as np, pytest
+import minima
+from minima.backend_ndarray import all_devices
+
+def _device_params():
+    "Every device: enabled ones run; the CUDA device appears as a visible skip when unavailable."
+    params = [pytest.param(minima.cpu(), id='cpu')]
+    try:
+        d = minima.cuda()
+        ok = d.enabled()
+        why = '' if ok else getattr(d, 'why_disabled', lambda: 'no CUDA device on this machine')()
+    except ImportError as e:
+        ok, why = False, f'CUDA device module unavailable: {e}'
+    params.append(pytest.param('cuda', id='cuda', marks=() if ok else pytest.mark.skip(reason=f'CUDA not available: {why}')))
+    return params
+
+DEVICES = _device_params()
+
+@pytest.fixture
+def rng(): return np.random.default_rng(0)

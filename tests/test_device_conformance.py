@@ -1,0 +1,148 @@
+"""The backend contract, checked primitive by primitive against numpy on every device.
+A new device passes this file unchanged (it is parametrized over `conftest.DEVICES`)."""
+import itertools, numpy as np, pytest
+import minima
+from minima.backend_ndarray import (BackendDevice, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, get_device, NDArray)
+from conftest import DEVICES
+
+pytestmark = pytest.mark.parametrize('dev', DEVICES)
+
+def put(d, a):
+    a = np.ascontiguousarray(a)
+    h = d.alloc(a.size, a.dtype.name); d.from_numpy(a.reshape(-1), h); return h
+
+def get(d, h, shape): return d.to_numpy(h, shape, tuple(int(s) for s in np.array(np.empty(shape).strides) // 8) if shape else (), 0)
+
+def sample(rng, shape, dtype):
+    if dtype == 'bool': return rng.random(shape) > 0.5
+    if dtype == 'int64': return rng.integers(-5, 6, shape).astype('int64')
+    return rng.standard_normal(shape).astype(dtype)
+
+def test_contract_complete(dev):
+    d = get_device(dev)
+    assert isinstance(d, BackendDevice) and d.enabled() and d.name in ('cpu', 'cuda')
+    missing = [m for m in BackendDevice.__abstractmethods__ if getattr(type(d), m) is getattr(BackendDevice, m)]
+    assert not missing
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_roundtrip_fill_cast(dev, dtype, rng):
+    d = get_device(dev)
+    x = sample(rng, (3, 5), dtype)
+    h = put(d, x)
+    assert d.handle_dtype(h) == dtype and d.handle_size(h) == 15
+    assert np.array_equal(d.to_numpy(h, (3, 5), (5, 1), 0), x)
+    d.fill(h, 1); assert np.array_equal(d.to_numpy(h, (15,), (1,), 0), np.ones(15, dtype))
+    for other in DTYPES:
+        h = put(d, x); o = d.alloc(15, other); d.cast(h, o)
+        assert np.array_equal(d.to_numpy(o, (3, 5), (5, 1), 0), x.astype(other))
+
+VIEWS = [  # (base shape, index) -> a strided view exercised through NDArray
+    ((4, 5), (slice(None), slice(None, None, 2))),
+    ((4, 5), (slice(None, None, -1), slice(4, 0, -3))),
+    ((2, 3, 4), (1, slice(None), slice(None, None, -1))),
+    ((2, 3, 4), (Ellipsis, 2)),
+    ((3, 1, 4, 2, 1, 2, 3, 2, 2), (slice(None), 0, slice(1, 3))),   # more than 8 dimensions
+]
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('shape,idx', VIEWS)
+def test_compact_and_setitem(dev, dtype, shape, idx, rng):
+    x = sample(rng, shape, dtype)
+    a = NDArray(x, device=dev, dtype=dtype)
+    v = a[idx]
+    assert np.array_equal(v.compact().numpy(), x[idx])
+    t = a.permute(tuple(reversed(range(a.ndim))))
+    assert np.array_equal(t.compact().numpy(), x.transpose())
+    y = sample(rng, x[idx].shape, dtype)
+    a[idx] = NDArray(y, device=dev, dtype=dtype); x[idx] = y
+    assert np.array_equal(a.numpy(), x)
+    a[idx] = 3; x[idx] = 3
+    assert np.array_equal(a.numpy(), x)
+
+def test_broadcast_and_flip_views(dev, rng):
+    x = rng.standard_normal((3, 1, 4)).astype('float32')
+    a = NDArray(x, device=dev)
+    assert np.array_equal(a.broadcast_to((2, 3, 5, 4)).compact().numpy(), np.broadcast_to(x, (2, 3, 5, 4)))
+    assert np.array_equal(a.flip((0, 2)).compact().numpy(), x[::-1, :, ::-1])
+
+def _ref(op, a, b):
+    f = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power, maximum=np.maximum,
+             minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less, le=np.less_equal, gt=np.greater,
+             ge=np.greater_equal, rsub=lambda a, b: b - a, rdiv=lambda a, b: b / a, rpow=lambda a, b: np.power(b, a))[op]
+    with np.errstate(all='ignore'): return f(a, b)
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('op', EWISE_OPS)
+def test_ewise(dev, op, dtype, rng):
+    d = get_device(dev)
+    x, y = sample(rng, (37,), dtype), sample(rng, (37,), dtype)
+    if op == 'div' and dtype == 'int64': pytest.skip('integer division is done in float32 by NDArray, never on int buffers')
+    if op == 'pow':
+        x = np.abs(x) + (1 if dtype == 'int64' else 0.5); y = np.abs(y) % 3
+    if op == 'div': y = np.where(np.abs(y) < 0.5, 1.0, y).astype(dtype)
+    out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
+    o = d.alloc(37, out_dt); d.ewise(op, put(d, x), put(d, y), o)
+    got, want = d.to_numpy(o, (37,), (1,), 0), _ref(op, x, y).astype(out_dt)
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == 'float32' else 1e-12)
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('op', SCALAR_OPS)
+def test_scalar(dev, op, dtype, rng):
+    d = get_device(dev)
+    x = sample(rng, (29,), dtype)
+    if op in ('pow', 'rdiv'): x = np.abs(x) + 0.5
+    s = 1.5
+    out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
+    o = d.alloc(29, out_dt); d.scalar(op, put(d, x), s, o)
+    np.testing.assert_allclose(d.to_numpy(o, (29,), (1,), 0), _ref(op, x, np.asarray(s, dtype)).astype(out_dt), rtol=1e-6)
+    assert d.handle_dtype(o) == out_dt
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('op', UNARY_OPS)
+def test_unary(dev, op, dtype, rng):
+    d = get_device(dev)
+    x = sample(rng, (41,), dtype)
+    if op in ('log', 'sqrt'): x = np.abs(x) + 0.1
+    o = d.alloc(41, dtype); d.unary(op, put(d, x), o)
+    f = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh, abs=np.abs, sign=np.sign)[op]
+    np.testing.assert_allclose(d.to_numpy(o, (41,), (1,), 0), f(x), rtol=2e-6 if dtype == 'float32' else 1e-12, atol=1e-7)
+
+def test_where(dev, rng):
+    d = get_device(dev)
+    c, a, b = rng.random(50) > 0.5, rng.standard_normal(50).astype('float32'), rng.standard_normal(50).astype('float32')
+    o = d.alloc(50, 'float32'); d.where(put(d, c), put(d, a), put(d, b), o)
+    assert np.array_equal(d.to_numpy(o, (50,), (1,), 0), np.where(c, a, b))
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('outer,r', [(1, 1), (7, 13), (3, 1000), (1, 70000), (300, 5)])
+def test_reductions(dev, dtype, outer, r, rng):
+    d = get_device(dev)
+    x = sample(rng, (outer, r), dtype)
+    h = put(d, x)
+    o = d.alloc(outer, dtype); d.reduce_sum(h, o, r)
+    np.testing.assert_allclose(d.to_numpy(o, (outer,), (1,), 0), x.sum(1), rtol=1e-4 if dtype == 'float32' else 1e-10, atol=1e-3)
+    d.reduce_max(h, o, r)
+    assert np.array_equal(d.to_numpy(o, (outer,), (1,), 0), x.max(1))
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('batch,m,n,p', [(1, 1, 1, 1), (1, 5, 7, 3), (3, 17, 33, 9), (2, 64, 64, 64), (1, 129, 65, 31)])
+def test_matmul(dev, dtype, batch, m, n, p, rng):
+    d = get_device(dev)
+    a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
+    o = d.alloc(batch * m * p, dtype); d.matmul(put(d, a), put(d, b), o, batch, m, n, p)
+    np.testing.assert_allclose(d.to_numpy(o, (batch, m, p), (m * p, p, 1), 0), a @ b, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_gather_scatter_add(dev, dtype, rng):
+    d = get_device(dev)
+    outer, n, inner = 3, 6, 4
+    x = sample(rng, (outer, n, inner), dtype)
+    idx = np.array([5, 0, 0, 2, 5, 5], dtype='int64')
+    o = d.alloc(outer * len(idx) * inner, dtype)
+    d.gather(put(d, x), put(d, idx), o, outer, n, inner, len(idx))
+    assert np.array_equal(d.to_numpy(o, (outer, len(idx), inner), (len(idx) * inner, inner, 1), 0), x[:, idx])
+    src = sample(rng, (outer, len(idx), inner), dtype)
+    acc = d.alloc(outer * n * inner, dtype); d.fill(acc, 0)
+    d.scatter_add(put(d, src), put(d, idx), acc, outer, n, inner, len(idx))
+    want = np.zeros((outer, n, inner), dtype); np.add.at(want, (slice(None), idx), src)
+    np.testing.assert_allclose(d.to_numpy(acc, (outer, n, inner), (n * inner, inner, 1), 0), want, rtol=1e-6)
