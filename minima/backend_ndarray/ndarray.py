@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ndarray.ipynb 3
 from __future__ import annotations
-import math, numbers, operator
+import functools, math, numbers, operator
 import numpy as np
 from .device import BackendDevice, DTYPES, cpu, default_device, get_device
 
@@ -18,8 +18,9 @@ __all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtyp
 # %% ../../nbs/20_ndarray.ipynb
 _RANK = {'bool': 0, 'int64': 1, 'float32': 2, 'float64': 3}
 def prod(xs): "Product of an iterable of ints (1 for an empty one)."; return math.prod(xs)
+@functools.lru_cache(maxsize=4096)
 def compact_strides(shape):
-    "Row-major strides, in elements, of a compact array of `shape`."
+    "Row-major strides, in elements, of a compact array of `shape` (a tuple; cached, since every op asks)."
     strides, s = [], 1
     for n in reversed(shape): strides.append(s); s *= n
     return tuple(reversed(strides))
@@ -276,6 +277,9 @@ NDArray.__getitem__, NDArray.__setitem__ = _getitem, _setitem
 _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _prep(self, other, op):
+    if other._shape == self._shape and other._dtype == self._dtype and other._device == self._device \
+            and (op not in ('div', 'pow') or is_float_dtype(self._dtype)):
+        return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
         if other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
