@@ -412,6 +412,12 @@ def _matmul(self, other) -> NDArray:
     if not isinstance(other, NDArray): return NotImplemented
     if self._device != other._device:
         raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
+    if self.ndim == 2 and other.ndim == 2 and self._dtype == other._dtype and self._shape[1] == other._shape[0] \
+            and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
+        (m, n), p = self._shape, other._shape[1]
+        out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
+        if out.size: self._device.matmul(self.compact()._handle, other.compact()._handle, out._handle, 1, m, n, p)
+        return out
     if self.ndim == 0 or other.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
     a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self
