@@ -5,4 +5,4 @@ from .autograd import Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled
 from . import ops
 from .ops import *
 from . import testing
-from . import init, nn, optim
+from . import init, nn, optim, data
