@@ -157,6 +157,8 @@ class Sigmoid(Module):
     def forward(self, x): return ops.sigmoid(x)
 
 class GELU(Module):
+    "GELU with the tanh approximation (torch's `GELU(approximate='tanh')`)."
+    def extra_repr(self): return "approximate='tanh'"
     def forward(self, x): return ops.gelu(x)
 
 class SiLU(Module):

@@ -1,0 +1,124 @@
+"minima.nn.modules: layers against torch.nn, Module plumbing, saving, and clear errors."
+import numpy as np, pytest, torch
+import minima as mi
+from minima import nn, init
+
+def _t(x, grad=False): return torch.tensor(x.numpy(), requires_grad=grad)
+
+def test_linear_matches_torch_forward_backward():
+    init.manual_seed(0)
+    lin = nn.Linear(7, 5)
+    assert lin.weight.shape == (7, 5) and lin.bias.shape == (1, 5)
+    tl = torch.nn.Linear(7, 5)
+    with torch.no_grad():
+        tl.weight.copy_(torch.tensor(lin.weight.numpy().T)); tl.bias.copy_(torch.tensor(lin.bias.numpy()[0]))
+    x = init.randn(3, 7, requires_grad=True); tx = _t(x, True)
+    g = np.random.default_rng(0).standard_normal((3, 5)).astype('float32')
+    (lin(x) * mi.Tensor(g)).sum().backward(); (tl(tx) * torch.tensor(g)).sum().backward()
+    assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-5)
+    assert np.allclose(lin.weight.grad.numpy(), tl.weight.grad.numpy().T, atol=1e-5)
+    assert np.allclose(lin.bias.grad.numpy()[0], tl.bias.grad.numpy(), atol=1e-5)
+
+def test_linear_wrong_features_names_layer_and_sizes():
+    with pytest.raises(ValueError, match=r'Linear\(in_features=4, out_features=2.*expected input with 4 features.*got 3'):
+        nn.Linear(4, 2)(init.randn(5, 3))
+    seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(6, 2))
+    with pytest.raises(ValueError, match=r'Sequential layer 2 \(Linear\).*6 features.*got 8'):
+        seq(init.randn(5, 4))
+
+@pytest.mark.parametrize('M,TM,shape', [(nn.BatchNorm1d, torch.nn.BatchNorm1d, (16, 3)),
+                                        (nn.BatchNorm2d, torch.nn.BatchNorm2d, (4, 3, 5, 5))])
+def test_batchnorm_running_stats_match_torch(M, TM, shape):
+    init.manual_seed(1)
+    bn, tbn = M(3, momentum=0.2), TM(3, momentum=0.2)
+    for _ in range(4):
+        x = init.randn(*shape, mean=1.0, std=2.0, requires_grad=True); tx = _t(x, True)
+        y, ty = bn(x), tbn(tx)
+        assert np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-4)
+        (y * y).sum().backward(); (ty * ty).sum().backward()
+        assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-3)
+    assert np.allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), atol=1e-5)
+    assert np.allclose(bn.running_var.numpy(), tbn.running_var.numpy(), atol=1e-5)
+    bn.eval(); tbn.eval()
+    assert np.allclose(bn(x).numpy(), tbn(tx).detach().numpy(), atol=1e-4)
+    assert bn.running_mean.dtype == 'float32' and bn.running_var.op is None
+
+def test_batchnorm_wrong_channels():
+    with pytest.raises(ValueError, match=r'BatchNorm2d\(3\).*expected 3 features.*\(2, 4, 5, 5\)'):
+        nn.BatchNorm2d(3)(init.randn(2, 4, 5, 5))
+
+def test_layernorm_softmax_activations_match_torch():
+    init.manual_seed(2)
+    x = init.randn(4, 6, requires_grad=True); tx = _t(x, True)
+    assert np.allclose(nn.LayerNorm1d(6)(x).numpy(), torch.nn.LayerNorm(6)(tx).detach().numpy(), atol=1e-5)
+    for m, tm in [(nn.ReLU(), torch.nn.ReLU()), (nn.Tanh(), torch.nn.Tanh()), (nn.Sigmoid(), torch.nn.Sigmoid()),
+                  (nn.GELU(), torch.nn.GELU(approximate='tanh')), (nn.SiLU(), torch.nn.SiLU()), (nn.Softmax(), torch.nn.Softmax(-1)), (nn.LogSoftmax(), torch.nn.LogSoftmax(-1)),
+                  (nn.Identity(), torch.nn.Identity()), (nn.Flatten(), torch.nn.Flatten())]:
+        assert np.allclose(m(x).numpy(), tm(tx).detach().numpy(), atol=1e-5), m
+
+def test_residual_and_dropout():
+    init.manual_seed(3)
+    lin = nn.Linear(4, 4)
+    x = init.randn(2, 4)
+    assert np.allclose(nn.Residual(lin)(x).numpy(), lin(x).numpy() + x.numpy())
+    d = nn.Dropout(0.5)
+    y = d(init.ones(10000)).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0} and abs(y.mean() - 1) < 0.05
+    d.eval(); assert (d(init.ones(10)).numpy() == 1).all()
+    with pytest.raises(ValueError): nn.Dropout(1.0)
+
+def test_cross_entropy_matches_torch_and_checks_labels():
+    init.manual_seed(4)
+    z = init.randn(8, 5, requires_grad=True); tz = _t(z, True)
+    y = np.array([0, 1, 4, 3, 2, 2, 1, 0])
+    l = nn.CrossEntropyLoss()(z, mi.Tensor(y)); tl = torch.nn.functional.cross_entropy(tz, torch.tensor(y))
+    l.backward(); tl.backward()
+    assert abs(l.item() - tl.item()) < 1e-6 and np.allclose(z.grad.numpy(), tz.grad.numpy(), atol=1e-6)
+    assert issubclass(nn.CrossEntropyLoss, nn.SoftmaxLoss)
+    with pytest.raises(ValueError, match=r'label 5 is out of range for 5 classes'):
+        nn.SoftmaxLoss()(z, mi.Tensor(np.array([0, 1, 5, 3, 2, 2, 1, 0])))
+    with pytest.raises(ValueError, match=r'label -1 is out of range'):
+        nn.SoftmaxLoss()(z, mi.Tensor(np.array([0, 1, -1, 3, 2, 2, 1, 0])))
+    with pytest.raises(ValueError, match=r'expected 8 labels'):
+        nn.SoftmaxLoss()(z, mi.Tensor(np.array([0, 1])))
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU())
+        self.heads = [nn.Linear(4, 2), nn.Linear(4, 1)]
+        self.scale = nn.Parameter(init.ones(1))
+    def forward(self, x):
+        h = self.body(x)
+        return self.heads[0](h), self.heads[1](h) * self.scale
+
+def test_module_plumbing():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ['body.0.weight', 'body.0.bias', 'body.1.weight', 'body.1.bias', 'heads.0.weight', 'heads.0.bias',
+                     'heads.1.weight', 'heads.1.bias', 'scale']
+    assert len(net.parameters()) == 9 and all(isinstance(p, nn.Parameter) and p.requires_grad for p in net.parameters())
+    assert [n for n, _ in net.named_buffers()] == ['body.1.running_mean', 'body.1.running_var']
+    net.eval(); assert not any(m.training for m in net.modules())
+    net.train(); assert all(m.training for m in net.modules())
+    r = repr(net)
+    assert '(body): Sequential(' in r and '(0): Linear(in_features=3, out_features=4, bias=True)' in r and '(heads.1): Linear' in r
+    shared = nn.Linear(2, 2)
+    assert len(nn.Sequential(shared, shared).parameters()) == 2
+
+def test_save_load_roundtrip_and_errors(tmp_path):
+    init.manual_seed(5)
+    a, b = Net(), Net()
+    a(init.randn(6, 3))  # move the running statistics
+    a.eval(); b.eval()
+    x = init.randn(5, 3)
+    a.save(tmp_path / 'a.npz')
+    with np.load(tmp_path / 'a.npz', allow_pickle=False) as f: assert 'body.1.running_var' in f.files
+    nn.load(b, tmp_path / 'a.npz')
+    assert all(np.array_equal(p.numpy(), q.numpy()) for p, q in zip(a(x), b(x)))
+    assert all(p.dtype == 'float32' for p in b.parameters())
+    with pytest.raises(KeyError, match=r"missing keys \['0.weight', '0.bias'\]"):
+        nn.Sequential(nn.Linear(3, 4)).load(tmp_path / 'a.npz')
+    nn.Sequential(nn.Linear(3, 4)).save(tmp_path / 's.npz')
+    with pytest.raises(ValueError, match=r"'0.weight' has shape \(3, 4\) in the state but \(3, 5\) in the module"):
+        nn.Sequential(nn.Linear(3, 5)).load(tmp_path / 's.npz')

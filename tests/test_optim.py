@@ -1,0 +1,69 @@
+"minima.optim against torch.optim, step for step."
+import numpy as np, pytest, torch
+import minima as mi
+from minima import nn, optim, init
+
+def _run(make, tmake, steps=25, shapes=((4, 3), (3,))):
+    rng = np.random.default_rng(0)
+    w0 = [rng.standard_normal(s).astype('float32') for s in shapes]
+    ps = [nn.Parameter(mi.Tensor(w)) for w in w0]; tps = [torch.nn.Parameter(torch.tensor(w)) for w in w0]
+    opt, topt = make(ps), tmake(tps)
+    for _ in range(steps):
+        opt.zero_grad(); topt.zero_grad()
+        for p, tp in zip(ps, tps):
+            g = rng.standard_normal(p.shape).astype('float32')
+            p.grad = mi.Tensor(g, requires_grad=False); tp.grad = torch.tensor(g)
+        opt.step(); topt.step()
+    for p, tp in zip(ps, tps):
+        assert p.dtype == 'float32' and p.op is None and p.inputs == ()
+        assert np.allclose(p.numpy(), tp.detach().numpy(), atol=2e-6, rtol=1e-5)
+
+@pytest.mark.parametrize('kw', [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.05, momentum=0.9, nesterov=True),
+                                dict(lr=0.05, momentum=0.8, weight_decay=0.1), dict(lr=0.05, momentum=0.9, dampening=0.5)])
+def test_sgd(kw): _run(lambda ps: optim.SGD(ps, **kw), lambda ps: torch.optim.SGD(ps, **kw))
+
+@pytest.mark.parametrize('kw', [dict(lr=0.01), dict(lr=0.02, betas=(0.8, 0.99), eps=1e-6), dict(lr=0.01, weight_decay=0.1)])
+def test_adam(kw): _run(lambda ps: optim.Adam(ps, **kw), lambda ps: torch.optim.Adam(ps, **kw))
+
+def test_adamw(): _run(lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.2), lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.2))
+
+def test_real_gradients_never_grow_graph():
+    init.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    opt = optim.Adam(m.parameters(), lr=0.01)
+    for _ in range(3):
+        opt.reset_grad()
+        m(init.randn(5, 3)).sum().backward()
+        opt.step()
+    for p in m.parameters(): assert p.op is None and p.dtype == 'float32' and p.grad.op is None
+    opt.reset_grad(); assert all(p.grad is None for p in m.parameters())
+
+def test_float64_params_stay_float64():
+    p = nn.Parameter(mi.Tensor(np.ones(3), dtype='float64'))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = mi.Tensor(np.ones(3), dtype='float64', requires_grad=False)
+    opt.step(); assert p.dtype == 'float64'
+
+def test_schedulers_match_torch():
+    for make, tmake, n in [(lambda o: optim.StepLR(o, 2, 0.3), lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.3), 9),
+                           (lambda o: optim.CosineAnnealingLR(o, 7, 0.05), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7, 0.05), 7)]:
+        p, tp = nn.Parameter(init.ones(1)), torch.nn.Parameter(torch.ones(1))
+        o, to = optim.SGD([p], lr=0.5), torch.optim.SGD([tp], lr=0.5)
+        s, ts = make(o), tmake(to)
+        for _ in range(n):
+            to.step(); s.step(); ts.step()
+            assert abs(o.lr - ts.get_last_lr()[0]) < 1e-12
+
+def test_clip_grad_norm():
+    rng = np.random.default_rng(1)
+    gs = [rng.standard_normal(s).astype('float32') * 3 for s in [(5, 2), (7,)]]
+    ps = [nn.Parameter(init.zeros(*g.shape)) for g in gs]; tps = [torch.nn.Parameter(torch.zeros(g.shape)) for g in gs]
+    for p, tp, g in zip(ps, tps, gs): p.grad = mi.Tensor(g, requires_grad=False); tp.grad = torch.tensor(g)
+    assert abs(optim.clip_grad_norm_(ps, 2.0) - torch.nn.utils.clip_grad_norm_(tps, 2.0).item()) < 1e-4
+    for p, tp in zip(ps, tps): assert np.allclose(p.grad.numpy(), tp.grad.numpy(), atol=1e-6)
+
+def test_bad_input():
+    with pytest.raises(ValueError, match='SGD: got an empty parameter list'): optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match='Adam: got an empty parameter list'): optim.Adam(iter([]))
+    with pytest.raises(TypeError, match='parameters must be Tensors'): optim.SGD([np.ones(3)], lr=0.1)
+    with pytest.raises(ValueError, match='Nesterov'): optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1, nesterov=True)
