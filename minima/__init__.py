@@ -6,3 +6,4 @@ from . import ops
 from .ops import *
 from . import testing
 from . import init, nn, optim, data
+from .nn.functional import checkpoint

@@ -1,0 +1,73 @@
+"""conv2d forward+backward against torch CPU, same process, same thread count.
+
+    python bench/conv.py [--repeat 5]
+
+Prints a table with the median time per call and the ratio minima / torch (target: within 3x)."""
+import argparse, statistics, time
+import numpy as np
+
+def blas_threads() -> int:
+    "Threads numpy's BLAS uses (threadpoolctl when available, else the OpenBLAS/OMP environment, else all cores)."
+    try:
+        from threadpoolctl import threadpool_info
+        n = [i['num_threads'] for i in threadpool_info() if i.get('user_api') == 'blas']
+        if n: return n[0]
+    except ImportError: pass
+    import os
+    for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+        if os.environ.get(var, '').isdigit(): return int(os.environ[var])
+    return os.cpu_count() or 1
+
+def timeit(f, repeat):
+    f()  # warm-up
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--repeat', type=int, default=5)
+    ap.add_argument('--N', type=int, default=32)
+    ap.add_argument('--C', type=int, default=64)
+    ap.add_argument('--HW', type=int, default=32)
+    args = ap.parse_args()
+    import torch
+    import minima as mi
+    from minima.nn.functional import conv2d
+    nt = blas_threads()
+    torch.set_num_threads(nt)
+    N, C, HW = args.N, args.C, args.HW
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((N, C, HW, HW)).astype('float32')
+    wn = (rng.standard_normal((C, C, 3, 3)) / np.sqrt(C * 9)).astype('float32')
+    gn = rng.standard_normal((N, C, HW, HW)).astype('float32')
+
+    x, w, g = mi.Tensor(xn), mi.Tensor(wn), mi.Tensor(gn, requires_grad=False)
+    def mi_fwd():
+        with mi.no_grad(): conv2d(x, w, padding=1)
+    def mi_fb():
+        x.grad = w.grad = None
+        conv2d(x, w, padding=1).backward(g)
+
+    tx, tw, tg = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True), torch.tensor(gn)
+    def t_fwd():
+        with torch.no_grad(): torch.nn.functional.conv2d(tx, tw, padding=1)
+    def t_fb():
+        tx.grad = tw.grad = None
+        torch.nn.functional.conv2d(tx, tw, padding=1).backward(tg)
+
+    # sanity: same numbers
+    mi_fb(); t_fb()
+    assert np.allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-3, atol=1e-3)
+    assert np.allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-3, atol=1e-2)
+
+    print(f"conv2d N={N}, C={C}->{C}, {HW}x{HW}, 3x3, padding=1, float32; {nt} thread(s) for numpy BLAS and torch "
+          f"(torch {torch.__version__}), median of {args.repeat}")
+    print(f"| {'what':<22} | {'minima (ms)':>11} | {'torch (ms)':>10} | {'ratio':>6} |")
+    print(f"|{'-' * 24}|{'-' * 13}|{'-' * 12}|{'-' * 8}|")
+    for name, a, b in [('forward', mi_fwd, t_fwd), ('forward + backward', mi_fb, t_fb)]:
+        ta, tb = timeit(a, args.repeat), timeit(b, args.repeat)
+        print(f"| {name:<22} | {ta * 1e3:11.1f} | {tb * 1e3:10.1f} | {ta / tb:5.2f}x |")
+
+if __name__ == '__main__': main()
