@@ -44,6 +44,12 @@ def _pair(a, b, name):
     return a, b
 
 def _const(nd: NDArray) -> Tensor: return Tensor.make_const(nd)
+
+def _float(a, name):
+    "Check that `a` is a floating Tensor (transcendental ops have no integer version)."
+    if not isinstance(a, Tensor): raise TypeError(f"{name}: expected a Tensor, got {type(a).__name__}")
+    if a.dtype not in ('float32', 'float64'): raise TypeError(f"{name}: expected a float32 or float64 tensor, got {a.dtype}")
+    return a
 def _any(mask: NDArray) -> bool: return mask.size > 0 and mask.astype('int64').sum().item() > 0
 
 _BIN = [case((3, 4), (3, 4)), case((3, 4), (4,)), case((3, 1), (1, 4)), case((), (2, 3)), case((2, 3, 4), (3, 1)), case((), ())]
@@ -166,14 +172,14 @@ class Exp(TensorOp):
     def compute(self, a: NDArray): return a.exp()
     def gradient(self, out_grad, node): return out_grad * node
 
-def exp(a) -> Tensor: "`e ** a`. `exp(Tensor([0.]))` is `[1.]`."; return Exp()(a)
+def exp(a) -> Tensor: "`e ** a`. `exp(Tensor([0.]))` is `[1.]`."; return Exp()(_float(a, 'exp'))
 
 class Log(TensorOp):
     "Natural logarithm, elementwise."
     def compute(self, a: NDArray): return a.log()
     def gradient(self, out_grad, node): return out_grad / node.inputs[0]
 
-def log(a) -> Tensor: "Natural log. `log(Tensor([1.]))` is `[0.]`."; return Log()(a)
+def log(a) -> Tensor: "Natural log. `log(Tensor([1.]))` is `[0.]`."; return Log()(_float(a, 'log'))
 
 register_op('exp', exp, lambda T, a: T.exp(a), _UN, op=Exp)
 register_op('log', log, lambda T, a: T.log(a), _UN, op=Log, domain='positive')
@@ -227,7 +233,7 @@ class Sqrt(TensorOp):
     def compute(self, a: NDArray): return a.sqrt()
     def gradient(self, out_grad, node): return out_grad / (node * 2.0)
 
-def sqrt(a) -> Tensor: "`a ** 0.5`. `sqrt(Tensor([4.]))` is `[2.]`."; return Sqrt()(a)
+def sqrt(a) -> Tensor: "`a ** 0.5`. `sqrt(Tensor([4.]))` is `[2.]`."; return Sqrt()(_float(a, 'sqrt'))
 
 class Square(TensorOp):
     "Elementwise `a * a`."
@@ -245,21 +251,21 @@ class Sin(TensorOp):
     def compute(self, a: NDArray): return a.sin()
     def gradient(self, out_grad, node): return out_grad * cos(node.inputs[0])
 
-def sin(a) -> Tensor: "Elementwise sine."; return Sin()(a)
+def sin(a) -> Tensor: "Elementwise sine."; return Sin()(_float(a, 'sin'))
 
 class Cos(TensorOp):
     "Elementwise cosine."
     def compute(self, a: NDArray): return a.cos()
     def gradient(self, out_grad, node): return -out_grad * sin(node.inputs[0])
 
-def cos(a) -> Tensor: "Elementwise cosine."; return Cos()(a)
+def cos(a) -> Tensor: "Elementwise cosine."; return Cos()(_float(a, 'cos'))
 
 class Tanh(TensorOp):
     "Elementwise hyperbolic tangent."
     def compute(self, a: NDArray): return a.tanh()
     def gradient(self, out_grad, node): return out_grad * (1.0 - node * node)
 
-def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; return Tanh()(a)
+def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; return Tanh()(_float(a, 'tanh'))
 
 register_op('sin', sin, lambda T, a: T.sin(a), _UN, op=Sin)
 register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
@@ -275,7 +281,7 @@ class Sigmoid(TensorOp):
     def compute(self, a: NDArray): return _sigmoid_nd(a)
     def gradient(self, out_grad, node): return out_grad * node * (1.0 - node)
 
-def sigmoid(a) -> Tensor: "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."; return Sigmoid()(a)
+def sigmoid(a) -> Tensor: "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."; return Sigmoid()(_float(a, 'sigmoid'))
 
 register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))], op=Sigmoid)
 
@@ -309,7 +315,7 @@ class SiLU(TensorOp):
         s = sigmoid(a)
         return out_grad * s * (1.0 + a * (1.0 - s))
 
-def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLU()(a)
+def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLU()(_float(a, 'silu'))
 
 _K, _C = math.sqrt(2.0 / math.pi), 0.044715
 
@@ -321,7 +327,7 @@ class GELU(TensorOp):
         t = tanh((a + a * a * a * _C) * _K)
         return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
 
-def gelu(a) -> Tensor: "GELU with the tanh approximation. `gelu(Tensor([0.]))` is `[0.]`."; return GELU()(a)
+def gelu(a) -> Tensor: "GELU with the tanh approximation. `gelu(Tensor([0.]))` is `[0.]`."; return GELU()(_float(a, 'gelu'))
 
 register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLU)
 register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELU)

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/04_ops_reduce.ipynb 3
 from __future__ import annotations
+import numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray
 from ..backend_ndarray.ndarray import normalize_axes
@@ -23,6 +24,8 @@ def expand_reduced(g: Tensor, in_shape, axes, keepdims) -> Tensor:
 def _axes(a: Tensor, axes, name):
     "Validate `axes` for a reduction of `a` (raising errors that name the op); returns them normalised."
     if not isinstance(a, Tensor): raise TypeError(f"{name}: expected a Tensor, got {type(a).__name__}")
+    if axes is not None and not isinstance(axes, (numbers.Integral, tuple, list)):
+        raise TypeError(f"{name}: axis must be an int, got {axes!r}")
     return normalize_axes(axes, a.ndim, name)
 
 def _torch_dims(a, axes): return tuple(range(a.ndim)) if axes is None else axes
