@@ -79,6 +79,9 @@ def test_pooling_matches_torch(n, c, h, w, kh, kw, sh, sw, p, d, ceil, cip, data
         x.grad = None; tx.grad = None
         ours.backward(mi.Tensor(g, dtype='float64')); ref.backward(torch.tensor(g))
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    _, idx = F.max_pool2d(x, dilation=d, return_indices=True, **kw_)
+    _, tidx = tF.max_pool2d(tx, dilation=d, return_indices=True, **kw_)
+    assert np.array_equal(idx.numpy(), tidx.numpy())
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 2), st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 3]), st.integers(3, 8), st.integers(3, 8),

@@ -312,13 +312,19 @@ class MaxPool2d(TensorOp):
         x = node.inputs[0]
         return ScatterAdd(0, (x.size,))(out_grad, _const(self.indices)).reshape(x.shape)
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
-    "2-D max pooling, as `torch.nn.functional.max_pool2d` (NCHW or CHW). `stride` defaults to `kernel_size`."
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """2-D max pooling, as `torch.nn.functional.max_pool2d` (NCHW or CHW). `stride` defaults to `kernel_size`.
+    With `return_indices`, also the argmax of each window as a flat index into its (H, W) plane (int64), as torch."""
     k, s, p, d, o = _pool_setup('max_pool2d', x, kernel_size, stride, padding, dilation, ceil_mode)
     unbatched = x.ndim == 3
     if unbatched: x = x.reshape((1,) + x.shape)
-    y = MaxPool2d(k, s, p, d, o)(x)
-    return y.reshape(y.shape[1:]) if unbatched else y
+    op = MaxPool2d(k, s, p, d, o)
+    y = op(x)
+    if unbatched: y = y.reshape(y.shape[1:])
+    if not return_indices: return y
+    N, C, H, W = x.shape
+    local = op.indices - (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
+    return y, Tensor.make_const(local.reshape(y.shape))
 
 # %% ../../nbs/08_nn_functional.ipynb
 _POOL = [((2, 3, 6, 6), dict(kernel_size=2)),
@@ -538,10 +544,10 @@ register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NLL
 
 # %% ../../nbs/08_nn_functional.ipynb
 def log_softmax(x, axis=1) -> Tensor:
-    "`x - logsumexp(x)` over `axis`: minima.ops.log_softmax when the ops catalog has it, else this composition."
+    "`minima.ops.log_softmax` over `axis`, defaulting to the class axis 1 as `cross_entropy` uses it."
     from minima import ops
     if hasattr(ops, 'log_softmax'): return ops.log_softmax(x, axis)
-    return x - logsumexp(x, axes=(axis,), keepdims=True).broadcast_to(x.shape)
+    return x - logsumexp(x, axes=(axis,), keepdims=True).broadcast_to(x.shape)  # same formula, if the catalog lacks it
 
 class CrossEntropy(TensorOp):
     "Fused, stable `nll_loss(log_softmax(x, 1), target)`; inputs `(logits, target, weight)`."
