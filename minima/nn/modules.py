@@ -277,34 +277,21 @@ class Dropout(Module):
     def extra_repr(self): return f'p={self.p}'
     def forward(self, x):
         if not self.training or self.p == 0: return x
-        mask = init.randb(*x.shape, p=1 - self.p, device=x.device, dtype=x.dtype)
-        return x * (mask / (1 - self.p))
+        mask = init.randb(*x.shape, p=1 - self.p, device=x.device, dtype=x.dtype).cached_data
+        return x * Tensor.make_const(mask * (1 / (1 - self.p)))
 
 # %% ../../nbs/10_nn.ipynb
-def _log_softmax(x, axis):
-    return x - ops.logsumexp(x, axes=(axis,), keepdims=True).broadcast_to(x.shape)
-
 class Softmax(Module):
     "`exp(x) / sum(exp(x))` along `dim` (the last by default)."
     def __init__(self, dim=-1): super().__init__(); self.dim = dim
     def extra_repr(self): return f'dim={self.dim}'
-    def forward(self, x): return ops.exp(_log_softmax(x, self.dim))
+    def forward(self, x): return ops.softmax(x, self.dim)
 
 class LogSoftmax(Module):
     "`x - logsumexp(x)` along `dim`."
     def __init__(self, dim=-1): super().__init__(); self.dim = dim
     def extra_repr(self): return f'dim={self.dim}'
-    def forward(self, x): return _log_softmax(x, self.dim)
-
-def _check_labels(name, y, C):
-    idx = y.cached_data if isinstance(y, Tensor) else NDArray(np.asarray(y))
-    if idx.dtype not in ('int64', 'bool'):
-        raise TypeError(f"{name}: labels must be integers (int64), got dtype {idx.dtype}")
-    if idx.size:
-        lo, hi = idx.min().item(), idx.max().item()
-        if lo < 0 or hi >= C:
-            raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})")
-    return idx
+    def forward(self, x): return ops.log_softmax(x, self.dim)
 
 _EYES = {}
 def _eye(n, device, dtype):
@@ -313,16 +300,27 @@ def _eye(n, device, dtype):
     if key not in _EYES: _EYES[key] = NDArray(np.eye(n, dtype=dtype), device=device)
     return _EYES[key]
 
+def _one_hot_labels(name, y, N, C, device, dtype) -> Tensor:
+    "One-hot rows for integer labels `y` of shape `(N,)`, with errors that name the loss, the label and `C`."
+    idx = y.cached_data if isinstance(y, Tensor) else NDArray(np.asarray(y))
+    if idx.dtype != 'int64': raise TypeError(f"{name}: labels must be integers (int64), got dtype {idx.dtype}")
+    if idx.shape != (N,): raise ValueError(f"{name}: expected {N} labels, got labels of shape {idx.shape}")
+    lo = idx.min().item() if N else 0
+    try:
+        if lo < 0: raise IndexError  # take would wrap a negative index around
+        rows = _eye(C, device, dtype).take(idx.to(device), axis=0)
+    except IndexError:  # take checks the upper end of the range; say it in the loss's terms
+        hi = idx.max().item()
+        raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})") from None
+    return Tensor.make_const(rows)
+
 class SoftmaxLoss(Module):
     "Mean cross-entropy of logits `(N, C)` against integer labels `(N,)` (needle's name; `CrossEntropyLoss` is torch's)."
     def forward(self, logits, y):
         if logits.ndim != 2: raise ValueError(f"{type(self).__name__}: expected logits of shape (N, C), got {logits.shape}")
         N, C = logits.shape
-        idx = _check_labels(type(self).__name__, y, C)
-        if idx.shape != (N,): raise ValueError(f"{type(self).__name__}: expected {N} labels, got labels of shape {idx.shape}")
-        onehot = Tensor.make_const(_eye(C, logits.device, logits.dtype).take(idx.to(logits.device), axis=0))
-        zy = (logits * onehot).sum((1,))
-        return (ops.logsumexp(logits, axes=(1,)) - zy).sum() / N
+        onehot = _one_hot_labels(type(self).__name__, y, N, C, logits.device, logits.dtype)
+        return (ops.log_softmax(logits, 1) * onehot).sum() * (-1.0 / N)
 
 class CrossEntropyLoss(SoftmaxLoss):
     "PyTorch's name for `SoftmaxLoss`."

@@ -1,0 +1,115 @@
+"""One training step (forward, loss, backward, optimizer step) of minima against torch CPU, same process, same threads.
+
+    python bench/train.py [--repeat 7] [--steps 20] [--profile mlp|cnn|mlp_big]
+
+Models (SGD with momentum 0.9, cross-entropy loss):
+  mlp      64 -> 128 -> 10, batch 128                     (target: within 1.5x torch)
+  cnn      the digits CNN of the training chapter, batch 64 (target: within 3x torch)
+  mlp_big  784 -> 512 -> 512 -> 10, batch 256             (target: within 1.5x torch)
+Both libraries start from the same weights and see the same batch. Prints a markdown table with the best time per
+step of `--repeat` interleaved rounds of `--steps` steps, and the ratio minima / torch. `--profile NAME` prints the
+cProfile top functions of minima's step instead. Never gates CI.
+"""
+import argparse, cProfile, os, pstats, time
+import numpy as np
+
+def blas_threads() -> int:
+    "Threads numpy's BLAS uses (threadpoolctl when available, else the OpenBLAS/OMP environment, else all cores)."
+    try:
+        from threadpoolctl import threadpool_info
+        n = [i['num_threads'] for i in threadpool_info() if i.get('user_api') == 'blas']
+        if n: return n[0]
+    except ImportError: pass
+    for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
+        if os.environ.get(var, '').isdigit(): return int(os.environ[var])
+    return os.cpu_count() or 1
+
+def mlp_sizes(name): return {'mlp': ([64, 128, 10], 128), 'mlp_big': ([784, 512, 512, 10], 256)}[name]
+
+def build(name, mi, nn, torch):
+    "(minima model, torch model with the same weights, input shape, batch size)."
+    tnn = torch.nn
+    if name == 'cnn':
+        m = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
+        t = tnn.Sequential(tnn.Conv2d(1, 16, 3, padding=1), tnn.BatchNorm2d(16), tnn.ReLU(),
+                           tnn.Conv2d(16, 32, 3, padding=1), tnn.BatchNorm2d(32), tnn.ReLU(), tnn.MaxPool2d(2),
+                           tnn.Flatten(), tnn.Linear(32 * 4 * 4, 10))
+        shape, bs = (1, 8, 8), 64
+    else:
+        sizes, bs = mlp_sizes(name)
+        ml, tl = [], []
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            ml.append(nn.Linear(a, b)); tl.append(tnn.Linear(a, b))
+            if i < len(sizes) - 2: ml.append(nn.ReLU()); tl.append(tnn.ReLU())
+        m, t = nn.Sequential(*ml), tnn.Sequential(*tl)
+        shape = (sizes[0],)
+    with torch.no_grad():  # copy minima's initial weights into torch (Linear weights are transposed)
+        for mm, tm in zip(m, t):
+            if isinstance(mm, nn.Linear):
+                tm.weight.copy_(torch.tensor(mm.weight.numpy().T)); tm.bias.copy_(torch.tensor(mm.bias.numpy()[0]))
+            elif isinstance(mm, nn.Conv2d):
+                tm.weight.copy_(torch.tensor(mm.weight.numpy())); tm.bias.copy_(torch.tensor(mm.bias.numpy()))
+    return m, t, shape, bs
+
+def make_steps(name, torch):
+    import minima as mi
+    from minima import nn, optim, init
+    init.manual_seed(0)
+    m, t, shape, bs = build(name, mi, nn, torch)
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((bs,) + shape).astype('float32'); yn = rng.integers(0, 10, bs)
+    x, y = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn)
+    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    opt, topt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    lossf, tlossf = nn.CrossEntropyLoss(), tnn_loss(torch)
+    def mi_step():
+        opt.reset_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
+    def torch_step():
+        topt.zero_grad(); loss = tlossf(t(tx), ty); loss.backward(); topt.step()
+    return mi_step, torch_step
+
+def tnn_loss(torch): return torch.nn.CrossEntropyLoss()
+
+def timeit_pair(a, b, repeat, steps):
+    "Best-of-`repeat` seconds per step for `a` and `b`, interleaved so that background load hits both alike."
+    for _ in range(3): a(); b()
+    ta, tb = [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(steps): a()
+        ta.append((time.perf_counter() - t) / steps)
+        t = time.perf_counter()
+        for _ in range(steps): b()
+        tb.append((time.perf_counter() - t) / steps)
+    return min(ta), min(tb)
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--repeat', type=int, default=7)
+    ap.add_argument('--steps', type=int, default=20)
+    ap.add_argument('--profile', choices=['mlp', 'cnn', 'mlp_big'])
+    args = ap.parse_args()
+    import torch
+    nt = blas_threads()
+    torch.set_num_threads(nt)
+    if args.profile:
+        step, _ = make_steps(args.profile, torch)
+        for _ in range(5): step()
+        pr = cProfile.Profile(); pr.enable()
+        for _ in range(100): step()
+        pr.disable()
+        pstats.Stats(pr).sort_stats('tottime').print_stats(30)
+        return
+    targets = {'mlp': 1.5, 'cnn': 3.0, 'mlp_big': 1.5}
+    labels = {'mlp': 'MLP 64-128-10, batch 128', 'cnn': 'CNN (digits), batch 64', 'mlp_big': 'MLP 784-512-512-10, batch 256'}
+    print(f"one training step (forward, cross-entropy, backward, SGD momentum), {nt} thread(s), best of {args.repeat} x {args.steps} steps\n")
+    print('| model | minima ms | torch ms | ratio | target |')
+    print('|---|---:|---:|---:|---:|')
+    for name in ('mlp', 'cnn', 'mlp_big'):
+        a, b = make_steps(name, torch)
+        ta, tb = timeit_pair(a, b, args.repeat, args.steps)
+        print(f"| {labels[name]} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | {ta / tb:.2f}x | {targets[name]}x |")
+
+if __name__ == '__main__': main()
