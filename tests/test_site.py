@@ -1,0 +1,252 @@
+"""The course website, built offline by `tools/build_docs` and checked in a real browser (headless Chromium, Playwright).
+
+Needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`). Without it the tests fail under CI
+(`CI=true`) and skip elsewhere. Screenshots of the home page and an operator page go to `ci_out/`.
+"""
+import functools, http.server, importlib, json, os, pkgutil, re, subprocess, sys, threading, time
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / '_docs'
+OUT = ROOT / 'ci_out'
+CHROMIUM = '/usr/bin/chromium'
+ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync']
+IN_CI = os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
+
+def _require_browser():
+    why = None
+    if not Path(CHROMIUM).exists(): why = f'{CHROMIUM} not found (install it: apt-get install -y chromium)'
+    else:
+        try: import playwright.sync_api  # noqa: F401
+        except ImportError as e: why = f'playwright is not installed ({e})'
+    if why:
+        if IN_CI: pytest.fail(f'site test cannot run in CI: {why}')
+        pytest.skip(why)
+
+# --- what the site must contain, derived from the notebooks themselves --------------------------------------------
+
+def _first_md(nb_path):
+    nb = json.loads(nb_path.read_text())
+    for c in nb['cells']:
+        if c['cell_type'] == 'markdown': return ''.join(c['source'])
+    return ''
+
+def expected_pages():
+    "(notebook, title) in reading order: index first, then nbs/[0-9]*.ipynb sorted."
+    nbs = ROOT / 'nbs'
+    files = ([nbs / 'index.ipynb'] if (nbs / 'index.ipynb').exists() else []) + sorted(nbs.glob('[0-9]*.ipynb'))
+    out = []
+    for f in files:
+        m = re.search(r'^#\s+(.+?)\s*$', _first_md(f), re.M)
+        out.append((f, m.group(1) if m else f.stem))
+    return out
+
+def _inputs_newer_than(stamp):
+    t = stamp.stat().st_mtime
+    srcs = list((ROOT / 'nbs').glob('*.ipynb')) + [p for p in (ROOT / 'tools').iterdir() if p.is_file()]
+    srcs += list((ROOT / 'minima').rglob('*.py'))
+    return any(p.stat().st_mtime > t for p in srcs)
+
+def registered_ops():
+    "Every op in minima.testing.REGISTRY once all of minima's modules are imported."
+    import minima
+    from minima.testing import REGISTRY
+    for m in pkgutil.walk_packages(minima.__path__, 'minima.'):
+        if 'cuda' in m.name: continue
+        try: importlib.import_module(m.name)
+        except Exception: pass
+    return sorted(REGISTRY)
+
+# --- fixtures: build, serve, browse ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def docs(tmp_path_factory):
+    "A fresh `_docs/` when there is one (CI builds it first), else a new build in a private folder."
+    _require_browser()
+    stamp = DOCS / 'pages.json'
+    if stamp.exists() and not _inputs_newer_than(stamp): return DOCS
+    out = tmp_path_factory.mktemp('site') / '_docs'
+    t0 = time.time()
+    r = subprocess.run([sys.executable, str(ROOT / 'tools' / 'build_docs'), '--offline', '--out', str(out)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, f'tools/build_docs failed:\n{r.stdout}\n{r.stderr}'
+    assert time.time() - t0 < 180, f'the course took {time.time() - t0:.0f}s to build (limit 180s)'
+    return out
+
+@pytest.fixture(scope='module')
+def site(docs):
+    "The pages, in reading order, as `tools/build_docs` listed them."
+    return json.loads((docs / 'pages.json').read_text())
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
+
+@pytest.fixture(scope='module')
+def server(docs, site):
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(_Quiet, directory=str(docs)))
+    th = threading.Thread(target=httpd.serve_forever, daemon=True); th.start()
+    yield f'http://127.0.0.1:{httpd.server_address[1]}/'
+    httpd.shutdown(); httpd.server_close()
+
+@pytest.fixture(scope='module')
+def browser(server):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+_COLLECT = r"""() => {
+  const main = document.querySelector('main.content');
+  const rect = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
+  const clone = main.cloneNode(true);
+  clone.querySelectorAll('pre, code, annotation, script, style, .sourceCode').forEach(e => e.remove());
+  const topLevel = el => { while (el.parentElement && el.parentElement !== main) el = el.parentElement; return el; };
+  const sectionMath = el => {           // math elements in the h2 section around el
+    let n = 0, s = topLevel(el);
+    for (let p = s; p && p.tagName !== 'H2'; p = p.previousElementSibling) n += p.querySelectorAll('math').length + (p.tagName === 'MATH');
+    for (let p = s.nextElementSibling; p && p.tagName !== 'H2'; p = p.nextElementSibling) n += p.querySelectorAll('math').length;
+    return n;
+  };
+  return {
+    title: (document.querySelector('h1.title') || {}).textContent || '',
+    sidebar: [...document.querySelectorAll('.sidebar .chapters a')].map(a => ({href: a.getAttribute('href'), text: a.textContent.trim(),
+                                                                                 active: a.parentElement.classList.contains('active')})),
+    prev: (document.querySelector('.pager a[rel=prev]') || {getAttribute: () => null}).getAttribute('href'),
+    next: (document.querySelector('.pager a[rel=next]') || {getAttribute: () => null}).getAttribute('href'),
+    links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+    ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+    blockMath: [...main.querySelectorAll('math[display=block]')].map(m => ({size: rect(m), display: getComputedStyle(m).display,
+                                                                           tex: (m.querySelector('annotation') || {}).textContent || ''})),
+    inlineMath: main.querySelectorAll('math:not([display=block])').length,
+    text: clone.textContent,
+    images: [...main.querySelectorAll('img')].map(i => ({src: i.getAttribute('src'), complete: i.complete, w: i.naturalWidth, h: i.naturalHeight})),
+    checkOps: [...main.querySelectorAll('.check-op')].map(d => ({op: d.dataset.op,
+        table: [...d.querySelectorAll('table th')].some(th => /forward vs torch/.test(th.textContent)) && d.querySelectorAll('table tbody tr').length > 0,
+        math: sectionMath(d)})),
+    apiDocs: main.querySelectorAll('.api-doc h3, .api-doc h4').length,
+    codeBlocks: main.querySelectorAll('div.sourceCode').length,
+    highlighted: main.querySelectorAll('div.sourceCode code span.kw, div.sourceCode code span.im, div.sourceCode code span.fu').length,
+  };
+}"""
+
+@pytest.fixture(scope='module')
+def visits(site, server, browser):
+    "Open every page once, recording console errors, failed requests and what the page contains."
+    ctx = browser.new_context(viewport={'width': 1400, 'height': 900})
+    out = {}
+    for p in site:
+        page = ctx.new_page()
+        errors = []
+        page.on('console', lambda m, e=errors: e.append(f'console {m.type}: {m.text}') if m.type == 'error' else None)
+        page.on('pageerror', lambda exc, e=errors: e.append(f'page error: {exc}'))
+        page.on('requestfailed', lambda r, e=errors: e.append(f'request failed: {r.url} {r.failure}'))
+        page.on('response', lambda r, e=errors: e.append(f'HTTP {r.status}: {r.url}') if r.status >= 400 else None)
+        resp = page.goto(server + p['href'], wait_until='load')
+        page.wait_for_load_state('networkidle')
+        info = page.evaluate(_COLLECT)
+        info.update(status=resp.status if resp else None, errors=errors)
+        out[p['href']] = info
+        page.close()
+    yield out
+    ctx.close()
+
+# --- the tests -------------------------------------------------------------------------------------------------------
+
+def test_every_notebook_is_a_page_in_reading_order(site, visits):
+    exp = expected_pages()
+    assert [p['notebook'] for p in site] == [f.name for f, _ in exp], 'pages.json is not index + sorted chapters'
+    home = visits[site[0]['href']]
+    assert [a['href'] for a in home['sidebar']] == [p['href'] for p in site], 'sidebar order differs from the reading order'
+    for (f, title), p in zip(exp, site):
+        assert p['title'] == title, f'{f.name}: page title {p["title"]!r}, notebook title {title!r}'
+        v = visits[p['href']]
+        assert v['title'].strip() == re.sub(r'`', '', title), f'{p["href"]} shows title {v["title"]!r}'
+        assert [a['active'] for a in v['sidebar']].count(True) == 1, f'{p["href"]}: the sidebar must mark exactly one page'
+
+def test_pages_load_without_console_errors(visits):
+    bad = {h: v['errors'] for h, v in visits.items() if v['status'] != 200 or v['errors']}
+    assert not bad, f'pages with errors: {json.dumps(bad, indent=1)}'
+
+def test_sidebar_and_pager_links_resolve(docs, site, visits, server):
+    hrefs = [p['href'] for p in site]
+    for i, p in enumerate(site):
+        v = visits[p['href']]
+        assert [a['href'] for a in v['sidebar']] == hrefs, f'{p["href"]}: sidebar differs'
+        assert v['prev'] == (hrefs[i - 1] if i > 0 else None), f'{p["href"]}: previous link is {v["prev"]}'
+        assert v['next'] == (hrefs[i + 1] if i + 1 < len(hrefs) else None), f'{p["href"]}: next link is {v["next"]}'
+    # every in-site link on every page (sidebar, pager, cross references) points at a page, and its anchor exists
+    broken = []
+    for h, v in visits.items():
+        for link in v['links']:
+            u = urlparse(urljoin(server + h, link))
+            if u.scheme not in ('http', 'https') or u.netloc != urlparse(server).netloc: continue
+            target = u.path.lstrip('/') or 'index.html'
+            if target not in visits and not (docs / target).is_file(): broken.append(f'{h}: {link}'); continue
+            if u.fragment and target in visits and u.fragment not in visits[target]['ids']:
+                broken.append(f'{h}: {link} (no element with that id)')
+    assert not broken, 'broken links:\n' + '\n'.join(broken)
+
+def test_math_renders_as_mathml(site, visits):
+    total = 0
+    for p in site:
+        v = visits[p['href']]
+        src = Path(ROOT / 'nbs' / p['notebook']).read_text()
+        if '$$' in src: assert v['blockMath'], f'{p["href"]}: the notebook has display math but the page has none'
+        for m in v['blockMath']:
+            assert m['display'] in ('block math', 'block'), f'{p["href"]}: math not rendered as MathML: display={m["display"]}'
+            assert m['size'][0] > 0 and m['size'][1] > 0, f'{p["href"]}: a display formula has zero size: {m["tex"][:80]}'
+        total += len(v['blockMath'])
+        raw = [t for t in ('$$', '\\frac', '\\partial', '\\begin{', '\\sum', '\\bar') if t in v['text']]
+        assert not raw, f'{p["href"]}: raw TeX visible on the page: {raw}'
+    assert total > 0
+
+def test_images_and_plots_load(visits):
+    bad = [f'{h}: {i["src"]}' for h, v in visits.items() for i in v['images'] if not (i['complete'] and i['w'] > 0)]
+    assert not bad, 'images that did not load:\n' + '\n'.join(bad)
+    assert any(v['images'] for v in visits.values()), 'no page has an image (the autograd chapter draws its graph)'
+
+def test_code_is_highlighted_and_api_documented(site, visits):
+    for p in site[1:]:
+        v = visits[p['href']]
+        if v['codeBlocks']: assert v['highlighted'] > 0, f'{p["href"]}: code blocks without syntax highlighting'
+    assert sum(v['apiDocs'] for v in visits.values()) > 20, 'show_doc cards missing'
+
+def test_every_registered_op_has_derivation_and_validation_table(visits):
+    ops = registered_ops()
+    assert ops, 'the op registry is empty'
+    shown = {}
+    for h, v in visits.items():
+        for c in v['checkOps']: shown.setdefault(c['op'], []).append((h, c))
+    missing = [o for o in ops if o not in shown]
+    assert not missing, f'registered ops with no check_op table on any page: {missing}'
+    no_table = [o for o in ops if not any(c['table'] for _, c in shown[o])]
+    assert not no_table, f'check_op output without a validation table: {no_table}'
+    no_math = [f'{o} ({shown[o][0][0]})' for o in ops if not any(c['math'] for _, c in shown[o])]
+    assert not no_math, f'ops whose section on the page has no derivation (no math): {no_math}'
+
+def test_screenshots(site, server, browser, visits):
+    "Home page and an operator page, for a person to look at (ci_out/, not committed)."
+    OUT.mkdir(exist_ok=True)
+    ctx = browser.new_context(viewport={'width': 1400, 'height': 1000})
+    page = ctx.new_page()
+    page.goto(server + site[0]['href'], wait_until='networkidle')
+    page.screenshot(path=str(OUT / 'site_home.png'))
+    ops_pages = [p['href'] for p in site if visits[p['href']]['checkOps']]
+    assert ops_pages, 'no operator page'
+    op_page = 'ops_elementwise.html' if 'ops_elementwise.html' in ops_pages else ops_pages[0]
+    page.goto(server + op_page, wait_until='networkidle')
+    page.screenshot(path=str(OUT / 'site_operator.png'))
+    page.locator('.check-op').first.scroll_into_view_if_needed()
+    page.evaluate("() => { const h = document.querySelector('main h2'); if (h) h.scrollIntoView(); }")
+    page.screenshot(path=str(OUT / 'site_operator_section.png'))
+    graph = [p['href'] for p in site if visits[p['href']]['images']]
+    if graph:
+        page.goto(server + graph[0], wait_until='networkidle')
+        page.locator('main img').first.scroll_into_view_if_needed()
+        page.screenshot(path=str(OUT / 'site_graph.png'))
+    ctx.close()
+    for f in ('site_home.png', 'site_operator.png'): assert (OUT / f).stat().st_size > 10_000
