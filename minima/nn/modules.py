@@ -9,18 +9,20 @@ from collections import OrderedDict
 import numpy as np
 import minima.init as init
 from .. import ops
-from ..autograd import Tensor, no_grad
+from ..autograd import Tensor, TensorOp, no_grad, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray
+from ..testing import register_op, case
 
-__all__ = ['Parameter', 'Module', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
+__all__ = ['Parameter', 'Module', 'BatchNormOp', 'batch_norm', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
            'Sequential', 'Residual', 'Dropout', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'LayerNorm', 'Softmax',
            'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
            'Embedding', 'save', 'load']
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax',
-           'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding']
+           'Sequential', 'Residual', 'Linear', 'BatchNormOp', 'batch_norm', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d',
+           'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
+           'AvgPool2d', 'Embedding']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -206,6 +208,49 @@ class Linear(Module):
         return y if self.bias is None else y + self.bias
 
 # %% ../../nbs/10_nn.ipynb
+def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
+
+class BatchNormOp(TensorOp):
+    "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
+    def __init__(self, eps=1e-5): self.eps = eps
+    def compute(self, x: NDArray, w: NDArray, b: NDArray):
+        axes = _bn_axes(x.ndim)
+        n = math.prod(x.shape[i] for i in axes)
+        kshape = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
+        self.mean = x.sum(axes, keepdims=True) / n
+        xc = x - self.mean
+        self.var = (xc * xc).sum(axes, keepdims=True) / n
+        self.r = (self.var + self.eps) ** -0.5
+        self.xhat = xc * self.r
+        return self.xhat * w.reshape(kshape) + b.reshape(kshape)
+    def gradient(self, g, node):
+        x, w, b = node.inputs
+        axes, shape = _bn_axes(x.ndim), x.shape
+        n = math.prod(shape[i] for i in axes)
+        kshape = tuple(shape[1] if i == 1 else 1 for i in range(x.ndim))
+        if not is_grad_enabled():  # plain backward: use the NDArrays saved by compute
+            gd, xhat = g.cached_data, self.xhat
+            gsum, gx = gd.sum(axes, keepdims=True), (gd * xhat).sum(axes, keepdims=True)
+            dx = (gd - gsum / n - xhat * (gx / n)) * (self.r * w.cached_data.reshape(kshape))
+            return tuple(Tensor.make_const(a) for a in (dx, gx.reshape(w.shape), gsum.reshape(b.shape)))
+        mean = (x.sum(axes, keepdims=True) / n).broadcast_to(shape)  # create_graph: the same formula in Tensor ops
+        xc = x - mean
+        r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
+        xhat = xc * r.broadcast_to(shape)
+        gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
+        dx = (g - (gsum / n).broadcast_to(shape) - xhat * (gx / n).broadcast_to(shape)) * (r * w.reshape(kshape)).broadcast_to(shape)
+        return dx, gx.reshape(w.shape), gsum.reshape(b.shape)
+
+def batch_norm(x, weight, bias, eps=1e-5) -> Tensor:
+    "Training-mode batch norm (batch statistics) over every axis but 1. `batch_norm(x, ones(C), zeros(C))`."
+    return BatchNormOp(eps)(x, weight, bias)
+
+register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, w, b, eps),
+            lambda T, x, w, b, eps=1e-5: T.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=eps),
+            [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
+            op=BatchNormOp, rtol=1e-4, atol=1e-4);
+
+# %% ../../nbs/10_nn.ipynb
 def _check_features(layer, x, axis, n):
     if x.ndim <= axis or x.shape[axis] != n:
         raise ValueError(f"{layer}: expected {n} features in dimension {axis}, got input of shape {x.shape}")
@@ -225,20 +270,16 @@ class _BatchNorm(Module):
         _check_features(f"{type(self).__name__}({self.dim})", x, 1, self.dim)
         kshape = tuple(self.dim if i == 1 else 1 for i in range(x.ndim))
         if self.training:
-            n = math.prod(x.shape[i] for i in self._axes)
-            mean = x.sum(self._axes, keepdims=True) / n
-            xc = x - mean.broadcast_to(x.shape)
-            var = (xc * xc).sum(self._axes, keepdims=True) / n
-            with no_grad():
-                m = self.momentum
-                unbiased = var.cached_data * (n / max(n - 1, 1))
-                self.running_mean.cached_data = (self.running_mean.cached_data * (1 - m) + mean.cached_data.reshape((self.dim,)) * m)
-                self.running_var.cached_data = (self.running_var.cached_data * (1 - m) + unbiased.reshape((self.dim,)) * m)
-        else:
-            xc = x - self.running_mean.reshape(kshape).broadcast_to(x.shape)
-            var = self.running_var.reshape(kshape)
-        y = xc / ((var + self.eps) ** 0.5).broadcast_to(x.shape)
-        return y * self.weight.reshape(kshape).broadcast_to(x.shape) + self.bias.reshape(kshape).broadcast_to(x.shape)
+            op = BatchNormOp(self.eps)
+            y = op(x, self.weight, self.bias)
+            n, m = x.size // self.dim, self.momentum
+            unbiased = op.var.reshape((self.dim,)) * (n / max(n - 1, 1))
+            self.running_mean.cached_data = self.running_mean.cached_data * (1 - m) + op.mean.reshape((self.dim,)) * m
+            self.running_var.cached_data = self.running_var.cached_data * (1 - m) + unbiased * m
+            return y
+        scale = self.weight * (self.running_var + self.eps) ** -0.5  # eval: a per-channel affine map
+        shift = self.bias - self.running_mean * scale
+        return x * scale.reshape(kshape).broadcast_to(x.shape) + shift.reshape(kshape).broadcast_to(x.shape)
 
 class BatchNorm1d(_BatchNorm):
     "Batch norm over the batch axis of `(N, C)` inputs, with torch's running statistics."
