@@ -228,6 +228,19 @@ def test_every_registered_op_has_derivation_and_validation_table(visits):
     no_math = [f'{o} ({shown[o][0][0]})' for o in ops if not any(c['math'] for _, c in shown[o])]
     assert not no_math, f'ops whose section on the page has no derivation (no math): {no_math}'
 
+def test_search_finds_sections(site, server, browser):
+    ctx = browser.new_context(viewport={'width': 1400, 'height': 900})
+    page = ctx.new_page()
+    page.goto(server + site[0]['href'], wait_until='networkidle')
+    page.fill('#search-input', 'gradient check')
+    hits = page.locator('#search-results a')
+    assert hits.count() > 0, 'search for "gradient check" found nothing'
+    href = hits.first.get_attribute('href')
+    hits.first.click()
+    page.wait_for_load_state('load')
+    assert page.url.split('/')[-1].startswith(href.split('#')[0]), f'search result {href} led to {page.url}'
+    ctx.close()
+
 def test_screenshots(site, server, browser, visits):
     "Home page and an operator page, for a person to look at (ci_out/, not committed)."
     OUT.mkdir(exist_ok=True)
