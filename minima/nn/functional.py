@@ -208,13 +208,19 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     return y
 
 # %% ../../nbs/08_nn_functional.ipynb
+def _t_conv2d(T, x, w, b=None, **kw):
+    import warnings
+    with warnings.catch_warnings():  # torch warns that padding='same' with an even kernel copies the input
+        warnings.simplefilter('ignore', UserWarning)
+        return T.nn.functional.conv2d(x, w, b, **kw)
+
 def _t_conv_input(T, g, w, input_size, **kw):
     x = T.zeros(input_size, dtype=g.dtype, device=g.device, requires_grad=True)
-    return T.autograd.grad(T.nn.functional.conv2d(x, w, **kw), x, g, create_graph=True)[0]
+    return T.autograd.grad(_t_conv2d(T, x, w, **kw), x, g, create_graph=True)[0]
 
 def _t_conv_weight(T, x, g, weight_size, **kw):
     w = T.zeros(weight_size, dtype=x.dtype, device=x.device, requires_grad=True)
-    return T.autograd.grad(T.nn.functional.conv2d(x, w, **kw), w, g, create_graph=True)[0]
+    return T.autograd.grad(_t_conv2d(T, x, w, **kw), w, g, create_graph=True)[0]
 
 _CONV = [((2, 3, 5, 5), (4, 3, 3, 3), {}),
          ((1, 2, 6, 7), (3, 2, 3, 2), dict(stride=2, padding=1)),
@@ -233,8 +239,7 @@ def _conv_out_shape(xs, ws, kw):
     s, p, d, g, o = _conv_setup('conv2d', xs, ws, kw.get('stride', 1), kw.get('padding', 0), kw.get('dilation', 1), kw.get('groups', 1))
     return (xs[0], ws[0]) + o
 
-register_op('conv2d', lambda x, w, b=None, **kw: conv2d(x, w, b, **kw),
-            lambda T, x, w, b=None, **kw: T.nn.functional.conv2d(x, w, b, **kw),
+register_op('conv2d', lambda x, w, b=None, **kw: conv2d(x, w, b, **kw), _t_conv2d,
             [case(xs, ws, **kw) for xs, ws, kw in _CONV] +
             [case((2, 3, 5, 5), (4, 3, 3, 3), (4,), stride=2, padding=1), case((3, 5, 4), (2, 3, 2, 2), (2,))],
             op=Conv2d)
