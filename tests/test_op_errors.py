@@ -23,6 +23,7 @@ CASES = [
     ('where-broadcast', lambda: ops.where(T(2, 3) > 1, T(3, 2), T(2, 3)), ValueError, r'where: shapes .*\(2, 3\) and \(3, 2\).* cannot be broadcast'),
     ('where-cond-dtype', lambda: ops.where(T(2, 3), T(2, 3), 0.0), TypeError, r'where: the condition must be a bool tensor, got dtype float32'),
     ('where-no-tensor', lambda: ops.where(True, 1.0, 2.0), TypeError, r'where: a or b must be a Tensor'),
+    ('clamp-no-bounds', lambda: ops.clamp(T(3)), ValueError, r'clamp: at least one of lo and hi must be given'),
     ('compare-kind', lambda: ops.Compare('almost'), ValueError, r"Compare: unknown comparison 'almost'"),
     # reductions
     *[(f'{n}-axis', lambda n=n: getattr(ops, n)(T(2, 3), axes=2), ValueError, rf'{n}: axis 2 is out of range for an array with 2 dimensions')
@@ -64,6 +65,9 @@ CASES = [
     ('pad-pairs', lambda: ops.pad(T(2, 3), ((1, 1),)), ValueError, r'pad: expected 2 \(before, after\) pairs for shape \(2, 3\), got 1'),
     ('pad-negative', lambda: ops.pad(T(2, 3), ((0, 0), (-1, 2))), ValueError, r'pad: widths must be non-negative, got \(-1, 2\) for axis 1'),
     ('pad-not-pair', lambda: ops.pad(T(2, 3), ((0, 0), (1, 2, 3))), ValueError, r'pad: pad_width\[1\] must be a pair of ints, got \(1, 2, 3\)'),
+    ('pad-reflect-too-large', lambda: ops.pad(T(2, 3), ((0, 0), (3, 1)), mode='reflect'), ValueError, r'pad: reflect padding \(3, 1\) must be smaller than the size 3 of axis 1 \(shape \(2, 3\)\)'),
+    ('pad-replicate-empty', lambda: ops.pad(mi.Tensor(np.zeros((2, 0))), ((0, 0), (1, 1)), mode='replicate'), ValueError, r'pad: cannot replicate-pad the empty axis 1'),
+    ('pad-mode', lambda: ops.pad(T(2, 3), ((0, 0), (1, 1)), mode='circular'), ValueError, r"pad: unknown mode 'circular'; expected 'constant', 'reflect' or 'replicate'"),
     ('shrink-too-large', lambda: ops.shrink(T(2, 3), ((0, 2), (1, 4))), ValueError, r'shrink: bounds \(1, 4\) are invalid for axis 1 of size 3'),
     ('shrink-pairs', lambda: ops.shrink(T(2, 3), ((0, 2),)), ValueError, r'shrink: expected 2 \(start, stop\) pairs'),
     ('stack-shapes', lambda: ops.stack([T(2, 3), T(3, 2)], 0), ValueError, r'stack: all tensors must have the same shape, got \(2, 3\) and \(3, 2\)'),
@@ -98,5 +102,5 @@ def test_every_catalog_op_has_an_error_case():
     expected = set(BINARY) | {'where', 'summation', 'mean', 'amax', 'amin', 'logsumexp', 'argmax', 'argmin', 'softmax',
                               'log_softmax', 'reshape', 'broadcast_to', 'expand', 'transpose', 'permute', 'squeeze',
                               'unsqueeze', 'flip', 'flatten', 'getitem', 'setitem', 'pad', 'shrink', 'stack', 'split',
-                              'concatenate', 'dilate', 'undilate', 'cast', 'to_device', 'matmul', 'exp', 'log', 'sigmoid'}
+                              'concatenate', 'dilate', 'undilate', 'cast', 'to_device', 'matmul', 'exp', 'log', 'sigmoid', 'clamp'}
     assert expected <= names, expected - names

@@ -22,10 +22,11 @@ def test_dispatched_names_exist(name): assert callable(getattr(ops, name))
 CATALOG = {
     'unary': ['negate', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'abs', 'square', 'power_scalar', 'silu', 'gelu'],
     'binary': ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum', 'add_scalar', 'sub_scalar',
-               'mul_scalar', 'divide_scalar', 'rsub_scalar', 'rdivide_scalar', 'rpower_scalar'],
+               'mul_scalar', 'divide_scalar', 'rsub_scalar', 'rdivide_scalar', 'rpower_scalar', 'clamp', 'clamp_bounds'],
     'compare': ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'where'],
     'reduce': ['summation', 'mean', 'amax', 'amin', 'logsumexp', 'argmax', 'argmin'],
     'movement': ['reshape', 'transpose', 'permute', 'broadcast_to', 'expand', 'squeeze', 'unsqueeze', 'flip', 'pad',
+                 'pad_reflect', 'pad_replicate',
                  'shrink', 'getitem', 'getitem_grad', 'stack', 'split', 'concatenate', 'dilate', 'undilate',
                  'contiguous', 'cast', 'to_device'],
     'linalg': ['matmul'],
@@ -36,7 +37,7 @@ ALL = [n for v in CATALOG.values() for n in v]
 @pytest.mark.parametrize('name', ALL)
 def test_catalog_op_registered(name): assert name in REGISTRY
 
-SMOOTH = [n for n in ALL if n not in ('relu', 'abs', 'equal', 'not_equal', 'less', 'less_equal', 'greater',
+SMOOTH = [n for n in ALL if n not in ('relu', 'abs', 'clamp', 'clamp_bounds', 'equal', 'not_equal', 'less', 'less_equal', 'greater',
                                       'greater_equal', 'argmax', 'argmin')]
 
 @pytest.mark.parametrize('name', SMOOTH)
@@ -197,3 +198,14 @@ def test_tensor_methods():
     assert x.unsqueeze(0).shape == (1, 2, 3, 4) and x.reshape(6, 4).shape == (6, 4) and x.view(-1).shape == (24,)
     assert x.mean((0, -1), keepdims=True).shape == (1, 3, 1) and x.max(-1).shape == (2, 3)
     assert x.pad(((0, 0), (1, 1), (0, 0))).shape == (2, 5, 4) and x.T.shape == (2, 4, 3)
+
+def test_clamp_bounds_pass_gradient_like_torch():
+    x = mi.Tensor([-1.0, 0.0, 0.5, 1.0, 2.0]); ops.clamp(x, 0.0, 1.0).sum().backward()
+    t = torch.tensor([-1.0, 0.0, 0.5, 1.0, 2.0], requires_grad=True); t.clamp(0.0, 1.0).sum().backward()
+    assert x.grad.numpy().tolist() == t.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
+
+@pytest.mark.parametrize('mode', ['reflect', 'replicate'])
+def test_edge_padding_matches_numpy(mode):
+    a = np.arange(12.0).reshape(3, 4)
+    got = ops.pad(mi.Tensor(a), ((1, 2), (2, 1)), mode=mode).numpy()
+    assert np.array_equal(got, np.pad(a, ((1, 2), (2, 1)), mode='reflect' if mode == 'reflect' else 'edge'))

@@ -114,6 +114,7 @@ def test_getitem(shape, data, seed):
 def test_pad_shrink_dilate(shape, data, seed):
     pw = tuple((data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for _ in shape)
     run('pad', case(shape, pad_width=pw, value=data.draw(st.sampled_from([0.0, -1.5]))), seed)
+    run('clamp', case(shape, lo=-0.5, hi=data.draw(st.sampled_from([None, 0.3]))), seed)
     bounds = []
     for n in shape:
         lo = data.draw(st.integers(0, n)); bounds.append((lo, data.draw(st.integers(lo, n))))
@@ -136,6 +137,15 @@ def test_stack_split_concatenate(shape, data, seed):
     run('split', case(shape, axis=axis, sizes=data.draw(st.sampled_from([None, sizes]))), seed)
     parts = [tuple(data.draw(st.integers(1, 3)) if i == axis % nd else s for i, s in enumerate(shape)) for _ in range(k)]
     run('concatenate', case(*parts, axis=axis), seed)
+
+@settings(max_examples=10, **SETTINGS)
+@given(shape=array_shapes(min_dims=3, max_dims=4, min_side=2, max_side=4), mode=st.sampled_from(['reflect', 'replicate']), data=st.data(), seed=seeds)
+def test_edge_pad(shape, mode, data, seed):
+    "torch pads only the last one to three axes in these modes, of a batched or unbatched input."
+    k = data.draw(st.integers(1, len(shape) - 1 if len(shape) < 4 else 2))
+    pw = tuple((0, 0) if i < len(shape) - k else (data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, n - 1)))
+               for i, n in enumerate(shape))
+    run('pad_' + mode, case(shape, pad_width=pw), seed)
 
 @settings(max_examples=15, **SETTINGS)
 @given(m=st.integers(1, 3), n=st.integers(1, 3), p=st.integers(1, 3), vec=st.sampled_from(['', 'a', 'b', 'ab']),

@@ -17,7 +17,7 @@ __all__ = ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal
            'rdivide_scalar', 'Negate', 'negate', 'Exp', 'exp', 'Log', 'log', 'PowerScalar', 'power_scalar', 'EWisePow',
            'power', 'RPowerScalar', 'rpower_scalar', 'Sqrt', 'sqrt', 'Square', 'square', 'Sin', 'sin', 'Cos', 'cos',
            'Tanh', 'tanh', 'Sigmoid', 'sigmoid', 'ReLU', 'relu', 'Abs', 'absolute', 'SiLU', 'silu', 'GELU', 'gelu',
-           'Maximum', 'Minimum', 'maximum', 'minimum', 'Compare', 'Where', 'where']
+           'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def unbroadcast(g: Tensor, shape) -> Tensor:
@@ -362,6 +362,34 @@ register_op('maximum_ties', maximum, lambda T, a, b: T.maximum(a, b), _BIN, op=M
 register_op('minimum_ties', minimum, lambda T, a, b: T.minimum(a, b), _BIN, op=Minimum, make_inputs=_ties, skip={'fd': _nofd})
 
 # %% ../../nbs/03_ops_elementwise.ipynb
+class Clamp(TensorOp):
+    "Clip `a` into `[lo, hi]`; the gradient passes where `lo <= a <= hi` (bounds included, as in PyTorch)."
+    def __init__(self, lo=None, hi=None): self.lo, self.hi = lo, hi
+    def compute(self, a: NDArray):
+        if self.lo is not None: a = a.maximum(self.lo)
+        if self.hi is not None: a = a.minimum(self.hi)
+        return a
+    def gradient(self, out_grad, node):
+        x = node.inputs[0].cached_data
+        mask = NDArray.make(x.shape, device=x.device, dtype=out_grad.dtype).fill(1)
+        if self.lo is not None: mask = mask * (x >= self.lo).astype(out_grad.dtype)
+        if self.hi is not None: mask = mask * (x <= self.hi).astype(out_grad.dtype)
+        return out_grad * _const(mask)
+
+def clamp(a, lo=None, hi=None) -> Tensor:
+    "Clip into `[lo, hi]` (PyTorch's `clamp`). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."
+    if lo is None and hi is None: raise ValueError("clamp: at least one of lo and hi must be given")
+    return Clamp(lo, hi)(a)
+
+def _on_bounds(rng, shapes, **kw): return [np.round(rng.standard_normal(shapes[0]) * 2) / 2]
+register_op('clamp', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
+            [case((3, 4), lo=-0.5, hi=0.5), case((5,), lo=0.0), case((2, 3), hi=0.25), case((), lo=-1.0, hi=1.0)],
+            op=Clamp, smooth=False, skip={'second': _kink})
+register_op('clamp_bounds', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
+            [case((4, 5), lo=-0.5, hi=0.5), case((6,), lo=0.0)], op=Clamp, make_inputs=_on_bounds, smooth=False,
+            skip={'fd': 'inputs sit exactly on the bounds, where clamp has kinks', 'second': _kink})
+
+# %% ../../nbs/03_ops_elementwise.ipynb
 _CMP = {'equal': '__eq__', 'not_equal': '__ne__', 'less': '__lt__', 'less_equal': '__le__', 'greater': '__gt__',
         'greater_equal': '__ge__'}
 
@@ -428,3 +456,4 @@ Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
 Tensor.pow = lambda self, other: power(self, other)
 Tensor.maximum = lambda self, other: maximum(self, other)
 Tensor.minimum = lambda self, other: minimum(self, other)
+Tensor.clamp = Tensor.clip = lambda self, lo=None, hi=None: clamp(self, lo, hi)

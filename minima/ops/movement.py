@@ -255,8 +255,24 @@ class Pad(TensorOp):
         return out
     def gradient(self, out_grad, node): return getitem(out_grad, self._interior(node.inputs[0].shape))
 
-def pad(a, pad_width, value=0.0) -> Tensor:
-    "Pad with `value`; `pad_width` is one `(before, after)` pair per axis. `pad(x, ((0, 0), (1, 1)))`."
+def _edge_pad(a, ax, lo, hi, mode):
+    "Reflect or replicate padding along one axis, composed of slices, flips, broadcasts and a concatenation."
+    n = a.shape[ax]
+    at = lambda s: (slice(None),) * ax + (s,)
+    if mode == 'reflect':
+        if lo >= n or hi >= n:
+            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} (shape {a.shape})")
+        left, right = flip(a[at(slice(1, lo + 1))], ax), flip(a[at(slice(n - hi - 1, n - 1))], ax)
+    else:
+        if n == 0: raise ValueError(f"pad: cannot replicate-pad the empty axis {ax} (shape {a.shape})")
+        sized = lambda k: a.shape[:ax] + (k,) + a.shape[ax + 1:]
+        left, right = broadcast_to(a[at(slice(0, 1))], sized(lo)), broadcast_to(a[at(slice(n - 1, n))], sized(hi))
+    return concatenate([t for t, k in ((left, lo), (a, 1), (right, hi)) if k], ax)
+
+def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
+    """Pad `a`; `pad_width` is one `(before, after)` pair per axis. `mode` is 'constant' (with `value`), 'reflect'
+    (mirror without repeating the edge; each width must be smaller than its axis) or 'replicate' (repeat the edge),
+    as in PyTorch. `pad(x, ((0, 0), (1, 1)))`."""
     pw = tuple(pad_width)
     if len(pw) != a.ndim:
         raise ValueError(f"pad: expected {a.ndim} (before, after) pairs for shape {a.shape}, got {len(pw)}: {pw}")
@@ -264,14 +280,31 @@ def pad(a, pad_width, value=0.0) -> Tensor:
         if len(tuple(p)) != 2 or not all(isinstance(v, numbers.Integral) for v in p):
             raise ValueError(f"pad: pad_width[{ax}] must be a pair of ints, got {p!r}")
         if p[0] < 0 or p[1] < 0: raise ValueError(f"pad: widths must be non-negative, got {tuple(p)} for axis {ax}")
-    return Pad(pw, value)(a)
+    if mode == 'constant': return Pad(pw, value)(a)
+    if mode not in ('reflect', 'replicate'):
+        raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect' or 'replicate'")
+    for ax, (lo, hi) in enumerate(pw):
+        if lo or hi: a = _edge_pad(a, ax, lo, hi, mode)
+    return a
 
-def _torch_pad(T, a, pad_width, value=0.0):
-    return T.nn.functional.pad(a, [v for p in reversed(pad_width) for v in p], value=value)
+def _torch_pad(T, a, pad_width, value=0.0, mode='constant'):
+    pw = list(pad_width)
+    if mode != 'constant':  # torch pads only trailing dims in these modes
+        nz = [i for i, p in enumerate(pw) if tuple(p) != (0, 0)]
+        if not nz: return a
+        pw = pw[min(nz[0], max(0, a.ndim - 2)):]  # the last k axes, with k in torch's supported range
+        return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], mode=mode)
+    return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], value=value)
 
 register_op('pad', lambda a, pad_width, value=0.0: pad(a, pad_width, value), _torch_pad,
             [case((3, 4), pad_width=((1, 2), (0, 3))), case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
              case((5,), pad_width=((2, 2),))], op=Pad)
+_EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))), case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
+         case((2, 3, 4), pad_width=((0, 0), (2, 2), (0, 1)))]
+register_op('pad_reflect', lambda a, pad_width: pad(a, pad_width, mode='reflect'),
+            lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='reflect'), _EDGE)
+register_op('pad_replicate', lambda a, pad_width: pad(a, pad_width, mode='replicate'),
+            lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='replicate'), _EDGE)
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)
@@ -499,7 +532,7 @@ Tensor.expand = lambda self, *shape: expand(self, _shape_args(shape))
 Tensor.view = Tensor.reshape
 Tensor.flatten = lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim)
 Tensor.flip = lambda self, axes=None: flip(self, axes)
-Tensor.pad = lambda self, pad_width, value=0.0: pad(self, pad_width, value)
+Tensor.pad = lambda self, pad_width, value=0.0, mode='constant': pad(self, pad_width, value, mode)
 Tensor.split = lambda self, axis=0, sizes=None: split(self, axis, sizes)
 Tensor.contiguous = lambda self: contiguous(self)
 Tensor.cast = Tensor.astype = lambda self, dtype: cast(self, dtype)
