@@ -1,6 +1,7 @@
 """One training step (forward, loss, backward, optimizer step) of minima against torch CPU, same process, same threads.
 
-    python bench/train.py [--repeat 7] [--steps 20] [--profile mlp|cnn|mlp_big]
+    python bench/train.py [--repeat 7] [--steps 20] [--cpu-time] [--profile mlp|cnn|mlp_big]
+    OPENBLAS_NUM_THREADS=1 python bench/train.py --cpu-time      # steadier numbers on a busy machine
 
 Models (SGD with momentum 0.9, cross-entropy loss):
   mlp      64 -> 128 -> 10, batch 128                     (target: within 1.5x torch)
@@ -72,17 +73,17 @@ def make_steps(name, torch):
 
 def tnn_loss(torch): return torch.nn.CrossEntropyLoss()
 
-def timeit_pair(a, b, repeat, steps):
+def timeit_pair(a, b, repeat, steps, clock=time.perf_counter):
     "Best-of-`repeat` seconds per step for `a` and `b`, interleaved so that background load hits both alike."
     for _ in range(3): a(); b()
     ta, tb = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         for _ in range(steps): a()
-        ta.append((time.perf_counter() - t) / steps)
-        t = time.perf_counter()
+        ta.append((clock() - t) / steps)
+        t = clock()
         for _ in range(steps): b()
-        tb.append((time.perf_counter() - t) / steps)
+        tb.append((clock() - t) / steps)
     return min(ta), min(tb)
 
 def main():
@@ -90,6 +91,8 @@ def main():
     ap.add_argument('--repeat', type=int, default=7)
     ap.add_argument('--steps', type=int, default=20)
     ap.add_argument('--profile', choices=['mlp', 'cnn', 'mlp_big'])
+    ap.add_argument('--cpu-time', action='store_true',
+                    help='time with process CPU time instead of wall time (steadier on a loaded machine; use with 1 thread)')
     args = ap.parse_args()
     import torch
     nt = blas_threads()
@@ -104,12 +107,14 @@ def main():
         return
     targets = {'mlp': 1.5, 'cnn': 3.0, 'mlp_big': 1.5}
     labels = {'mlp': 'MLP 64-128-10, batch 128', 'cnn': 'CNN (digits), batch 64', 'mlp_big': 'MLP 784-512-512-10, batch 256'}
-    print(f"one training step (forward, cross-entropy, backward, SGD momentum), {nt} thread(s), best of {args.repeat} x {args.steps} steps\n")
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    print(f"one training step (forward, cross-entropy, backward, SGD momentum), {nt} thread(s), best of {args.repeat} x "
+          f"{args.steps} steps, {'process CPU' if args.cpu_time else 'wall'} time\n")
     print('| model | minima ms | torch ms | ratio | target |')
     print('|---|---:|---:|---:|---:|')
     for name in ('mlp', 'cnn', 'mlp_big'):
         a, b = make_steps(name, torch)
-        ta, tb = timeit_pair(a, b, args.repeat, args.steps)
+        ta, tb = timeit_pair(a, b, args.repeat, args.steps, clock)
         print(f"| {labels[name]} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | {ta / tb:.2f}x | {targets[name]}x |")
 
 if __name__ == '__main__': main()

@@ -13,16 +13,16 @@ from ..autograd import Tensor, TensorOp, no_grad, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray
 from ..testing import register_op, case
 
-__all__ = ['Parameter', 'Module', 'BatchNormOp', 'batch_norm', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
+__all__ = ['Parameter', 'Module', 'LinearOp', 'linear', 'BatchNormOp', 'batch_norm', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
            'Sequential', 'Residual', 'Dropout', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'LayerNorm', 'Softmax',
            'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
            'Embedding', 'save', 'load']
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'Residual', 'Linear', 'BatchNormOp', 'batch_norm', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d',
-           'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
-           'AvgPool2d', 'Embedding']
+           'Sequential', 'Residual', 'LinearOp', 'linear', 'Linear', 'BatchNormOp', 'batch_norm', 'BatchNorm1d',
+           'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss',
+           'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -191,6 +191,30 @@ class Residual(Module):
     def forward(self, x): return self.fn(x) + x
 
 # %% ../../nbs/10_nn.ipynb
+class LinearOp(TensorOp):
+    "`x @ weight + bias` for `x` `(..., in)`, `weight` `(in, out)`, `bias` `(1, out)`, as one op."
+    def compute(self, x: NDArray, w: NDArray, b: NDArray):
+        x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
+        y = x2 @ w + b
+        return y.reshape(x.shape[:-1] + (w.shape[1],)) if x.ndim != 2 else y
+    def gradient(self, g, node):
+        x, w, b = node.inputs
+        k, m = w.shape
+        if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
+            g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
+            gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
+            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(g2.sum(0, keepdims=True))
+        g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
+        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
+
+def linear(x, weight, bias) -> Tensor:
+    "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`)."
+    return LinearOp()(x, weight, bias)
+
+register_op('linear', linear, lambda T, x, w, b: x @ w + b,
+            [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp);
+
+# %% ../../nbs/10_nn.ipynb
 class Linear(Module):
     "`y = x @ weight + bias`, weight `(in_features, out_features)`, bias `(1, out_features)` (needle's layout)."
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
@@ -204,8 +228,8 @@ class Linear(Module):
         if X.shape[-1] != self.in_features:
             raise ValueError(f"Linear({self.extra_repr()}): expected input with {self.in_features} features in its "
                              f"last dimension, got {X.shape[-1]} (input shape {X.shape})")
-        y = X @ self.weight
-        return y if self.bias is None else y + self.bias
+        if self.bias is None: return X @ self.weight
+        return linear(X, self.weight, self.bias)
 
 # %% ../../nbs/10_nn.ipynb
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
