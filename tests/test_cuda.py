@@ -1,0 +1,258 @@
+"""The CUDA device beyond the shared conformance suite: every kernel variant, every dtype, views past the inline
+dimension limit, multi-pass reductions, all matmul algorithms, errors. Without a GPU the GPU tests are skipped with
+the probe's reason, and the clean-degradation tests run."""
+import itertools, re
+from pathlib import Path
+import numpy as np, pytest
+import minima
+from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, cpu
+from minima.backend_ndarray.cuda import cuda_device, kernel_source, KERNEL_DIR, MATMUL_ALGOS, CudaDevice
+
+DEV = cuda_device()
+ENABLED = DEV.enabled()
+# tools/cuda_emu runs these kernels on the CPU, thousands of times slower: keep its cases small
+EMULATED = ENABLED and 'emulation' in DEV.device_info()['name']
+gpu = pytest.mark.skipif(not ENABLED, reason=f'CUDA device not available: {DEV.why_disabled()}')
+CPU = cpu()
+
+def sample(rng, shape, dtype):
+    if dtype == 'bool': return rng.random(shape) > 0.5
+    if dtype == 'int64': return rng.integers(-5, 6, shape).astype('int64')
+    return rng.standard_normal(shape).astype(dtype)
+
+def put(d, a):
+    a = np.ascontiguousarray(a)
+    h = d.alloc(a.size, a.dtype.name); d.from_numpy(a.reshape(-1), h); return h
+
+def get(d, h, n): return d.to_numpy(h, (n,), (1,), 0)
+
+# ---- without a GPU: clean degradation
+
+def test_probe_never_raises():
+    assert isinstance(DEV.enabled(), bool) and minima.cuda() is DEV and DEV.name == 'cuda'
+    assert isinstance(DEV, CudaDevice)
+    if not ENABLED: assert DEV.why_disabled()
+
+@pytest.mark.skipif(ENABLED, reason='checks the disabled path; this machine has a working GPU')
+def test_disabled_device_raises_clearly():
+    with pytest.raises(RuntimeError, match='not available'): DEV.alloc(4, 'float32')
+    with pytest.raises(RuntimeError, match='not available'): NDArray([1., 2.], device='cuda')
+    assert minima.cpu() in minima.all_devices() and DEV not in minima.all_devices()
+
+def test_kernel_sources_are_package_data():
+    setup = (Path(__file__).parents[1] / 'setup.py').read_text()
+    assert "backend_ndarray/*.cu" in setup and "backend_ndarray/*.cuh" in setup
+    for f in ('cuda_kernels.cu', 'cuda_common.cuh'): assert (KERNEL_DIR / f).exists()
+    text = kernel_source()
+    sections = re.findall(r'^// ==== (\S+) ====$', text, re.M)
+    assert {'strided', 'elementwise', 'reduce', 'matmul_naive', 'matmul_smem', 'matmul_reg', 'indexing'} <= set(sections)
+    for s in sections: assert kernel_source(s)
+    with pytest.raises(KeyError): kernel_source('no_such_section')
+
+# ---- on a GPU
+
+@gpu
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_views_compact_and_setitem(dtype):
+    rng = np.random.default_rng(0)
+    cases = [((6, 7), (slice(None, None, -1), slice(1, None, 3))),
+             ((4, 5, 6), (slice(None), None, slice(None, None, -2), 3)),
+             ((2,) * 14, (Ellipsis, slice(None, None, -1))),        # 14 dims: past the 12 passed by value
+             ((1000, 300), (slice(3, None, 7), slice(None, None, -1)))]
+    for shape, idx in cases:
+        x = sample(rng, shape, dtype)
+        a = NDArray(x, device='cuda', dtype=dtype)
+        assert np.array_equal(a[idx].numpy(), x[idx])
+        perm = tuple(rng.permutation(a.ndim))
+        assert np.array_equal(a.permute(perm).compact().numpy(), x.transpose(perm))
+        y = sample(rng, x[idx].shape, dtype)
+        a[idx] = NDArray(y, device='cuda', dtype=dtype); x[idx] = y
+        assert np.array_equal(a.numpy(), x)
+        a[idx] = True if dtype == 'bool' else 7; x[idx] = True if dtype == 'bool' else 7
+        assert np.array_equal(a.numpy(), x)
+    b = NDArray(sample(rng, (3, 1, 4), dtype), device='cuda', dtype=dtype)
+    assert np.array_equal(b.broadcast_to((2, 3, 5, 4)).numpy(), np.broadcast_to(b.numpy(), (2, 3, 5, 4)))
+    assert NDArray(np.array(5, dtype=dtype), device='cuda', dtype=dtype).item() == np.array(5, dtype=dtype).item()
+
+@gpu
+def test_many_dims_unmergeable():
+    x = np.random.default_rng(1).standard_normal((2,) * 16).astype('float32')
+    a = NDArray(x, device='cuda')
+    perm = tuple(reversed(range(16)))       # reversed axes: no two neighbours merge
+    assert np.array_equal(a.permute(perm).compact().numpy(), x.transpose(perm))
+    v = a.permute(perm)
+    v[...] = 1.5
+    assert np.all(a.numpy() == 1.5)
+
+def _ref_or_none(fn):
+    try:
+        with np.errstate(all='ignore'): return fn()
+    except (TypeError, np.exceptions.DTypePromotionError if hasattr(np, 'exceptions') else TypeError): return None
+
+@gpu
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_ewise_all_ops_all_dtypes(dtype):
+    rng = np.random.default_rng(2)
+    n = 1000 + 3
+    x, y = sample(rng, n, dtype), sample(rng, n, dtype)
+    if dtype == 'int64': y = np.where(y == 0, 2, y)
+    for op in EWISE_OPS:
+        xx, yy = x, y
+        if op == 'pow' and dtype == 'int64': yy = np.abs(y) % 4
+        if op == 'pow' and dtype.startswith('float'): xx = np.abs(x) + 0.5
+        out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
+        want = CPU.alloc(n, out_dt)
+        if _ref_or_none(lambda: CPU.ewise(op, xx, yy, want) or True) is None: continue
+        o = DEV.alloc(n, out_dt)
+        DEV.ewise(op, put(DEV, xx), put(DEV, yy), o)
+        np.testing.assert_allclose(get(DEV, o, n), want, rtol=1e-6 if dtype == 'float32' else 1e-12, err_msg=op)
+
+@gpu
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_scalar_all_ops_all_dtypes(dtype):
+    rng = np.random.default_rng(3)
+    n = 777
+    x = sample(rng, n, dtype)
+    for op, s in itertools.product(SCALAR_OPS, [2, -1.5, True]):
+        if dtype in ('int64', 'bool') and isinstance(s, float): continue
+        xx = np.abs(x) + 0.5 if op in ('pow', 'rdiv', 'rpow') and dtype.startswith('float') else x
+        if op in ('rdiv', 'div') and dtype == 'int64': continue   # NDArray divides in float32
+        if op == 'rpow' and dtype == 'int64': xx = np.abs(x)
+        out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
+        want = CPU.alloc(n, out_dt)
+        if _ref_or_none(lambda: CPU.scalar(op, xx, s, want) or True) is None: continue
+        o = DEV.alloc(n, out_dt)
+        DEV.scalar(op, put(DEV, xx), s, o)
+        np.testing.assert_allclose(get(DEV, o, n), want, rtol=1e-6 if dtype == 'float32' else 1e-12, err_msg=f'{op} {s}')
+
+@gpu
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_unary_all_ops(dtype):
+    rng = np.random.default_rng(4)
+    x = sample(rng, 513, dtype)
+    ops = UNARY_OPS if dtype.startswith('float') else ('abs', 'sign') + (('neg',) if dtype == 'int64' else ())
+    for op in ops:
+        xx = np.abs(x) + 0.1 if op in ('log', 'sqrt') else x
+        want = CPU.alloc(513, dtype)
+        if _ref_or_none(lambda: CPU.unary(op, xx, want) or True) is None: continue
+        o = DEV.alloc(513, dtype); DEV.unary(op, put(DEV, xx), o)
+        np.testing.assert_allclose(get(DEV, o, 513), want, rtol=2e-6 if dtype == 'float32' else 1e-13, atol=1e-7, err_msg=op)
+    if dtype.startswith('float'):   # NaN handling matches numpy
+        z = np.array([np.nan, -0.0, 0.0, -2.0, np.inf], dtype)
+        for op in ('sign', 'abs', 'neg'):
+            want = CPU.alloc(5, dtype); CPU.unary(op, z, want)
+            o = DEV.alloc(5, dtype); DEV.unary(op, put(DEV, z), o)
+            np.testing.assert_array_equal(get(DEV, o, 5), want, err_msg=op)
+
+@gpu
+def test_cast_all_pairs_and_where():
+    z = np.array([0.0, -1.7, 2.5, np.nan, 1e3, -0.0], 'float64')
+    for src, dst in itertools.product(DTYPES, DTYPES):
+        x = z.astype(src) if src.startswith('float') else z[[0, 1, 2, 4, 5]].astype(src)
+        if dst == 'int64' and src.startswith('float'): x = x[~np.isnan(x)]
+        o = DEV.alloc(x.size, dst); DEV.cast(put(DEV, x), o)
+        np.testing.assert_array_equal(get(DEV, o, x.size), x.astype(dst), err_msg=f'{src}->{dst}')
+    rng = np.random.default_rng(5)
+    for dtype in DTYPES:
+        c, a, b = rng.random(300) > 0.5, sample(rng, 300, dtype), sample(rng, 300, dtype)
+        o = DEV.alloc(300, dtype); DEV.where(put(DEV, c), put(DEV, a), put(DEV, b), o)
+        assert np.array_equal(get(DEV, o, 300), np.where(c, a, b))
+    o = DEV.alloc(10, 'int64'); DEV.fill(o, 2**40 + 1)
+    assert np.all(get(DEV, o, 10) == 2**40 + 1)
+
+@gpu
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('outer,r', [(1, 1), (5, 16), (5000, 17), (300, 2048), (3, 2049), (2, 100003), (1, 2**22 + 3), (70000, 3)])
+def test_reductions_every_path(dtype, outer, r):
+    x = sample(np.random.default_rng(6), (outer, r), dtype)
+    h = put(DEV, x)
+    o = DEV.alloc(outer, dtype)
+    DEV.reduce_sum(h, o, r)
+    want = x.astype('float64').sum(1)
+    np.testing.assert_allclose(get(DEV, o, outer), want, rtol=1e-4 if dtype == 'float32' else 1e-11,
+                               atol=1e-2 if dtype == 'float32' else 1e-9)
+    DEV.reduce_max(h, o, r)
+    assert np.array_equal(get(DEV, o, outer), x.max(1))
+
+@gpu
+def test_reduce_max_nan_and_bool():
+    x = np.array([[1, np.nan, 3], [-np.inf, -np.inf, -np.inf]], 'float32')
+    o = DEV.alloc(2, 'float32'); DEV.reduce_max(put(DEV, x), o, 3)
+    np.testing.assert_array_equal(get(DEV, o, 2), x.max(1))
+    b = np.random.default_rng(7).random((40, 5000)) > 0.9995
+    o = DEV.alloc(40, 'bool'); DEV.reduce_max(put(DEV, b), o, 5000)
+    assert np.array_equal(get(DEV, o, 40), b.max(1))
+
+@gpu
+@pytest.mark.parametrize('algo', list(MATMUL_ALGOS))
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+def test_matmul_every_algo(algo, dtype):
+    rng = np.random.default_rng(8)
+    for batch, m, n, p in [(1, 1, 1, 1), (2, 5, 7, 3), (3, 33, 65, 17), (1, 128, 64, 256), (2, 131, 36, 132),
+                           (1, 300, 257, 129), (70000, 2, 3, 2)]:
+        if batch > 1000 and (EMULATED or algo not in ('auto', 'naive')): continue   # grid.z loop: batch > 65535
+        a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
+        o = DEV.alloc(batch * m * p, dtype)
+        DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
+        got = DEV.to_numpy(o, (batch, m, p), (m * p, p, 1), 0)
+        want = a.astype('float64') @ b.astype('float64')
+        if dtype == 'int64': assert np.array_equal(got, want.astype('int64')), (algo, batch, m, n, p)
+        else: np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f'{algo} {(batch, m, n, p)}')
+
+@gpu
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_gather_scatter_add(dtype):
+    rng = np.random.default_rng(9)
+    outer, n, inner = 4, 9, 5
+    x = sample(rng, (outer, n, inner), dtype)
+    idx = rng.integers(0, n, 50).astype('int64')
+    o = DEV.alloc(outer * 50 * inner, dtype)
+    DEV.gather(put(DEV, x), put(DEV, idx), o, outer, n, inner, 50)
+    assert np.array_equal(DEV.to_numpy(o, (outer, 50, inner), (50 * inner, inner, 1), 0), x[:, idx])
+    src = sample(rng, (outer, 50, inner), dtype)
+    acc = DEV.alloc(outer * n * inner, dtype); DEV.fill(acc, 0)
+    DEV.scatter_add(put(DEV, src), put(DEV, idx), acc, outer, n, inner, 50)
+    want = np.zeros((outer, n, inner), dtype); np.add.at(want, (slice(None), idx), src)
+    got = DEV.to_numpy(acc, (outer, n, inner), (n * inner, inner, 1), 0)
+    if dtype.startswith('float'): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    else: assert np.array_equal(got, want)
+
+@gpu
+def test_errors_name_the_kernel():
+    i = DEV.alloc(4, 'int64'); DEV.fill(i, 1)
+    with pytest.raises(RuntimeError, match=r'unary_kernel\[int64\]'): DEV.unary('exp', i, DEV.alloc(4, 'int64'))
+    with pytest.raises(RuntimeError, match='cudaMallocAsync'): DEV.alloc(2**50, 'float32')
+    with pytest.raises(RuntimeError, match=r'matmul_kernel\[bool\]'):
+        b = DEV.alloc(4, 'bool'); DEV.matmul(b, b, DEV.alloc(4, 'bool'), 1, 2, 2, 2)
+    DEV.synchronize()   # the device is still healthy afterwards
+
+@gpu
+def test_ndarray_and_autograd_on_cuda_match_cpu():
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal((64, 33)).astype('float32'), rng.standard_normal((33, 7)).astype('float32')
+    outs = []
+    for d in ('cpu', 'cuda'):
+        X, W = minima.Tensor(x, device=d), minima.Tensor(w, device=d)
+        y = minima.ops.logsumexp(minima.ops.relu(X @ W) * 0.5 + 1, axes=(1,)).sum()
+        y.backward()
+        outs.append((y.numpy(), X.grad.numpy(), W.grad.numpy()))
+        assert X.grad.device.name == d
+    for a, b in zip(*outs): np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    a = NDArray(x, device='cuda')
+    assert np.array_equal(a.argmax(1).numpy(), x.argmax(1)) and np.allclose(a.sum(0).numpy(), x.sum(0), atol=1e-4)
+    assert np.array_equal(a.to('cpu').numpy(), x) and a.to('cpu').device == cpu()
+    t = a.take(NDArray(np.array([3, -1, 0]), device='cuda'), axis=1)
+    assert np.array_equal(t.numpy(), x[:, [3, -1, 0]])
+
+@gpu
+def test_memory_is_recycled():
+    for _ in range(2000): DEV.alloc(1 << 20, 'float32')   # 4 MB each; freed as soon as dropped
+    DEV.synchronize()
+
+@gpu
+def test_matmul_taller_than_one_grid():
+    m = 65535 * 8 + 100    # more row tiles than grid.y allows for the smallest tile: multiplied in bands
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((m, 4)).astype('float32'), rng.standard_normal((4, 4)).astype('float32')
+    got = (NDArray(a, device='cuda') @ NDArray(b, device='cuda')).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
