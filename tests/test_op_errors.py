@@ -23,6 +23,8 @@ CASES = [
     ('where-broadcast', lambda: ops.where(T(2, 3) > 1, T(3, 2), T(2, 3)), ValueError, r'where: shapes .*\(2, 3\) and \(3, 2\).* cannot be broadcast'),
     ('where-cond-dtype', lambda: ops.where(T(2, 3), T(2, 3), 0.0), TypeError, r'where: the condition must be a bool tensor, got dtype float32'),
     ('where-no-tensor', lambda: ops.where(True, 1.0, 2.0), TypeError, r'where: a or b must be a Tensor'),
+    ('gelu-approximate', lambda: ops.gelu(T(3), approximate='fast'), ValueError, r"gelu: approximate must be 'tanh' or 'none', got 'fast'"),
+    ('erf-int', lambda: ops.erf(T(3, dtype='int64')), TypeError, r'erf: expected a float32 or float64 tensor, got int64'),
     ('clamp-no-bounds', lambda: ops.clamp(T(3)), ValueError, r'clamp: at least one of lo and hi must be given'),
     ('compare-kind', lambda: ops.Compare('almost'), ValueError, r"Compare: unknown comparison 'almost'"),
     # reductions
@@ -102,5 +104,5 @@ def test_every_catalog_op_has_an_error_case():
     expected = set(BINARY) | {'where', 'summation', 'mean', 'amax', 'amin', 'logsumexp', 'argmax', 'argmin', 'softmax',
                               'log_softmax', 'reshape', 'broadcast_to', 'expand', 'transpose', 'permute', 'squeeze',
                               'unsqueeze', 'flip', 'flatten', 'getitem', 'setitem', 'pad', 'shrink', 'stack', 'split',
-                              'concatenate', 'dilate', 'undilate', 'cast', 'to_device', 'matmul', 'exp', 'log', 'sigmoid', 'clamp'}
+                              'concatenate', 'dilate', 'undilate', 'cast', 'to_device', 'matmul', 'exp', 'log', 'sigmoid', 'clamp', 'gelu', 'erf'}
     assert expected <= names, expected - names

@@ -20,7 +20,7 @@ DISPATCHED = ['add', 'add_scalar', 'multiply', 'mul_scalar', 'subtract', 'sub_sc
 def test_dispatched_names_exist(name): assert callable(getattr(ops, name))
 
 CATALOG = {
-    'unary': ['negate', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'abs', 'square', 'power_scalar', 'silu', 'gelu'],
+    'unary': ['negate', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'abs', 'square', 'power_scalar', 'silu', 'gelu', 'gelu_exact', 'erf'],
     'binary': ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum', 'add_scalar', 'sub_scalar',
                'mul_scalar', 'divide_scalar', 'rsub_scalar', 'rdivide_scalar', 'rpower_scalar', 'clamp', 'clamp_bounds'],
     'compare': ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'where'],
@@ -48,7 +48,7 @@ def test_second_derivative_checked(name):
 
 def test_float32_stays_float32():
     x = mi.Tensor(np.random.default_rng(0).standard_normal((3, 4)))
-    for f in [ops.sigmoid, ops.tanh, ops.gelu, ops.silu, lambda t: ops.softmax(t, 1), lambda t: ops.mean(t, 0),
+    for f in [ops.sigmoid, ops.tanh, ops.gelu, ops.silu, ops.erf, lambda t: ops.gelu(t, 'none'), lambda t: ops.softmax(t, 1), lambda t: ops.mean(t, 0),
               lambda t: 2 - t, lambda t: 2 / (t.abs() + 1), lambda t: 2 ** t, lambda t: ops.pad(t, ((1, 1), (0, 0))),
               lambda t: ops.amax(t, 1), lambda t: ops.logsumexp(t, 0), lambda t: t[::-1, 1:]]:
         y = f(x)

@@ -19,7 +19,7 @@ def run(name, c, seed):
 shapes = lambda min_dims=0, max_dims=3: array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=4)
 seeds = st.integers(0, 2 ** 16)
 
-UNARY = ['negate', 'exp', 'log', 'sqrt', 'square', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'abs', 'silu', 'gelu',
+UNARY = ['negate', 'exp', 'log', 'sqrt', 'square', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'abs', 'silu', 'gelu', 'gelu_exact', 'erf',
          'add_scalar', 'sub_scalar', 'mul_scalar', 'divide_scalar', 'rsub_scalar', 'rdivide_scalar', 'rpower_scalar']
 BINARY = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum', 'maximum_ties', 'minimum_ties',
           'equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal']

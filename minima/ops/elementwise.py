@@ -16,8 +16,8 @@ __all__ = ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal
            'MulScalar', 'mul_scalar', 'EWiseDiv', 'divide', 'DivScalar', 'divide_scalar', 'RDivScalar',
            'rdivide_scalar', 'Negate', 'negate', 'Exp', 'exp', 'Log', 'log', 'PowerScalar', 'power_scalar', 'EWisePow',
            'power', 'RPowerScalar', 'rpower_scalar', 'Sqrt', 'sqrt', 'Square', 'square', 'Sin', 'sin', 'Cos', 'cos',
-           'Tanh', 'tanh', 'Sigmoid', 'sigmoid', 'ReLU', 'relu', 'Abs', 'absolute', 'SiLU', 'silu', 'GELU', 'gelu',
-           'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
+           'Tanh', 'tanh', 'Sigmoid', 'sigmoid', 'ReLU', 'relu', 'Abs', 'absolute', 'Erf', 'erf', 'SiLU', 'silu',
+           'GELU', 'gelu', 'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def unbroadcast(g: Tensor, shape) -> Tensor:
@@ -307,6 +307,35 @@ register_op('relu', relu, lambda T, a: T.relu(a), _UN, op=ReLU, domain='away_fro
 register_op('abs', absolute, lambda T, a: T.abs(a), _UN, op=Abs, domain='away_from_kinks', smooth=False, skip={'second': _kink})
 
 # %% ../../nbs/03_ops_elementwise.ipynb
+def _erf_nd(a: NDArray) -> NDArray:
+    x = a.astype('float64')
+    ax = x.abs()
+    small = ax <= 2.5
+    zero = NDArray.make((), device=a.device, dtype='float64').fill(0)
+    xs = NDArray.where(small, x, zero)
+    minus_x2, term, s = -(xs * xs), xs, xs
+    for n in range(1, 41):
+        term = term * minus_x2 / n
+        s = s + term / (2 * n + 1)
+    xl = NDArray.where(small, zero + 3.0, ax)
+    f = xl
+    for k in range(30, 0, -1): f = xl + (k / 2) / f
+    erfc = (-(xl * xl)).exp() / f / math.sqrt(math.pi)
+    return NDArray.where(small, s * (2 / math.sqrt(math.pi)), x.sign() * (1.0 - erfc)).astype(a.dtype)
+
+class Erf(TensorOp):
+    "The error function (series and continued fraction in float64); its gradient is exact."
+    def compute(self, a: NDArray): return _erf_nd(a)
+    def gradient(self, out_grad, node):
+        a = node.inputs[0]
+        return out_grad * exp(-(a * a)) * (2 / math.sqrt(math.pi))
+
+def erf(a) -> Tensor: "The error function. `erf(Tensor([0.]))` is `[0.]`; `erf(Tensor([10.]))` is `[1.]`."; return Erf()(_float(a, 'erf'))
+
+register_op('erf', erf, lambda T, a: T.erf(a), _UN + [case((7,))], op=Erf,
+            make_inputs=lambda rng, shapes: [rng.uniform(-5, 5, shapes[0])])
+
+# %% ../../nbs/03_ops_elementwise.ipynb
 class SiLU(TensorOp):
     "`a * sigmoid(a)` (swish)."
     def compute(self, a: NDArray): return a * _sigmoid_nd(a)
@@ -320,17 +349,27 @@ def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLU()(_float(a
 _K, _C = math.sqrt(2.0 / math.pi), 0.044715
 
 class GELU(TensorOp):
-    "GELU, tanh approximation (PyTorch's `gelu(x, approximate='tanh')`)."
-    def compute(self, a: NDArray): return (((a + a * a * a * _C) * _K).tanh() + 1.0) * a * 0.5
+    "GELU: `approximate='tanh'` (PyTorch's `gelu(x, approximate='tanh')`) or `'none'` (exact, through erf)."
+    def __init__(self, approximate='tanh'): self.approximate = approximate
+    def compute(self, a: NDArray):
+        if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
+        return (((a + a * a * a * _C) * _K).tanh() + 1.0) * a * 0.5
     def gradient(self, out_grad, node):
         a = node.inputs[0]
+        if self.approximate == 'none':
+            return out_grad * ((erf(a / math.sqrt(2.0)) + 1.0) * 0.5 + a * exp(a * a * -0.5) / math.sqrt(2 * math.pi))
         t = tanh((a + a * a * a * _C) * _K)
         return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
 
-def gelu(a) -> Tensor: "GELU with the tanh approximation. `gelu(Tensor([0.]))` is `[0.]`."; return GELU()(_float(a, 'gelu'))
+def gelu(a, approximate='tanh') -> Tensor:
+    "GELU; `approximate='tanh'` (the default here) or `'none'` (exact). `gelu(Tensor([0.]))` is `[0.]`."
+    if approximate not in ('tanh', 'none'): raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    return GELU(approximate)(_float(a, 'gelu'))
 
 register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLU)
 register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELU)
+register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELU,
+            make_inputs=lambda rng, shapes: [rng.uniform(-6, 6, shapes[0])])
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def _minmax_grad(kind, out_grad, node):
@@ -451,7 +490,8 @@ Tensor.cos = lambda self: cos(self)
 Tensor.tanh = lambda self: tanh(self)
 Tensor.sigmoid = lambda self: sigmoid(self)
 Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self: gelu(self)
+Tensor.gelu = lambda self, approximate='tanh': gelu(self, approximate)
+Tensor.erf = lambda self: erf(self)
 Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
 Tensor.pow = lambda self, other: power(self, other)
 Tensor.maximum = lambda self, other: maximum(self, other)
