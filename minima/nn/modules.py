@@ -191,6 +191,13 @@ class Residual(Module):
     def forward(self, x): return self.fn(x) + x
 
 # %% ../../nbs/10_nn.ipynb
+_ONES = {}
+def _ones_row(a: NDArray) -> NDArray:
+    "A cached `(1, rows)` row of ones: `ones @ g` sums the rows of `g` with one matmul call (no permute, no copy)."
+    key = (a.shape[0], a.device, a.dtype)
+    if key not in _ONES: _ONES[key] = NDArray.make((1, a.shape[0]), device=a.device, dtype=a.dtype).fill(1)
+    return _ONES[key]
+
 class LinearOp(TensorOp):
     "`x @ weight + bias` for `x` `(..., in)`, `weight` `(in, out)`, `bias` `(1, out)`, as one op."
     def compute(self, x: NDArray, w: NDArray, b: NDArray):
@@ -203,7 +210,7 @@ class LinearOp(TensorOp):
         if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
             g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
             gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(g2.sum(0, keepdims=True))
+            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(_ones_row(g2) @ g2)
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
         return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
 
