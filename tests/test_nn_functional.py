@@ -124,3 +124,25 @@ def test_needle_conv_is_registered_in_ops():
     assert mi.ops.conv is F.conv
     y = mi.ops.conv(mi.Tensor(np.ones((2, 6, 6, 3))), mi.Tensor(np.ones((3, 3, 3, 4))), stride=2, padding=1)
     assert y.shape == (2, 3, 3, 4)
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 5), st.integers(1, 5), st.lists(st.integers(1, 3), max_size=2), st.sampled_from(['none', 'mean', 'sum']),
+       st.booleans(), st.sampled_from([-100, 0, 1]), st.floats(0, 1), st.data())
+def test_losses_match_torch(n, c, extra, reduction, use_w, ignore_index, p_ignore, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 10**6)))
+    shape, tshape = (n, c) + tuple(extra), (n,) + tuple(extra)
+    t = rng.integers(0, c, tshape)
+    t[rng.random(tshape) < p_ignore] = ignore_index
+    if ignore_index >= c: t[t == ignore_index] = 0
+    x, tx = _both(shape, rng)
+    w = rng.uniform(0.5, 2, c) if use_w else None
+    kw = dict(reduction=reduction, ignore_index=ignore_index)
+    for ours_f, ref_f in [(F.cross_entropy, tF.cross_entropy), (F.nll_loss, tF.nll_loss)]:
+        x.grad = None; tx.grad = None
+        ours = ours_f(x, mi.Tensor(t), weight=None if w is None else mi.Tensor(w, dtype='float64'), **kw)
+        ref = ref_f(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w), **kw)
+        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12, equal_nan=True)
+        if np.all(np.isfinite(ref.detach().numpy())):
+            g = rng.standard_normal(ours.shape)
+            ours.backward(mi.Tensor(g, dtype='float64')); ref.backward(torch.tensor(g))
+            np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
