@@ -122,3 +122,30 @@ def test_save_load_roundtrip_and_errors(tmp_path):
     nn.Sequential(nn.Linear(3, 4)).save(tmp_path / 's.npz')
     with pytest.raises(ValueError, match=r"'0.weight' has shape \(3, 4\) in the state but \(3, 5\) in the module"):
         nn.Sequential(nn.Linear(3, 5)).load(tmp_path / 's.npz')
+
+def test_conv_pool_embedding_modules_match_torch():
+    init.manual_seed(6)
+    conv = nn.Conv2d(3, 4, 3, stride=1, padding=1)
+    assert conv.weight.shape == (4, 3, 3, 3) and conv.bias.shape == (4,)
+    tconv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    with torch.no_grad(): tconv.weight.copy_(torch.tensor(conv.weight.numpy())); tconv.bias.copy_(torch.tensor(conv.bias.numpy()))
+    x = init.randn(2, 3, 6, 6, requires_grad=True); tx = _t(x, True)
+    net = nn.Sequential(conv, nn.MaxPool2d(2), nn.AvgPool2d(3, stride=1, padding=1))
+    tnet = torch.nn.Sequential(tconv, torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(3, stride=1, padding=1))
+    y, ty = net(x), tnet(tx)
+    assert y.shape == tuple(ty.shape) and np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-5)
+    (y * y).sum().backward(); (ty * ty).sum().backward()
+    assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-4)
+    assert np.allclose(conv.weight.grad.numpy(), tconv.weight.grad.numpy(), atol=1e-4)
+    emb = nn.Embedding(7, 3)
+    idx = mi.Tensor(np.array([[1, 6], [0, 1]]))
+    e = emb(idx); assert e.shape == (2, 2, 3) and np.allclose(e.numpy()[0, 0], emb.weight.numpy()[1])
+    e.sum().backward(); assert emb.weight.grad.numpy()[1].tolist() == [2, 2, 2]
+    with pytest.raises(ValueError, match=r'Conv2d\(3, 4, kernel_size=3.*expected input \(N, 3, H, W\), got shape \(2, 5, 6, 6\)'):
+        conv(init.randn(2, 5, 6, 6))
+
+def test_conv_init_fans():
+    init.manual_seed(7)
+    w = nn.Conv2d(16, 32, 3).weight.numpy()
+    bound = np.sqrt(6 / (16 * 9))   # kaiming-uniform with fan_in = C_in * k * k
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
