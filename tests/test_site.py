@@ -264,3 +264,16 @@ def test_screenshots(site, server, browser, visits):
         page.screenshot(path=str(OUT / 'site_graph.png'))
     ctx.close()
     for f in ('site_home.png', 'site_operator.png'): assert (OUT / f).stat().st_size > 10_000
+
+def test_quarto_sidebar_lists_every_chapter_in_order():
+    "Where Quarto builds the site, `_quarto.yml` names the pages: it must list exactly the notebooks, in reading order."
+    import yaml
+    cfg = yaml.safe_load((ROOT / '_quarto.yml').read_text())
+    def flat(items):
+        for it in items:
+            if isinstance(it, str): yield it
+            elif isinstance(it, dict) and 'contents' in it: yield from flat(it['contents'])
+            elif isinstance(it, dict) and 'href' in it: yield it['href']
+    listed = list(flat(cfg['website']['sidebar']['contents']))
+    assert listed == [f.name for f, _ in expected_pages()], \
+        f'_quarto.yml sidebar {listed} != notebooks in reading order {[f.name for f, _ in expected_pages()]}'
