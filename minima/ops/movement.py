@@ -512,7 +512,9 @@ register_op('cast', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(ge
             [case((3, 4), dtype='float64'), case((), dtype='float64'), case((2, 3), dtype='float32')], op=Cast)
 register_op('cast_int', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((3, 4), dtype='int64'), case((5,), dtype='bool')], op=Cast)
-register_op('to_device', lambda a, device='cpu': to_device(a, device), lambda T, a, device='cpu': a.to(device),
+# a round trip (to the CPU and back to the input's device), so that the output lives where the harness expects it
+# and, on a GPU, both directions of the gradient move are exercised
+register_op('to_device', lambda a: to_device(to_device(a, 'cpu'), a.device), lambda T, a: a.to('cpu').to(a.device),
             [case((3, 4)), case(())], op=ToDevice)
 
 # %% ../../nbs/05_ops_movement.ipynb
