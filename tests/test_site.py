@@ -223,7 +223,9 @@ def test_every_registered_op_has_derivation_and_validation_table(visits):
     for h, v in visits.items():
         for c in v['checkOps']: shown.setdefault(c['op'], []).append((h, c))
     missing = [o for o in ops if o not in shown]
-    assert not missing, f'registered ops with no check_op table on any page: {missing}'
+    assert not missing, (f'registered ops with no check_op table on any page: {missing}. Give each its own cell '
+                         "`check_op('name')` (only a cell's last expression is shown) in the op's section, then "
+                         'tools/execute_nbs the notebook so the output is kept')
     no_table = [o for o in ops if not any(c['table'] for _, c in shown[o])]
     assert not no_table, f'check_op output without a validation table: {no_table}'
     no_math = [f'{o} ({shown[o][0][0]})' for o in ops if not any(c['math'] for _, c in shown[o])]
