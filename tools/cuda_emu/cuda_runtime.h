@@ -91,7 +91,10 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 2; return cudaSuccess; }
+// 2 SMs by default keeps emulated grids small; EMU_SMS=132 reproduces an H100's launch geometry
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+    const char* s = getenv("EMU_SMS"); *v = s ? atoi(s) : 2; return cudaSuccess;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
     snprintf(p->name, sizeof p->name, "minima CPU emulation of CUDA"); p->major = 0; p->minor = 0; p->multiProcessorCount = 2;
     return cudaSuccess;
