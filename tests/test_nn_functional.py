@@ -146,3 +146,12 @@ def test_losses_match_torch(n, c, extra, reduction, use_w, ignore_index, p_ignor
             g = rng.standard_normal(ours.shape)
             ours.backward(mi.Tensor(g, dtype='float64')); ref.backward(torch.tensor(g))
             np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+def test_max_pool_propagates_nan_like_torch():
+    x = np.arange(16.).reshape(1, 1, 4, 4); x[0, 0, 1, 0] = np.nan
+    t, tt = mi.Tensor(x, dtype='float64'), torch.tensor(x, requires_grad=True)
+    y, ty = F.max_pool2d(t, 2, return_indices=True), tF.max_pool2d(tt, 2, return_indices=True)
+    np.testing.assert_array_equal(y[0].numpy(), ty[0].detach().numpy())
+    np.testing.assert_array_equal(y[1].numpy(), ty[1].numpy())
+    y[0].sum().backward(); ty[0].sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), tt.grad.numpy())

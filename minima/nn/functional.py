@@ -304,6 +304,8 @@ class MaxPool2d(TensorOp):
         sN, sC, sH, sW = xp.strides
         win = xp.as_strided((N, C, oh, ow, kh, kw), (sN, sC, sH * sh, sW * sw, sH * dh, sW * dw)).compact()
         win = win.reshape(N, C, oh, ow, kh * kw)
+        if (x != x).max().item():  # NaN propagates, as in torch: let it win its window
+            win = NDArray.where(win != win, full((), float('inf'), dtype=x.dtype, device=x.device), win)
         k = win.argmax(axis=4)
         # the window offset k -> row/col offsets, then the flat index of the winner in x (clamped for all -inf windows)
         kr = NDArray(np.repeat(np.arange(kh) * dh, kw), device=x.device, dtype='int64').take(k)
