@@ -1,8 +1,16 @@
 "500 training steps leave the number of live Tensors and the process memory flat: no graph is kept alive."
-import gc, os, numpy as np
+import gc, os, numpy as np, pytest
 import minima as mi
 from minima import nn, optim, init
 from minima.autograd import Tensor
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    "Tiny matmuls run fastest on one BLAS thread, and a busy machine makes spinning BLAS threads very slow."
+    try: from threadpoolctl import threadpool_limits
+    except ImportError: yield; return
+    with threadpool_limits(1): yield
 
 def _live_tensors():
     gc.collect()
