@@ -256,3 +256,33 @@ def test_matmul_taller_than_one_grid():
     a, b = rng.standard_normal((m, 4)).astype('float32'), rng.standard_normal((4, 4)).astype('float32')
     got = (NDArray(a, device='cuda') @ NDArray(b, device='cuda')).numpy()
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+try:
+    from hypothesis import given, settings, strategies as st, HealthCheck
+except ImportError: given = None
+
+if given is not None:
+    @st.composite
+    def strided_views(draw):
+        "A random array plus a random chain of views: slices with any step, a permutation, a broadcast axis."
+        nd = draw(st.integers(1, 5))
+        shape = tuple(draw(st.lists(st.integers(1, 5), min_size=nd, max_size=nd)))
+        idx = tuple(slice(draw(st.integers(0, n - 1)), None, draw(st.sampled_from([1, 2, -1, -2]))) for n in shape)
+        perm = tuple(draw(st.permutations(range(nd))))
+        return shape, idx, perm, draw(st.booleans()), draw(st.sampled_from(DTYPES))
+
+    @gpu
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(strided_views())
+    def test_random_views_match_numpy(view):
+        shape, idx, perm, bcast, dtype = view
+        x = sample(np.random.default_rng(12), shape, dtype)
+        a = NDArray(x, device='cuda', dtype=dtype)
+        v, w = a[idx].permute(perm), x[idx].transpose(perm)
+        if bcast: v, w = v[None].broadcast_to((3,) + v.shape), np.broadcast_to(w[None], (3,) + w.shape)
+        assert np.array_equal(v.compact().numpy(), w)
+        if not bcast:
+            y = sample(np.random.default_rng(13), w.shape, dtype)
+            v[...] = NDArray(y, device='cuda', dtype=dtype)
+            x2 = x.copy(); x2[idx] = y.transpose(np.argsort(perm))
+            assert np.array_equal(a.numpy(), x2)
