@@ -127,7 +127,7 @@ _COLLECT = r"""() => {
     checkOps: [...main.querySelectorAll('.check-op')].map(d => ({op: d.dataset.op,
         table: [...d.querySelectorAll('table th')].some(th => /forward vs torch/.test(th.textContent)) && d.querySelectorAll('table tbody tr').length > 0,
         math: sectionMath(d)})),
-    apiDocs: main.querySelectorAll('.api-doc h3, .api-doc h4').length,
+    apiDocs: [...main.querySelectorAll('.api-doc h3, .api-doc h4')].map(h => h.textContent.trim()),
     codeBlocks: main.querySelectorAll('div.sourceCode').length,
     highlighted: main.querySelectorAll('div.sourceCode code span.kw, div.sourceCode code span.im, div.sourceCode code span.fu').length,
   };
@@ -214,7 +214,25 @@ def test_code_is_highlighted_and_api_documented(site, visits):
     for p in site[1:]:
         v = visits[p['href']]
         if v['codeBlocks']: assert v['highlighted'] > 0, f'{p["href"]}: code blocks without syntax highlighting'
-    assert sum(v['apiDocs'] for v in visits.values()) > 20, 'show_doc cards missing'
+    assert sum(len(v['apiDocs']) for v in visits.values()) > 20, 'show_doc cards missing'
+
+def exported_symbols():
+    "{name: module} for every function and class in a minima module's `__all__` (aliases such as `cat` excluded)."
+    import inspect
+    registered_ops()  # imports every module
+    out = {}
+    for name, mod in sorted(sys.modules.items()):
+        if not name.startswith('minima.') or mod is None: continue
+        for n in getattr(mod, '__all__', []):
+            o = getattr(mod, n, None)
+            if (inspect.isfunction(o) or inspect.isclass(o)) and o.__module__ == name and o.__name__ == n: out.setdefault(n, name)
+    return out
+
+def test_every_exported_function_and_class_has_its_signature_and_docstring(visits):
+    cards = {n for v in visits.values() for n in v['apiDocs']}
+    missing = {n: m for n, m in exported_symbols().items() if n not in cards}
+    assert not missing, (f'exported without a show_doc card on any page: {missing}. nbdev adds one for each def/class '
+                         'in an `#| export` cell; for functions made another way add a cell `show_doc(name)`')
 
 def test_every_registered_op_has_derivation_and_validation_table(visits):
     ops = registered_ops()
