@@ -392,7 +392,8 @@ class SoftmaxLoss(Module):
         if logits.ndim != 2: raise ValueError(f"{type(self).__name__}: expected logits of shape (N, C), got {logits.shape}")
         N, C = logits.shape
         onehot = _one_hot_labels(type(self).__name__, y, N, C, logits.device, logits.dtype)
-        return (ops.log_softmax(logits, 1) * onehot).sum() * (-1.0 / N)
+        weights = Tensor.make_const(onehot.cached_data * (-1.0 / N))  # fold the mean and the sign into the constant
+        return (ops.log_softmax(logits, 1) * weights).sum()
 
 class CrossEntropyLoss(SoftmaxLoss):
     "PyTorch's name for `SoftmaxLoss`."
