@@ -216,8 +216,8 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                     if 'backward' in spec.skip: rep.add(c, 'backward', 'skip', note=spec.skip['backward'])
                     else:
                         gs = [_randn(rng, y.shape, 'float32') for y in ys]
-                        mg = _grad(ys, [xs[i] for i in diff], [Tensor(g, device=dev, requires_grad=False) for g in gs])
-                        tg = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(tdev) for g in gs], allow_unused=True)
+                        mg = _grad(ys, [xs[i] for i in diff], [Tensor(g, device=y.device, requires_grad=False) for g, y in zip(gs, ys)])
+                        tg = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(ty.device) for g, ty in zip(gs, tys)], allow_unused=True)
                         bad, errs = None, []
                         for i, m, t in zip(diff, mg, tg):
                             tn = np.zeros(arrs[i].shape) if t is None else t.detach().cpu().numpy()
@@ -234,7 +234,7 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
         if 'fd' in checks:
             if 'fd' in spec.skip: rep.add(c, 'fd', 'skip', note=spec.skip['fd'])
             else:
-                an = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=dev, requires_grad=False) for g in gs])
+                an = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys64)])
                 nums = _fd_grads(spec, c, arrs, diff, gs)
                 bad, errs = None, []
                 for i, a, n in zip(diff, an, nums):
@@ -249,17 +249,17 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                 hs = [_randn(rng, arrs[i].shape) for i in diff]
                 x64 = _mi_inputs(arrs, diff, 'float64', dev)
                 ys64 = _as_list(spec.fn(*x64, **c.kwargs))
-                g1 = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=dev, requires_grad=False) for g in gs], create_graph=True)
+                g1 = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys64)], create_graph=True)
                 s = None
                 for g, h in zip(g1, hs):
                     if g.requires_grad:
-                        term = (g * Tensor(h, dtype='float64', device=dev, requires_grad=False)).sum()
+                        term = (g * Tensor(h, dtype='float64', device=g.device, requires_grad=False)).sum()
                         s = term if s is None else s + term
                 m2 = [np.zeros(arrs[i].shape) for i in diff] if s is None else [t.numpy() for t in _grad(s, [x64[i] for i in diff])]
                 ts = _t_inputs(torch, arrs, diff, 'float64', tdev)
                 tys = _as_list(spec.torch_fn(torch, *ts, **c.kwargs))
-                tg1 = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(tdev) for g in gs], create_graph=True, allow_unused=True)
-                pairs = [(g, torch.from_numpy(h).to(tdev)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
+                tg1 = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(ty.device) for g, ty in zip(gs, tys)], create_graph=True, allow_unused=True)
+                pairs = [(g, torch.from_numpy(h).to(g.device)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
                 if pairs:
                     tg2 = torch.autograd.grad([p[0] for p in pairs], [ts[i] for i in diff], [p[1] for p in pairs], allow_unused=True)
                     t2 = [np.zeros(arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(diff, tg2)]
