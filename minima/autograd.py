@@ -113,6 +113,7 @@ def _to_ndarray(array, device, dtype):
 class Tensor(Value):
     "An n-dimensional array that records the ops applied to it, for reverse-mode differentiation."
     __slots__ = ('grad', '_retain')
+    __array_ufunc__ = None   # so `np.float32(2) * t` defers to Tensor.__rmul__ instead of returning a numpy array
 
     def __init__(self, array, *, device=None, dtype=None, requires_grad=True):
         data = _to_ndarray(array, device, dtype)
