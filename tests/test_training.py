@@ -88,8 +88,6 @@ def cnn():
                          nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
 
 def test_cnn_reaches_98_percent(digits):
-    if not hasattr(nn, 'functional') or not hasattr(nn.functional, 'conv2d'):
-        pytest.skip('minima.nn.functional.conv2d is not available yet')
     Xtr, Xte, ytr, yte = digits
     Xtr, Xte = Xtr.reshape(-1, 1, 8, 8), Xte.reshape(-1, 1, 8, 8)
     init.manual_seed(0)
