@@ -95,9 +95,11 @@ class Value:
         data = op.compute(*[x.cached_data for x in inputs])
         v = cls.__new__(cls)
         if _GRAD[0] and any(x.requires_grad for x in inputs):
-            v._init(op, inputs, cached_data=data, requires_grad=True)
+            v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
         else:
-            v._init(None, (), cached_data=data, requires_grad=False)
+            v.op, v.inputs, v.requires_grad = None, (), False
+        v.cached_data = data
+        if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
         return v
 
 # %% ../nbs/01_autograd.ipynb

@@ -29,7 +29,7 @@ class BackendDevice(ABC):
     name: str = 'abstract'
 
     def __repr__(self): return f'minima.{self.name}()'
-    def __eq__(self, other): return isinstance(other, BackendDevice) and self.name == other.name
+    def __eq__(self, other): return self is other or (isinstance(other, BackendDevice) and self.name == other.name)
     def __hash__(self): return hash(self.name)
     @abstractmethod
     def enabled(self) -> bool: "Whether this device can run here (a real probe, never a guess)."

@@ -54,6 +54,12 @@ def normalize_axes(axes, ndim, op='reduce'):
 
 def broadcast_shapes(*shapes, op='broadcast'):
     "numpy's broadcasting rule: align trailing axes; each pair must match or contain a 1."
+    first = shapes[0]
+    if all(s == first for s in shapes): return tuple(first)
+    return _broadcast_shapes(tuple(map(tuple, shapes)), op)
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_shapes(shapes, op):
     nd = max(len(s) for s in shapes)
     out = []
     for i in range(nd):
@@ -71,7 +77,7 @@ def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not is
 
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
-    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype')
+    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c')
     __array_priority__ = 1000
 
     def __init__(self, other, device=None, dtype=None):
@@ -89,7 +95,7 @@ class NDArray:
 
     def _init_from(self, o):
         self._shape, self._strides, self._offset = o._shape, o._strides, o._offset
-        self._device, self._handle, self._dtype = o._device, o._handle, o._dtype
+        self._device, self._handle, self._dtype, self._c = o._device, o._handle, o._dtype, o._c
 
     @staticmethod
     def make(shape, strides=None, device=None, handle=None, offset=0, dtype='float32'):
@@ -100,7 +106,10 @@ class NDArray:
         a._offset = offset
         a._device = default_device() if device is None else device
         a._dtype = dtype
-        a._handle = a._device.alloc(prod(a._shape), dtype) if handle is None else handle
+        if handle is None:
+            a._handle = a._device.alloc(prod(a._shape), dtype)
+            a._c = strides is None and offset == 0   # a fresh row-major buffer is compact by construction
+        else: a._handle, a._c = handle, None        # a view: decided on first `is_compact()` call
         return a
 
     shape = property(lambda self: self._shape)
@@ -150,9 +159,11 @@ def _default_dtype_of(a: np.ndarray) -> str:
 
 # %% ../../nbs/20_ndarray.ipynb
 def _is_compact(self) -> bool:
-    "True when the array is a row-major walk over its whole handle."
-    return (self._offset == 0 and self._strides == compact_strides(self._shape)
-            and self._device.handle_size(self._handle) == prod(self._shape))
+    "True when the array is a row-major walk over its whole handle (metadata never changes, so the answer is cached)."
+    if self._c is None:
+        self._c = (self._offset == 0 and self._strides == compact_strides(self._shape)
+                   and self._device.handle_size(self._handle) == prod(self._shape))
+    return self._c
 
 def _compact(self) -> NDArray:
     "A compact array with the same values: `self` when already compact, else a gathered copy."

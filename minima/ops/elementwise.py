@@ -34,6 +34,9 @@ def _tensor(x, like: Tensor) -> Tensor:
 
 def _pair(a, b, name):
     "Both operands as Tensors on one device, with shapes that broadcast; errors name the op."
+    if isinstance(a, Tensor) and isinstance(b, Tensor):   # the hot path: two tensors of one shape on one device
+        da, db = a.cached_data, b.cached_data
+        if da._shape == db._shape and da._device is db._device: return a, b
     if not isinstance(a, Tensor):
         if not isinstance(b, Tensor):
             raise TypeError(f"{name}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
