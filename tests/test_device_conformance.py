@@ -146,3 +146,28 @@ def test_gather_scatter_add(dev, dtype, rng):
     d.scatter_add(put(d, src), put(d, idx), acc, outer, n, inner, len(idx))
     want = np.zeros((outer, n, inner), dtype); np.add.at(want, (slice(None), idx), src)
     np.testing.assert_allclose(d.to_numpy(acc, (outer, n, inner), (n * inner, inner, 1), 0), want, rtol=1e-6)
+
+@pytest.mark.parametrize('op', ['add', 'sub', 'mul', 'div', 'maximum', 'lt'])
+def test_ewise_strided_fast_path(dev, op, rng):
+    "The optional strided fast path (a device's own, or the default that gathers first) agrees with numpy."
+    d = get_device(dev)
+    x, y = rng.standard_normal((4, 6)).astype('float32'), rng.standard_normal((6,)).astype('float32') + 3
+    ha, hb = put(d, x), put(d, y)
+    shape = (3, 4, 6)
+    out_dt = 'bool' if op == 'lt' else 'float32'
+    o = d.alloc(72, out_dt)
+    # a: x transposed-and-broadcast view (stride 0 on the new axis), b: y broadcast along two axes
+    d.ewise_strided(op, ha, (0, 6, 1), 0, hb, (0, 0, 1), 0, o, shape)
+    want = _ref(op, np.broadcast_to(x, shape), np.broadcast_to(y, shape)).astype(out_dt)
+    np.testing.assert_allclose(d.to_numpy(o, shape, (24, 6, 1), 0), want, rtol=1e-6)
+
+@pytest.mark.parametrize('kind', ['sum', 'max'])
+def test_reduce_strided_fast_path(dev, kind, rng):
+    d = get_device(dev)
+    x = rng.standard_normal((5, 3, 4)).astype('float64')
+    h = put(d, x)
+    # reduce axes 0 and 2 of x: the view permutes them last -> shape (3, 5, 4), strides (4, 12, 1)
+    o = d.alloc(3, 'float64')
+    d.reduce_strided(kind, h, (3, 5, 4), (4, 12, 1), 0, o, 2)
+    want = x.sum((0, 2)) if kind == 'sum' else x.max((0, 2))
+    np.testing.assert_allclose(d.to_numpy(o, (3,), (1,), 0), want, rtol=1e-12)

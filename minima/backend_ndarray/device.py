@@ -5,6 +5,7 @@
 # %% ../../nbs/21_numpy_device.ipynb 3
 from __future__ import annotations
 from abc import ABC, abstractmethod
+import functools
 import numpy as np
 
 __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'BackendDevice', 'NumpyDevice', 'cpu', 'cpu_numpy', 'cuda',
@@ -16,6 +17,13 @@ __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'Backe
 
 # %% ../../nbs/21_numpy_device.ipynb
 DTYPES = ('float32', 'float64', 'int64', 'bool')
+
+@functools.lru_cache(maxsize=4096)
+def _row_major(shape):
+    "(row-major strides, size) of `shape`, in elements."
+    st, s = [], 1
+    for n in reversed(shape): st.append(s); s *= n
+    return tuple(reversed(st)), s
 EWISE_OPS = ('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge')
 SCALAR_OPS = EWISE_OPS + ('rsub', 'rdiv', 'rpow')
 UNARY_OPS = ('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign')
@@ -77,6 +85,24 @@ class BackendDevice(ABC):
     def handle_dtype(self, h) -> str: return str(h.dtype)
     def handle_size(self, h) -> int: return int(h.size)
 
+    # Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact
+    # kernel), so a new device gets them for free; a device that can read strided views directly overrides them and
+    # saves a copy on every broadcast binary op and every reduction over a non-trailing axis.
+    def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
+        "`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have stride 0)."
+        n = _row_major(tuple(shape))[1]
+        ta, tb = self.alloc(n, self.handle_dtype(a)), self.alloc(n, self.handle_dtype(b))
+        self.compact(a, ta, shape, a_strides, a_offset)
+        self.compact(b, tb, shape, b_strides, b_offset)
+        self.ewise(op, ta, tb, out)
+    def reduce_strided(self, kind: str, a, shape, strides, offset, out, k: int):
+        "Reduce (`kind` is 'sum' or 'max') the last `k` axes of the strided view of `a` into the compact `out`."
+        shape = tuple(shape)
+        n, r = _row_major(shape)[1], _row_major(shape[len(shape) - k:])[1]
+        t = self.alloc(n, self.handle_dtype(a))
+        self.compact(a, t, shape, strides, offset)
+        (self.reduce_sum if kind == 'sum' else self.reduce_max)(t, out, r)
+
 # %% ../../nbs/21_numpy_device.ipynb
 _as_strided = np.lib.stride_tricks.as_strided
 _NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power, maximum=np.maximum,
@@ -92,8 +118,11 @@ _SCALAR_REFLECTED = dict(rsub=np.subtract, rdiv=np.divide, rpow=np.power)
 
 def _view(h, shape, strides, offset):
     "A numpy view of the strided region of flat buffer `h` (strides in elements)."
+    shape, strides = tuple(shape), tuple(strides)
+    rm, size = _row_major(shape)
+    if strides == rm: return h[offset:offset + size].reshape(shape)   # contiguous: a cheap slice, no as_strided
     isz = h.itemsize
-    return _as_strided(h[offset:], shape=tuple(shape), strides=tuple(s * isz for s in strides))
+    return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
 
 class NumpyDevice(BackendDevice):
     "The backend contract implemented with numpy on the CPU."
@@ -104,10 +133,8 @@ class NumpyDevice(BackendDevice):
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
     def fill(self, out, value): out.fill(value)
     def compact(self, a, out, shape, strides, offset): out.reshape(shape)[...] = _view(a, shape, strides, offset)
-    def ewise_setitem(self, a, out, shape, strides, offset):
-        _as_strided(out[offset:], shape=tuple(shape), strides=tuple(s * out.itemsize for s in strides))[...] = a.reshape(shape)
-    def scalar_setitem(self, size, value, out, shape, strides, offset):
-        _as_strided(out[offset:], shape=tuple(shape), strides=tuple(s * out.itemsize for s in strides))[...] = value
+    def ewise_setitem(self, a, out, shape, strides, offset): _view(out, shape, strides, offset)[...] = a.reshape(shape)
+    def scalar_setitem(self, size, value, out, shape, strides, offset): _view(out, shape, strides, offset)[...] = value
     def ewise(self, op, a, b, out):
         if op in _NOISY:
             with np.errstate(all='ignore'): _NP_EWISE[op](a, b, out=out)
@@ -127,6 +154,15 @@ class NumpyDevice(BackendDevice):
     def cast(self, a, out): out[:] = a
     def reduce_sum(self, a, out, reduce_size): np.sum(a.reshape(-1, reduce_size), axis=1, out=out)
     def reduce_max(self, a, out, reduce_size): np.max(a.reshape(-1, reduce_size), axis=1, out=out)
+    def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
+        va, vb, o = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset), out.reshape(tuple(shape))
+        if op in _NOISY:
+            with np.errstate(all='ignore'): _NP_EWISE[op](va, vb, out=o)
+        else: _NP_EWISE[op](va, vb, out=o)
+    def reduce_strided(self, kind, a, shape, strides, offset, out, k):
+        nd = len(shape)
+        (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
+                                              out=out.reshape(tuple(shape[:nd - k])))
     def matmul(self, a, b, out, batch, m, n, p):
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
     def gather(self, a, idx, out, outer, axis_len, inner, k):

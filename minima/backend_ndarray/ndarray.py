@@ -134,7 +134,7 @@ class NDArray:
     def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
     def item(self):
         if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
-        return self.numpy().reshape(()).item()
+        return self._device.to_numpy(self._handle, (), (), self._offset).item()
     def to(self, device) -> 'NDArray':
         "This array on `device` (the same object if it is already there)."
         device = get_device(device)
@@ -297,9 +297,7 @@ def _prep(self, other, op):
         shape = self._shape if other._shape == self._shape else broadcast_shapes(self._shape, other._shape, op=op)
         dt = result_dtype(self._dtype, other._dtype)
         if op in ('div', 'pow') and not is_float_dtype(dt): dt = 'float32' if op == 'div' else dt
-        a = self.astype(dt).broadcast_to(shape).compact()
-        b = other.astype(dt).broadcast_to(shape).compact()
-        return a, b, shape, dt
+        return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
     raise TypeError(f"{op}: unsupported operand of type {type(other).__name__}")
 
 def _binary(op):
@@ -307,7 +305,11 @@ def _binary(op):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
-            if out.size: self._device.ewise(op, a._handle, b._handle, out._handle)
+            if out.size:
+                if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
+                else:  # broadcast or strided operands: the device reads the views (or gathers them, by default)
+                    self._device.ewise_strided(op, a._handle, a._strides, a._offset, b._handle, b._strides, b._offset,
+                                               out._handle, shape)
             return out
         if not _scalar_ok(other): return NotImplemented
         dt = self._dtype
@@ -380,12 +382,14 @@ def _reduce(self, axes, keepdims, kind):
     out_shape = tuple(self._shape[i] for i in keep)
     r = prod(self._shape[i] for i in axes)
     if kind == 'max' and r == 0: raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
-    a = self.permute(keep + axes).compact() if axes != tuple(range(self.ndim - len(axes), self.ndim)) else self.compact()
+    a = self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim)) else self
     dt = self._dtype if kind == 'max' or self._dtype != 'bool' else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
     if out.size:
         if r == 0: out.fill(0)
+        elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
+            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset, out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
     if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
