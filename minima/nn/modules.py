@@ -15,14 +15,15 @@ from ..testing import register_op, case
 
 __all__ = ['Parameter', 'Module', 'LinearOp', 'linear', 'BatchNormOp', 'batch_norm', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
            'Sequential', 'Residual', 'Dropout', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'LayerNorm', 'Softmax',
-           'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
+           'LogSoftmax', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
            'Embedding', 'save', 'load']
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
            'Sequential', 'Residual', 'LinearOp', 'linear', 'Linear', 'BatchNormOp', 'batch_norm', 'BatchNorm1d',
-           'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss',
-           'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding']
+           'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxCrossEntropy',
+           'softmax_cross_entropy', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
+           'Embedding']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -386,14 +387,63 @@ def _one_hot_labels(name, y, N, C, device, dtype) -> Tensor:
         raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})") from None
     return Tensor.make_const(rows)
 
+_CLASS_IDS = {}
+def _class_ids(C, device):
+    "The row `[[0, 1, ..., C-1]]` (int64), cached per size and device."
+    key = (C, device)
+    if key not in _CLASS_IDS: _CLASS_IDS[key] = NDArray(np.arange(C).reshape(1, C), device=device, dtype='int64')
+    return _CLASS_IDS[key]
+
+def _bad_label(name, y: NDArray, C):
+    a = y.numpy()
+    bad = a[(a < 0) | (a >= C)]
+    raise ValueError(f"{name}: label {int(bad[0])} is out of range for {C} classes (expected 0..{C - 1})")
+
+class SoftmaxCrossEntropy(TensorOp):
+    """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
+    `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
+    def __init__(self, name='SoftmaxCrossEntropy'): self.name = name
+    def compute(self, z: NDArray, y: NDArray):
+        N, C = z.shape
+        hit = y.reshape((N, 1)) == _class_ids(C, z.device)          # (N, C): one True per row for a valid label
+        if N and hit.sum().item() != N: _bad_label(self.name, y, C)
+        m = z.max(1, keepdims=True)
+        zc = z - m
+        e = zc.exp()
+        s = e.sum(1, keepdims=True)
+        self.onehot, self.p = hit.astype(z.dtype), e / s
+        return ((s.log() - zc) * self.onehot).sum() / N             # row i: log s_i - (z_iy - m_i)
+    def gradient(self, out_grad, node):
+        z = node.inputs[0]
+        N = z.shape[0]
+        if not is_grad_enabled():   # plain backward: two array ops on the kept softmax and one-hot rows
+            return Tensor.make_const((self.p - self.onehot) * (out_grad.cached_data / N)), None
+        d = ops.softmax(z, 1) - Tensor.make_const(self.onehot)
+        return d * (out_grad / N).broadcast_to(z.shape), None
+
+def softmax_cross_entropy(logits, y) -> Tensor:
+    "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
+    return SoftmaxCrossEntropy()(logits, y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False))
+
+def _sce_inputs(rng, shapes):
+    (N, C), _ = shapes
+    return [rng.standard_normal((N, C)), rng.integers(0, C, N).astype('int64')]
+
+register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
+            [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
+            make_inputs=_sce_inputs, grad=(0,));
+
 class SoftmaxLoss(Module):
     "Mean cross-entropy of logits `(N, C)` against integer labels `(N,)` (needle's name; `CrossEntropyLoss` is torch's)."
     def forward(self, logits, y):
-        if logits.ndim != 2: raise ValueError(f"{type(self).__name__}: expected logits of shape (N, C), got {logits.shape}")
+        name = type(self).__name__
+        if logits.ndim != 2: raise ValueError(f"{name}: expected logits of shape (N, C), got {logits.shape}")
         N, C = logits.shape
-        onehot = _one_hot_labels(type(self).__name__, y, N, C, logits.device, logits.dtype)
-        weights = Tensor.make_const(onehot.cached_data * (-1.0 / N))  # fold the mean and the sign into the constant
-        return (ops.log_softmax(logits, 1) * weights).sum()
+        if not isinstance(y, Tensor): y = Tensor(np.asarray(y), device=logits.device, requires_grad=False)
+        if y.dtype != 'int64': raise TypeError(f"{name}: labels must be integers (int64), got dtype {y.dtype}")
+        if y.shape != (N,): raise ValueError(f"{name}: expected {N} labels, got labels of shape {y.shape}")
+        if y.device != logits.device: y = Tensor(y.cached_data.to(logits.device), requires_grad=False)
+        return SoftmaxCrossEntropy(name)(logits, y)
 
 class CrossEntropyLoss(SoftmaxLoss):
     "PyTorch's name for `SoftmaxLoss`."
