@@ -17,7 +17,7 @@ __all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtyp
 
 # %% ../../nbs/20_ndarray.ipynb
 _RANK = {'bool': 0, 'int64': 1, 'float32': 2, 'float64': 3}
-def prod(xs): "Product of an iterable of ints (1 for an empty one)."; return math.prod(xs)
+prod = math.prod   # product of an iterable of ints (1 for an empty one)
 @functools.lru_cache(maxsize=4096)
 def compact_strides(shape):
     "Row-major strides, in elements, of a compact array of `shape` (a tuple; cached, since every op asks)."
