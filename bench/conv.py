@@ -6,17 +6,7 @@ Prints a table with the best time per call (minima and torch interleaved) and th
 import argparse, time
 import numpy as np
 
-def blas_threads() -> int:
-    "Threads numpy's BLAS uses (threadpoolctl when available, else the OpenBLAS/OMP environment, else all cores)."
-    try:
-        from threadpoolctl import threadpool_info
-        n = [i['num_threads'] for i in threadpool_info() if i.get('user_api') == 'blas']
-        if n: return n[0]
-    except ImportError: pass
-    import os
-    for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
-        if os.environ.get(var, '').isdigit(): return int(os.environ[var])
-    return os.cpu_count() or 1
+from _common import blas_threads
 
 def timeit_pair(a, b, repeat):
     "Best-of-`repeat` seconds for `a` and `b`, interleaved so that background load hits both alike."

@@ -14,16 +14,7 @@ cProfile top functions of minima's step instead. Never gates CI.
 import argparse, cProfile, os, pstats, time
 import numpy as np
 
-def blas_threads() -> int:
-    "Threads numpy's BLAS uses (threadpoolctl when available, else the OpenBLAS/OMP environment, else all cores)."
-    try:
-        from threadpoolctl import threadpool_info
-        n = [i['num_threads'] for i in threadpool_info() if i.get('user_api') == 'blas']
-        if n: return n[0]
-    except ImportError: pass
-    for var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
-        if os.environ.get(var, '').isdigit(): return int(os.environ[var])
-    return os.cpu_count() or 1
+from _common import blas_threads
 
 def mlp_sizes(name): return {'mlp': ([64, 128, 10], 128), 'mlp_big': ([784, 512, 512, 10], 256)}[name]
 
