@@ -171,3 +171,11 @@ def test_reduce_strided_fast_path(dev, kind, rng):
     d.reduce_strided(kind, h, (3, 5, 4), (4, 12, 1), 0, o, 2)
     want = x.sum((0, 2)) if kind == 'sum' else x.max((0, 2))
     np.testing.assert_allclose(d.to_numpy(o, (3,), (1,), 0), want, rtol=1e-12)
+
+def test_matmul_strided_fast_path(dev, rng):
+    d = get_device(dev)
+    x, y = rng.standard_normal((7, 5)).astype('float32'), rng.standard_normal((6, 7)).astype('float32')
+    o = d.alloc(5 * 6, 'float32')
+    # x.T (5, 7) has strides (1, 5); y.T (7, 6) has strides (1, 7)
+    d.matmul_strided(put(d, x), (1, 5), 0, put(d, y), (1, 7), 0, o, 5, 7, 6)
+    np.testing.assert_allclose(d.to_numpy(o, (5, 6), (6, 1), 0), x.T @ y.T, rtol=1e-5, atol=1e-5)

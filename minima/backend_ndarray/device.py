@@ -95,6 +95,12 @@ class BackendDevice(ABC):
         self.compact(a, ta, shape, a_strides, a_offset)
         self.compact(b, tb, shape, b_strides, b_offset)
         self.ewise(op, ta, tb, out)
+    def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m: int, n: int, p: int):
+        "`out` (compact `(m, p)`) = `A @ B` for the strided 2-D views A `(m, n)` of `a` and B `(n, p)` of `b` (a transpose, say)."
+        ta, tb = self.alloc(m * n, self.handle_dtype(a)), self.alloc(n * p, self.handle_dtype(b))
+        self.compact(a, ta, (m, n), a_strides, a_offset)
+        self.compact(b, tb, (n, p), b_strides, b_offset)
+        self.matmul(ta, tb, out, 1, m, n, p)
     def reduce_strided(self, kind: str, a, shape, strides, offset, out, k: int):
         "Reduce (`kind` is 'sum' or 'max') the last `k` axes of the strided view of `a` into the compact `out`."
         shape = tuple(shape)
@@ -173,6 +179,9 @@ class NumpyDevice(BackendDevice):
         nd = len(shape)
         (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
                                               out=out.reshape(tuple(shape[:nd - k])))
+    def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
+        # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
+        np.matmul(_view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset), out=out.reshape(m, p))
     def matmul(self, a, b, out, batch, m, n, p):
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
     def gather(self, a, idx, out, outer, axis_len, inner, k):

@@ -431,7 +431,12 @@ def _matmul(self, other) -> NDArray:
             and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
         (m, n), p = self._shape, other._shape[1]
         out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
-        if out.size: self._device.matmul(self.compact()._handle, other.compact()._handle, out._handle, 1, m, n, p)
+        if not out.size: return out
+        if self.is_compact() and other.is_compact():
+            self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
+        else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
+            self._device.matmul_strided(self._handle, self._strides, self._offset, other._handle, other._strides,
+                                        other._offset, out._handle, m, n, p)
         return out
     if self.ndim == 0 or other.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
