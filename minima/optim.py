@@ -57,8 +57,10 @@ class SGD(Optimizer):
             if wd: g = g + w * wd
             if mu:
                 buf = self.state.get(id(p))
-                buf = g if buf is None else buf * mu + (g * (1 - self.dampening) if self.dampening else g)
-                self.state[id(p)] = buf
+                if buf is None: buf = self.state[id(p)] = g + 0.0   # a copy: the buffer is updated in place below
+                else:
+                    buf *= mu
+                    buf += g * (1 - self.dampening) if self.dampening else g
                 g = g + buf * mu if self.nesterov else buf
             p.cached_data = w - g * self.lr
 
@@ -82,9 +84,10 @@ class Adam(Optimizer):
             if wd and self.decoupled: w = w * (1 - lr * wd)
             elif wd: g = g + w * wd
             m, v = self.m.get(id(p)), self.v.get(id(p))
-            m = g * (1 - b1) if m is None else m * b1 + g * (1 - b1)
-            v = g * g * (1 - b2) if v is None else v * b2 + g * g * (1 - b2)
-            self.m[id(p)], self.v[id(p)] = m, v
+            if m is None: self.m[id(p)], self.v[id(p)] = m, v = g * (1 - b1), g * g * (1 - b2)
+            else:   # the moment buffers are the optimizer's own: update them in place
+                m *= b1; m += g * (1 - b1)
+                v *= b2; v += g * g * (1 - b2)
             p.cached_data = w - m / (v.sqrt() / bc2_sqrt + self.eps) * step_size
 
 class AdamW(Adam):

@@ -54,3 +54,15 @@ def test_random_reductions_match_numpy(shape, data):
 def test_argmax_first_occurrence():
     x = np.array([[1, 3, 3], [2, 2, 0]], dtype='float32')
     assert NDArray(x).argmax(1).numpy().tolist() == [1, 0] and NDArray(x).argmin(1).numpy().tolist() == [0, 2]
+
+def test_inplace_operators_write_into_the_buffer():
+    a = NDArray(np.arange(6.).reshape(2, 3)); h = a._handle
+    a += NDArray([1., 1., 1.]); a -= 1; a *= NDArray([[2.], [3.]]); a /= 2
+    assert a._handle is h and np.allclose(a.numpy(), np.arange(6.).reshape(2, 3) * [[1.], [1.5]])
+    t = NDArray(np.ones((2, 3))).permute(1, 0)            # not compact: falls back to a new array
+    u = t; u += 1
+    assert u is not t and np.array_equal(u.numpy(), np.full((3, 2), 2.))
+    s = NDArray(np.ones(3)); r = s; r += NDArray(np.ones((2, 3)))   # result would grow: new array, like a + b
+    assert r is not s and r.shape == (2, 3)
+    i = NDArray(np.array([1, 2])); j = i; j /= 2                       # int / -> float: new array
+    assert j is not i and j.dtype == 'float32'

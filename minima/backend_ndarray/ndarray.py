@@ -354,6 +354,33 @@ NDArray.maximum, NDArray.minimum = _binary('maximum'), _binary('minimum')
 NDArray.__hash__ = object.__hash__
 for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'): setattr(NDArray, _op, _unary(_op))
 NDArray.__neg__ = _unary('neg')
+
+def _inplace(op):
+    def f(self, other):
+        "In place, as in numpy: `a += b` writes into `a` (compact, same dtype; `b` broadcast to `a`'s shape)."
+        if not self.is_compact(): return NotImplemented   # Python then falls back to `a = a + b`
+        if isinstance(other, NDArray):
+            if other._device != self._device:
+                raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
+            if other._dtype != self._dtype or broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
+                return NotImplemented
+            if not self.size: return self
+            if other._shape == self._shape and other.is_compact():
+                self._device.ewise(op, self._handle, other._handle, self._handle)
+            else:
+                b = other.broadcast_to(self._shape)
+                self._device.ewise_strided(op, self._handle, self._strides, 0, b._handle, b._strides, b._offset,
+                                           self._handle, self._shape)
+            return self
+        if not _scalar_ok(other): return NotImplemented
+        if not is_float_dtype(self._dtype) and (op == 'div' or isinstance(other, (float, np.floating))): return NotImplemented
+        if self.size: self._device.scalar(op, self._handle, other, self._handle)
+        return self
+    f.__name__ = f'i{op}'
+    return f
+
+NDArray.__iadd__, NDArray.__isub__ = _inplace('add'), _inplace('sub')
+NDArray.__imul__, NDArray.__itruediv__ = _inplace('mul'), _inplace('div')
 NDArray.__abs__ = NDArray.abs
 
 def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
