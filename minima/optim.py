@@ -116,13 +116,13 @@ class StepLR(LRScheduler):
     def get_lr(self): return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
 
 class CosineAnnealingLR(LRScheduler):
-    "Half a cosine from the base rate to `eta_min` over `T_max` steps, then constant."
+    "Half a cosine from the base rate to `eta_min` over `T_max` steps; past `T_max` the cosine goes on (torch's rule)."
     def __init__(self, optimizer, T_max, eta_min=0.0):
         super().__init__(optimizer)
         if T_max < 1: raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
         self.T_max, self.eta_min = T_max, eta_min
     def get_lr(self):
-        t = min(self.last_epoch, self.T_max)
+        t = self.last_epoch
         return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
 
 # %% ../nbs/11_optim.ipynb

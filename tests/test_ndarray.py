@@ -59,10 +59,15 @@ def test_inplace_operators_write_into_the_buffer():
     a = NDArray(np.arange(6.).reshape(2, 3)); h = a._handle
     a += NDArray([1., 1., 1.]); a -= 1; a *= NDArray([[2.], [3.]]); a /= 2
     assert a._handle is h and np.allclose(a.numpy(), np.arange(6.).reshape(2, 3) * [[1.], [1.5]])
-    t = NDArray(np.ones((2, 3))).permute(1, 0)            # not compact: falls back to a new array
-    u = t; u += 1
-    assert u is not t and np.array_equal(u.numpy(), np.full((3, 2), 2.))
-    s = NDArray(np.ones(3)); r = s; r += NDArray(np.ones((2, 3)))   # result would grow: new array, like a + b
-    assert r is not s and r.shape == (2, 3)
-    i = NDArray(np.array([1, 2])); j = i; j /= 2                       # int / -> float: new array
-    assert j is not i and j.dtype == 'float32'
+    x = np.zeros((2, 3), 'float32'); b = NDArray(x)
+    r = b[1]; r += 1; x[1] += 1                                        # a view writes through, as in numpy
+    t = b.permute(1, 0); t *= NDArray([2., 3.]); x.T[...] *= [2., 3.]   # a non-compact view too
+    assert np.array_equal(b.numpy(), x)
+    f = NDArray(np.ones(3), dtype='float32'); f += NDArray(np.ones(3), dtype='float64')
+    assert f.dtype == 'float32' and f.numpy().tolist() == [2, 2, 2]      # same-kind cast, stays float32
+    y = NDArray(np.ones(3)); yy = y; yy += y.flip()                       # overlapping operand
+    assert yy is y and y.numpy().tolist() == [2, 2, 2]
+    with pytest.raises(TypeError, match='cannot write a float32 result into a int64 array'):
+        i = NDArray(np.array([1, 2])); i += 1.5
+    with pytest.raises(ValueError, match='would not keep shape'):
+        s = NDArray(np.ones(3)); s += NDArray(np.ones((2, 3)))

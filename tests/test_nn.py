@@ -149,3 +149,17 @@ def test_conv_init_fans():
     w = nn.Conv2d(16, 32, 3).weight.numpy()
     bound = np.sqrt(6 / (16 * 9))   # kaiming-uniform with fan_in = C_in * k * k
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
+
+
+def test_batchnorm_needs_more_than_one_value_per_channel():
+    with pytest.raises(ValueError, match=r'BatchNorm1d\(3\): expected more than 1 value per channel'):
+        nn.BatchNorm1d(3)(mi.Tensor(np.ones((1, 3), 'float32')))
+    bn = nn.BatchNorm1d(3); bn.eval(); bn(mi.Tensor(np.ones((1, 3), 'float32')))   # eval mode is fine
+
+def test_fused_loss_and_linear_reject_bad_input():
+    from minima.nn.modules import softmax_cross_entropy, linear
+    z = mi.Tensor(np.zeros((3, 4), 'float32'))
+    with pytest.raises(TypeError, match='labels must be integers'): softmax_cross_entropy(z, np.array([0., 1., 2.]))
+    with pytest.raises(ValueError, match='label 4 is out of range for 4 classes'): softmax_cross_entropy(z, np.array([0, 4, 1]))
+    with pytest.raises(ValueError, match=r'bias must have shape \(1, 2\)'):
+        linear(mi.Tensor(np.ones((5, 3), 'float32')), mi.Tensor(np.ones((3, 2), 'float32')), mi.Tensor(np.ones(2, 'float32')))

@@ -46,7 +46,7 @@ def test_float64_params_stay_float64():
 
 def test_schedulers_match_torch():
     for make, tmake, n in [(lambda o: optim.StepLR(o, 2, 0.3), lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.3), 9),
-                           (lambda o: optim.CosineAnnealingLR(o, 7, 0.05), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7, 0.05), 7)]:
+                           (lambda o: optim.CosineAnnealingLR(o, 7, 0.05), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7, 0.05), 20)]:   # past T_max too
         p, tp = nn.Parameter(init.ones(1)), torch.nn.Parameter(torch.ones(1))
         o, to = optim.SGD([p], lr=0.5), torch.optim.SGD([tp], lr=0.5)
         s, ts = make(o), tmake(to)

@@ -357,24 +357,32 @@ NDArray.__neg__ = _unary('neg')
 
 def _inplace(op):
     def f(self, other):
-        "In place, as in numpy: `a += b` writes into `a` (compact, same dtype; `b` broadcast to `a`'s shape)."
-        if not self.is_compact(): return NotImplemented   # Python then falls back to `a = a + b`
-        if isinstance(other, NDArray):
-            if other._device != self._device:
-                raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
-            if other._dtype != self._dtype or broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
-                return NotImplemented
-            if not self.size: return self
-            if other._shape == self._shape and other.is_compact():
-                self._device.ewise(op, self._handle, other._handle, self._handle)
-            else:
+        """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to `a`'s
+        shape and is cast to `a`'s dtype (float64 into float32 is allowed, a float result into an integer array is not)."""
+        if isinstance(other, NDArray) and other._device != self._device:
+            raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
+        fast = self.is_compact() and (
+            (isinstance(other, NDArray) and other._dtype == self._dtype) or
+            (_scalar_ok(other) and (is_float_dtype(self._dtype) or (isinstance(other, (int, np.integer)) and op != 'div'))))
+        if fast and isinstance(other, NDArray):
+            if broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
+                raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+            if self.size:
                 b = other.broadcast_to(self._shape)
-                self._device.ewise_strided(op, self._handle, self._strides, 0, b._handle, b._strides, b._offset,
-                                           self._handle, self._shape)
+                if b.is_compact(): self._device.ewise(op, self._handle, b._handle, self._handle)
+                else: self._device.ewise_strided(op, self._handle, self._strides, 0, b._handle, b._strides, b._offset,
+                                                 self._handle, self._shape)
             return self
-        if not _scalar_ok(other): return NotImplemented
-        if not is_float_dtype(self._dtype) and (op == 'div' or isinstance(other, (float, np.floating))): return NotImplemented
-        if self.size: self._device.scalar(op, self._handle, other, self._handle)
+        if fast:
+            if self.size: self._device.scalar(op, self._handle, other, self._handle)
+            return self
+        res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
+        if res is NotImplemented: return NotImplemented
+        if res._shape != self._shape:
+            raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+        if is_float_dtype(res._dtype) and not is_float_dtype(self._dtype):
+            raise TypeError(f"{op}: cannot write a {res._dtype} result into a {self._dtype} array in place")
+        self[...] = res   # setitem writes through strided views and casts to self's dtype
         return self
     f.__name__ = f'i{op}'
     return f

@@ -217,6 +217,9 @@ class LinearOp(TensorOp):
 
 def linear(x, weight, bias) -> Tensor:
     "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`)."
+    out = weight.shape[-1]
+    if bias.shape != (1, out):
+        raise ValueError(f"linear: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
     return LinearOp()(x, weight, bias)
 
 register_op('linear', linear, lambda T, x, w, b: x @ w + b,
@@ -302,6 +305,9 @@ class _BatchNorm(Module):
         _check_features(f"{type(self).__name__}({self.dim})", x, 1, self.dim)
         kshape = tuple(self.dim if i == 1 else 1 for i in range(x.ndim))
         if self.training:
+            if x.size // self.dim <= 1:
+                raise ValueError(f"{type(self).__name__}({self.dim}): expected more than 1 value per channel when "
+                                 f"training, got input shape {x.shape}")
             op = BatchNormOp(self.eps)
             y = op(x, self.weight, self.bias)
             n, m = x.size // self.dim, self.momentum
@@ -423,7 +429,11 @@ class SoftmaxCrossEntropy(TensorOp):
 
 def softmax_cross_entropy(logits, y) -> Tensor:
     "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
-    return SoftmaxCrossEntropy()(logits, y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False))
+    y = y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False)
+    if y.dtype != 'int64': raise TypeError(f"softmax_cross_entropy: labels must be integers (int64), got dtype {y.dtype}")
+    if logits.ndim != 2 or y.shape != logits.shape[:1]:
+        raise ValueError(f"softmax_cross_entropy: expected logits (N, C) and labels (N,), got {logits.shape} and {y.shape}")
+    return SoftmaxCrossEntropy()(logits, y)
 
 def _sce_inputs(rng, shapes):
     (N, C), _ = shapes

@@ -509,7 +509,11 @@ def _to(self, target):
 register_op('contiguous', lambda a: contiguous(a.transpose()), lambda T, a: a.transpose(-2, -1).contiguous(),
             [case((3, 4)), case((2, 3, 4))], op=Contiguous)
 register_op('cast', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
-            [case((3, 4), dtype='float64'), case((), dtype='float64'), case((2, 3), dtype='float32')], op=Cast)
+            [case((3, 4), dtype='float64'), case((), dtype='float64')], op=Cast)
+register_op('cast_to_float32', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
+            [case((2, 3), dtype='float32')], op=Cast,
+            skip={'fd': 'the output is float32 even for float64 inputs: 7 digits are too few for finite differences',
+                  'second': 'the output is float32 even for float64 inputs, so the float64 second-order check cannot run'})
 register_op('cast_int', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((3, 4), dtype='int64'), case((5,), dtype='bool')], op=Cast)
 # a round trip (to the CPU and back to the input's device), so that the output lives where the harness expects it
