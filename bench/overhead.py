@@ -4,7 +4,7 @@
 
 Prints microseconds per call (median of several repeats) and the ratio minima / torch. Not a test: nothing here gates CI.
 """
-import os, sys, time, statistics
+import time, statistics
 import numpy as np
 import minima as mi
 import torch

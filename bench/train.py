@@ -11,7 +11,7 @@ Both libraries start from the same weights and see the same batch. Prints a mark
 step of `--repeat` interleaved rounds of `--steps` steps, and the ratio minima / torch. `--profile NAME` prints the
 cProfile top functions of minima's step instead. Never gates CI.
 """
-import argparse, cProfile, os, pstats, time
+import argparse, cProfile, pstats, time
 import numpy as np
 
 from _common import blas_threads

@@ -6,8 +6,8 @@
 from __future__ import annotations
 import numbers
 import numpy as np
-from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, prod
-from .backend_ndarray.device import BackendDevice, get_device, default_device, cpu
+from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
+from .backend_ndarray.device import cpu
 
 __all__ = ['Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'TensorTuple', 'no_grad', 'enable_grad',
            'is_grad_enabled', 'grad', 'find_topo_sort', 'compute_gradient_of_variables']

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_data.ipynb 3
 from __future__ import annotations
-import gzip, math, os, struct
+import gzip, math, struct
 from pathlib import Path
 import numpy as np
 from .autograd import Tensor

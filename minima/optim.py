@@ -6,7 +6,6 @@
 from __future__ import annotations
 import math
 from .autograd import Tensor
-from .backend_ndarray.ndarray import NDArray
 
 __all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'clip_grad_norm_',
            'clip_grad_norm']

@@ -4,11 +4,10 @@
 
 # %% ../nbs/02_testing.ipynb 3
 from __future__ import annotations
-import dataclasses, itertools, numbers
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
-from .autograd import Tensor, TensorTuple, Op, grad as _grad
+from .autograd import Tensor, TensorTuple, grad as _grad
 
 __all__ = ['Case', 'case', 'OpSpec', 'REGISTRY', 'register_op', 'get_spec', 'registered_ops', 'check_op', 'OpReport',
            'gradcheck', 'GradcheckError', 'sample_input', 'DOMAINS']

@@ -1,6 +1,5 @@
-import os, numpy as np, pytest
+import numpy as np, pytest
 import minima
-from minima.backend_ndarray import all_devices
 
 def _device_params():
     "Every device: enabled ones run; the CUDA device appears as a visible skip when unavailable."
@@ -18,3 +17,10 @@ DEVICES = _device_params()
 
 @pytest.fixture
 def rng(): return np.random.default_rng(0)
+
+@pytest.fixture
+def one_blas_thread():
+    "Tiny matmuls run fastest on one BLAS thread, and a busy machine makes spinning BLAS threads very slow."
+    try: from threadpoolctl import threadpool_limits
+    except ImportError: yield; return
+    with threadpool_limits(1): yield

@@ -1,7 +1,6 @@
 """The backend contract, checked primitive by primitive against numpy on every device.
 A new device passes this file unchanged (it is parametrized over `conftest.DEVICES`)."""
-import itertools, numpy as np, pytest
-import minima
+import numpy as np, pytest
 from minima.backend_ndarray import (BackendDevice, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, get_device, NDArray)
 from conftest import DEVICES
 
@@ -10,8 +9,6 @@ pytestmark = pytest.mark.parametrize('dev', DEVICES)
 def put(d, a):
     a = np.ascontiguousarray(a)
     h = d.alloc(a.size, a.dtype.name); d.from_numpy(a.reshape(-1), h); return h
-
-def get(d, h, shape): return d.to_numpy(h, shape, tuple(int(s) for s in np.array(np.empty(shape).strides) // 8) if shape else (), 0)
 
 def sample(rng, shape, dtype):
     if dtype == 'bool': return rng.random(shape) > 0.5

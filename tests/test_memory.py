@@ -5,12 +5,7 @@ from minima import nn, optim, init
 from minima.autograd import Tensor
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    "Tiny matmuls run fastest on one BLAS thread, and a busy machine makes spinning BLAS threads very slow."
-    try: from threadpoolctl import threadpool_limits
-    except ImportError: yield; return
-    with threadpool_limits(1): yield
+pytestmark = pytest.mark.usefixtures('one_blas_thread')
 
 def _live_tensors():
     gc.collect()

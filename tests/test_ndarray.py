@@ -1,7 +1,7 @@
 """NDArray semantics against numpy: views share storage, compact copies only when needed, reductions and matmul."""
 import numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
-from minima.backend_ndarray import NDArray, broadcast_shapes
+from minima.backend_ndarray import NDArray
 
 def test_views_share_storage():
     a = NDArray(np.arange(24.).reshape(2, 3, 4))

@@ -1,7 +1,6 @@
 """Bad input: every op of the catalog rejects what it cannot do with a specific exception whose message names the op
 and the offending values (ValueError for shapes and axes, TypeError for dtypes and kinds, IndexError for indices,
 RuntimeError for autograd/device state)."""
-import re
 import numpy as np
 import pytest
 import minima as mi

@@ -6,12 +6,7 @@ from minima import nn, optim, init, data
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    "Tiny matmuls run fastest on one BLAS thread, and a busy machine makes spinning BLAS threads very slow."
-    try: from threadpoolctl import threadpool_limits
-    except ImportError: yield; return
-    with threadpool_limits(1): yield
+pytestmark = pytest.mark.usefixtures('one_blas_thread')
 
 @pytest.fixture(scope='module')
 def digits():

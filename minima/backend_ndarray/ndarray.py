@@ -4,9 +4,9 @@
 
 # %% ../../nbs/20_ndarray.ipynb 3
 from __future__ import annotations
-import functools, math, numbers, operator
+import functools, math, numbers
 import numpy as np
-from .device import BackendDevice, DTYPES, cpu, default_device, get_device
+from .device import DTYPES, cpu, default_device, get_device
 
 __all__ = ['NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange', 'broadcast_shapes', 'result_dtype',
            'normalize_axes', 'prod', 'compact_strides', 'is_float_dtype', 'as_dtype']

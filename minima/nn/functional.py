@@ -8,7 +8,7 @@ import math, numbers
 import numpy as np
 from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad_enabled, grad as _grad,
                              find_topo_sort)
-from ..backend_ndarray.ndarray import prod, full, zeros, arange, is_float_dtype
+from ..backend_ndarray.ndarray import prod, full, zeros, arange
 from ..ops.elementwise import exp
 from ..ops.reduce import logsumexp
 from ..ops.linalg import matmul

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import minima.init as init
 from .. import ops
-from ..autograd import Tensor, TensorOp, no_grad, is_grad_enabled
+from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray
 from ..testing import register_op, case
 
