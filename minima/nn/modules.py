@@ -35,6 +35,14 @@ class Parameter(Tensor):
 
 def _is_module_container(v): return isinstance(v, (list, tuple)) or isinstance(v, dict)
 
+def _members_in(name, v):
+    "(name, module or parameter) found in `v`, looking inside lists, tuples and dicts at any depth."
+    if isinstance(v, (Module, Parameter)): yield name, v
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v): yield from _members_in(f'{name}.{i}', x)
+    elif isinstance(v, dict):
+        for i, x in v.items(): yield from _members_in(f'{name}.{i}', x)
+
 class Module:
     "Base class of every layer: parameters, buffers and children are found by walking the attributes."
     def __init__(self): self.training = True
@@ -52,13 +60,8 @@ class Module:
         bufs = self.__dict__.get('_buffers', ())
         for k, v in self.__dict__.items():
             if k.startswith('_'): continue
-            if isinstance(v, (Module, Parameter)) or k in bufs: yield k, v
-            elif isinstance(v, (list, tuple)):
-                for i, x in enumerate(v):
-                    if isinstance(x, (Module, Parameter)): yield f'{k}.{i}', x
-            elif isinstance(v, dict):
-                for i, x in v.items():
-                    if isinstance(x, (Module, Parameter)): yield f'{k}.{i}', x
+            if k in bufs: yield k, v
+            else: yield from _members_in(k, v)
 
     def named_children(self):
         "Direct sub-modules with their names."
@@ -211,15 +214,17 @@ class LinearOp(TensorOp):
         if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
             g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
             gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(_ones_row(g2) @ g2)
+            gb = (_ones_row(g2) @ g2).reshape(b.shape)
+            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(gb)
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
+        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True).reshape(b.shape)
 
 def linear(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`)."
+    "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`, or torch's `(out,)`)."
     out = weight.shape[-1]
-    if bias.shape != (1, out):
-        raise ValueError(f"linear: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
+    if bias.shape not in ((1, out), (out,)):
+        raise ValueError(f"linear: bias must have shape (1, {out}) or ({out},) for a weight of shape {weight.shape}, "
+                         f"got {bias.shape}")
     return LinearOp()(x, weight, bias)
 
 register_op('linear', linear, lambda T, x, w, b: x @ w + b,
