@@ -13,6 +13,7 @@ import minima.init as _minit
 import minima.nn as _mnn
 import minima.optim as _mopt
 import minima.data as _md
+import minima.datasets as _ds
 from ..backend_ndarray.ndarray import NDArray
 from ..nn import Module, Parameter, BatchNormOp
 
@@ -51,7 +52,7 @@ def as_needle(t: _ag.Tensor) -> Tensor:
 
 def live_tensors() -> int:
     "How many Tensors are alive right now (needle's `TENSOR_COUNTER`)."
-    return sum(1 for o in gc.get_objects() if isinstance(o, _ag.Tensor))
+    return sum(1 for o in gc.get_objects() if issubclass(type(o), _ag.Tensor))
 
 class _Autograd(types.ModuleType):
     "needle's `autograd` module, whose `TENSOR_COUNTER` is counted when read."
@@ -355,7 +356,8 @@ class DataLoader:
             yield tuple(Tensor(np.asarray(b), device=self.device, dtype=self.dtype, requires_grad=False)
                         for b in batch)
 
-data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset, DataLoader)
+data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset, DataLoader,
+                 _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus)
 
 # %% ../../nbs/30_needle.ipynb
 def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
