@@ -9,9 +9,6 @@ from pathlib import Path
 import numpy as np
 from .data import Dataset
 
-__all__ = ['CIFAR10_CLASSES', 'load_cifar10_pickle', 'load_cifar10_binary', 'load_cifar10', 'CIFAR10Dataset',
-           'Dictionary', 'Corpus']
-
 # %% auto 0
 __all__ = ['CIFAR10_CLASSES', 'load_cifar10_pickle', 'load_cifar10_binary', 'load_cifar10', 'CIFAR10Dataset', 'Dictionary',
            'Corpus']

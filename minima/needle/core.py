@@ -15,7 +15,8 @@ import minima.optim as _mopt
 import minima.data as _md
 import minima.datasets as _ds
 from ..backend_ndarray.ndarray import NDArray
-from ..nn import Module, Parameter, BatchNormOp
+from ..nn import Module, Parameter
+from ..ops import BatchNormOp
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
     "A module `minima.needle.<name>`: the public names of minima's `base` module, then needle's `objs` over them."
