@@ -159,6 +159,7 @@ class Conv(Module):
     def forward(self, x):
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv({self.extra_repr()}): expected input (N, {self.in_channels}, H, W), got {x.shape}")
+        if x.dtype != self.weight.dtype: x = _ops.cast(x, self.weight.dtype)   # needle's arrays are all float32
         y = _ops.conv(x.transpose((1, 2)).transpose((2, 3)), self.weight, self.stride, self.padding)
         if self.bias is not None: y = y + self.bias.reshape((1, 1, 1, self.out_channels)).broadcast_to(y.shape)
         return y.transpose((2, 3)).transpose((1, 2))
