@@ -27,7 +27,7 @@ class CancelFitException(Exception):
     "Raise it in a callback to end training early (the weights stay as they are)."
 
 class Callback:
-    "Hooks into `Learner.fit`: methods named after events (`before_fit`, `after_batch`...) run there."
+    "Hooks into `Learner.fit`: methods named after events (`before_fit`, ...) run at those points."
     order = 0
 
 # %% ../nbs/13_training.ipynb

@@ -174,3 +174,19 @@ def test_works_without_fastprogress():
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert 'train_loss' in r.stdout
+
+def test_notebook_progress_bar(monkeypatch):
+    "In Jupyter the HTML bars draw through IPython's display; here a stand-in records what they draw."
+    fp = pytest.importorskip('fastprogress.fastprogress')
+    shown = []
+    class Handle:
+        def update(self, obj): shown.append(obj)
+    def display(obj, display_id=None): shown.append(obj); return Handle()
+    monkeypatch.setattr(fp, 'display', display, raising=False)
+    monkeypatch.setattr(fp, 'HTML', lambda s: s, raising=False)
+    monkeypatch.setattr(fp, 'clear_output', lambda *a, **k: None, raising=False)
+    import minima.learner as L
+    monkeypatch.setattr(L, '_bars', lambda: (fp.NBMasterBar, fp.NBProgressBar))
+    make_learner(lr=1e-2).fit(2)
+    html = '\n'.join(s for s in shown if isinstance(s, str))
+    assert '<progress' in html and 'loss ' in html and 'Total time' in html
