@@ -11,11 +11,6 @@ import numpy as np
 from .autograd import Tensor
 from .init import generator
 
-__all__ = ['Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize', 'Compose', 'Dataset', 'NDArrayDataset',
-           'default_collate', 'DataLoader', 'load_digits', 'train_test_split', 'read_idx', 'parse_mnist',
-           'MNISTDataset', 'DownloadError', 'file_hash', 'download_url', 'MNIST',
-           'TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'tiny_shakespeare']
-
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize',
            'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'load_digits', 'train_test_split',
