@@ -11,8 +11,6 @@ from .autograd import Tensor, no_grad
 from .init import generator
 from . import nn, optim
 
-__all__ = ['accuracy', 'CancelFitException', 'Callback', 'Learner']
-
 # %% auto 0
 __all__ = ['accuracy', 'CancelFitException', 'Callback', 'Learner']
 
