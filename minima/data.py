@@ -230,7 +230,7 @@ def _why(e):
     return str(e) or type(e).__name__
 
 def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True) -> Path:
-    "Download `dest` from the first of `urls` that gives a complete file with the given checksum."
+    "Fetch `dest` from the first of `urls` that gives a complete file: `download_url(u, p, md5=h)`."
     dest = Path(dest)
     urls = [urls] if isinstance(urls, str) else list(urls)
     if not urls: raise ValueError(f'download_url: no URLs given for {dest}')
@@ -247,12 +247,12 @@ def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True)
             failures.append(f'{url}: {_why(e)}')
         finally:
             if os.path.exists(tmp): os.unlink(tmp)
-    raise DownloadError(f'download_url: could not download {dest.name}; nothing was written to {dest}.\n'
-                        + '\n'.join('  ' + f for f in failures))
+    raise DownloadError(f'download_url: could not download {dest.name}; '
+                        f'nothing was written to {dest}.\n' + '\n'.join('  ' + f for f in failures))
 
 # %% ../nbs/12_data.ipynb
 class MNIST(MNISTDataset):
-    "MNIST's 60,000 training or 10,000 test digits from the idx files in `root`."
+    "MNIST's 60,000 training or 10,000 test digits: `MNIST('data', train=False, download=True)`."
     mirrors = ['https://ossci-datasets.s3.amazonaws.com/mnist/',
                'https://storage.googleapis.com/cvdf-datasets/mnist/',
                'http://yann.lecun.com/exdb/mnist/']
@@ -261,7 +261,8 @@ class MNIST(MNISTDataset):
            't10k-images-idx3-ubyte.gz': '9fb629c4189551a2d022fa330f9573f3',
            't10k-labels-idx1-ubyte.gz': 'ec29112dd5afa0611ce80d1b7f02629c'}
 
-    def __init__(self, root, train=True, download=False, transforms=None, mirrors=None, timeout=30.0):
+    def __init__(self, root, train=True, download=False, transforms=None, mirrors=None,
+                 timeout=30.0):
         self.root, self.train = Path(root), train
         split = 'train' if train else 't10k'
         paths = [self._file(f'{split}-{kind}-ubyte.gz', download, mirrors, timeout)
@@ -278,17 +279,20 @@ class MNIST(MNISTDataset):
         return download_url(urls, self.root / name, md5=self.md5[name], timeout=timeout)
 
     def __repr__(self):
-        return f"MNIST({'train' if self.train else 'test'}, {len(self)} images, root={str(self.root)!r})"
+        split = 'train' if self.train else 'test'
+        return f"MNIST({split}, {len(self)} images, root={str(self.root)!r})"
 
 TINY_SHAKESPEARE_URLS = ['https://raw.githubusercontent.com/karpathy/char-rnn/master/'
                          'data/tinyshakespeare/input.txt']
 TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 
 def tiny_shakespeare(root, download=False, urls=None, timeout=30.0) -> str:
-    "The tiny-Shakespeare corpus from `root/input.txt` as one string (1,115,394 characters)."
+    "The tiny-Shakespeare corpus in `root/input.txt` as a string: `tiny_shakespeare('data', True)`."
     path = Path(root) / 'input.txt'
     if not path.exists():
         if not download:
-            raise FileNotFoundError(f"tiny_shakespeare: no input.txt in {root}; pass download=True to fetch it")
-        download_url(urls or TINY_SHAKESPEARE_URLS, path, sha256=TINY_SHAKESPEARE_SHA256, timeout=timeout)
+            raise FileNotFoundError(f"tiny_shakespeare: no input.txt in {root}; "
+                                    "pass download=True to fetch it")
+        download_url(urls or TINY_SHAKESPEARE_URLS, path, sha256=TINY_SHAKESPEARE_SHA256,
+                     timeout=timeout)
     return path.read_text(encoding='utf-8')

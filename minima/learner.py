@@ -52,7 +52,7 @@ def _cells(row, widths):
 
 # %% ../nbs/13_training.ipynb
 class Learner:
-    "Trains `model` on the batches of `train_dl`, evaluating on `valid_dl` after every epoch."
+    "Trains `model` on `train_dl`, validating each epoch: `Learner(model, dl, vdl).fit(3)`."
     def __init__(self, model, train_dl, valid_dl=None, loss_func=None, opt_func=optim.Adam, lr=1e-3,
                  metrics=(), cbs=()):
         self.model, self.train_dl, self.valid_dl = model, train_dl, valid_dl
