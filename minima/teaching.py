@@ -172,8 +172,10 @@ class _GradePlugin:
             elif report.failed:
                 text = str(report.longrepr)
                 if 'NotImplementedError' in text: r['not_attempted'] += 1
-                r['failed'].append(report.nodeid.split('::')[-1] + (' (NotImplementedError)' if 'NotImplementedError'
-                                                                      in text else ''))
+                m = re.search(r'NotImplementedError: ([\w.]+):', text)
+                why = f' (NotImplementedError: {m.group(1)}: ...)' if m else ' (NotImplementedError)' \
+                    if 'NotImplementedError' in text else ''
+                r['failed'].append(report.nodeid.split('::')[-1] + why)
 
 def _run_tagged(root: Path):
     import pytest
@@ -226,6 +228,18 @@ def _worker(root, units_json, out_json):
         r['not_attempted'] += t['not_attempted']
     Path(out_json).write_text(json.dumps(res, indent=1))
 
+_GAP = re.compile(r'NotImplementedError\W+([\w.]+):|^([\w.]+): ')
+
+def _gaps(failures, names):
+    "The units whose missing code (a `NotImplementedError` naming them) made these checks fail."
+    out = set()
+    for f in failures:
+        for m in _GAP.finditer(f.split(': ', 1)[-1]):
+            q = m.group(1) or m.group(2)
+            if q in names: out.add(q)
+            elif q.split('.')[0] in names: out.add(q.split('.')[0])
+    return out
+
 def grade(path='.', report='grade_report.json', chapters=None, export=True, quiet=False) -> dict:
     """Grade the student copy at `path`: export its notebooks, then check every marked unit (the op registry for ops,
     tagged tests for the rest) in a fresh process that imports the student's package. Prints a table per chapter and
@@ -233,6 +247,7 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
     root = Path(path).resolve()
     uf = root / 'grading_units.json'
     units = [Unit(**u) for u in json.loads(uf.read_text())] if uf.exists() else course_units(root)
+    names = {u.name for u in units}    # all of them: a unit may wait for one in another chapter
     if chapters: units = [u for u in units if any(u.chapter.startswith(c) for c in chapters)]
     if export: _export(root)
     tmp = root / '.grading'
@@ -249,12 +264,15 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
     rows = []
     for u in units:
         r_ = res.get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
+        gaps = _gaps(r_['failed'], names)
         if r_['checks'] == 0: status = 'no checks'
         elif not r_['failed']: status = 'pass'
-        elif r_['not_attempted'] and r_['not_attempted'] == len(r_['failed']): status = 'not attempted'
+        elif r_['not_attempted'] == len(r_['failed']) and gaps <= {u.name}: status = 'not attempted'
+        elif r_['not_attempted'] == len(r_['failed']): status = 'blocked'
         else: status = 'FAIL'
+        failed = ([f"needs {', '.join(sorted(gaps - {u.name}))}"] if status == 'blocked' else []) + r_['failed']
         rows.append(dict(asdict(u), status=status, score=u.points if status == 'pass' else 0, checks=r_['checks'],
-                         failed=r_['failed'], worst_error=r_['worst']))
+                         failed=failed, worst_error=r_['worst']))
     out = {'score': sum(r['score'] for r in rows), 'total': sum(r['points'] for r in rows), 'units': rows}
     Path(report if Path(report).is_absolute() else root / report).write_text(json.dumps(out, indent=1) + '\n')
     if not quiet: print(format_report(out))

@@ -117,7 +117,8 @@ def test_grader_zero_full_and_one_broken_gradient(edition):
     total = sum(u.points for u in units)
     rep = grade(copy, quiet=True)
     assert rep['total'] == total and rep['score'] == 0
-    assert all(u['status'] == 'not attempted' for u in rep['units']), [u for u in rep['units'] if u['status'] != 'not attempted'][:3]
+    assert all(u['status'] in ('not attempted', 'blocked') for u in rep['units'])
+    assert sum(u['status'] == 'not attempted' for u in rep['units']) > len(units) // 2
     assert json.loads((copy / 'grade_report.json').read_text())['score'] == 0
     for nb in (ROOT / 'nbs').glob('*.ipynb'): shutil.copy(nb, copy / 'nbs' / nb.name)
     rep = grade(copy, quiet=True)
