@@ -189,6 +189,9 @@ def test_missing_names_exist():
     keep = [mi.Tensor(z) for _ in range(5)]
     assert ndl.autograd.TENSOR_COUNTER >= n0 + 5 and isinstance(n0, int) and len(keep) == 5
     assert minima.needle.nn.Conv is ndl.nn.Conv
+    assert repr(ndl.cpu()) == 'cpu()' and ndl.cpu() == mi.cpu() and hash(ndl.cpu()) == hash(mi.cpu())
+    x = mi.Tensor(np.ones(2, 'float32'), device=ndl.cpu()) + mi.Tensor(np.ones(2, 'float32'))
+    assert x.device == mi.cpu() and x.numpy().tolist() == [2, 2]
 
 def test_ndarray_flat_pad_and_process_slice():
     a = mi.backend_ndarray.array(np.arange(12, dtype='float32').reshape(3, 4))

@@ -4,5 +4,7 @@ The code and the reasons are in the chapter *needle compatibility* (`nbs/30_need
 from .core import autograd, backend_ndarray, ops, init, nn, optim, data, models
 from .core import Tensor, as_needle, live_tensors
 from minima.autograd import TensorOp, TensorTuple, TensorTupleOp, Value, no_grad, enable_grad
-from minima.backend_ndarray.device import cpu, cpu_numpy, cuda, default_device, all_devices, BackendDevice
+from minima.backend_ndarray.device import cuda, default_device, all_devices, BackendDevice
+from .core import cpu
+cpu_numpy = cpu
 globals().update({k: v for k, v in vars(ops).items() if not k.startswith('_') and k not in globals()})

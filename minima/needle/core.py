@@ -28,10 +28,11 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
 
 # %% auto 0
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'as_needle',
-           'live_tensors', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'Linear',
-           'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell',
-           'LSTM', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset',
-           'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
+           'live_tensors', 'NeedleNumpyDevice', 'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar',
+           'power_scalar', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding',
+           'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
+           'NDArrayDataset', 'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9',
+           'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
@@ -63,7 +64,14 @@ autograd = namespace('autograd', _ag, Tensor, as_needle, live_tensors)
 autograd.__class__ = _Autograd
 
 # %% ../../nbs/30_needle.ipynb
-backend_ndarray = namespace('backend_ndarray', _mnd,
+class NeedleNumpyDevice(type(_mnd.cpu())):
+    "minima's numpy device, printed as needle prints it: `cpu()`."
+    def __repr__(self): return f'{self.name}()'
+
+_CPU = NeedleNumpyDevice()
+def cpu() -> NeedleNumpyDevice: "needle's `cpu()`: minima's numpy device (`== minima.cpu()`), printed `cpu()`."; return _CPU
+
+backend_ndarray = namespace('backend_ndarray', _mnd, cpu, cpu_numpy=cpu,
     broadcast_to=lambda array, new_shape: array.broadcast_to(new_shape),
     reshape=lambda array, new_shape: array.reshape(new_shape),
     maximum=lambda a, b: a.maximum(b), log=lambda a: a.log(), exp=lambda a: a.exp(), tanh=lambda a: a.tanh(),
