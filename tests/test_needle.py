@@ -193,6 +193,14 @@ def test_missing_names_exist():
     x = mi.Tensor(np.ones(2, 'float32'), device=ndl.cpu()) + mi.Tensor(np.ones(2, 'float32'))
     assert x.device == mi.cpu() and x.numpy().tolist() == [2, 2]
 
+def test_tuple_helpers():
+    x = mi.Tensor(np.array([1.0, 2.0], 'float32'))
+    t = ndl.ops.fused_add_scalars(x, 1.0, 10.0)
+    assert isinstance(t, ndl.TensorTuple) and ndl.ops.tuple_get_item(t, 1).numpy().tolist() == [11, 12]
+    (t[0] * t[1]).sum().backward()                       # d/dx (x + 1)(x + 10) = 2x + 11
+    assert x.grad.numpy().tolist() == [13, 15]
+    assert len(ndl.ops.make_tuple(x, x)) == 2
+
 def test_ndarray_flat_pad_and_process_slice():
     a = mi.backend_ndarray.array(np.arange(12, dtype='float32').reshape(3, 4))
     t = a.permute((1, 0))[1:3]

@@ -14,6 +14,7 @@ import minima.nn as _mnn
 import minima.optim as _mopt
 import minima.data as _md
 import minima.datasets as _ds
+import importlib.util
 from ..backend_ndarray.ndarray import NDArray
 from ..nn import Module, Parameter
 from ..ops import BatchNormOp
@@ -29,10 +30,10 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
 # %% auto 0
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'as_needle',
            'live_tensors', 'NeedleNumpyDevice', 'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar',
-           'power_scalar', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding',
-           'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
-           'NDArrayDataset', 'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9',
-           'LanguageModel']
+           'power_scalar', 'make_tuple', 'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d',
+           'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'SGD', 'Adam',
+           'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset', 'DataLoader',
+           'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
@@ -92,7 +93,12 @@ def mul_scalar(a, scalar): "`a * scalar`."; return _ops.mul_scalar(a, _scalar(sc
 def divide_scalar(a, scalar): "`a / scalar`."; return _ops.divide_scalar(a, _scalar(scalar))
 def power_scalar(a, scalar): "`a ** scalar`."; return _ops.power_scalar(a, _scalar(scalar))
 
-ops = namespace('ops', _ops, logsoftmax, add_scalar, mul_scalar, divide_scalar, power_scalar)
+def make_tuple(*args): "needle's `make_tuple`: pack Tensors into a TensorTuple."; return _ag.MakeTensorTuple()(*args)
+def tuple_get_item(value, index): "needle's `tuple_get_item`: `value[index]`."; return value[index]
+def fused_add_scalars(x, c0, c1): "needle's `fused_add_scalars`: the tuple `(x + c0, x + c1)`."; return make_tuple(x + c0, x + c1)
+
+ops = namespace('ops', _ops, logsoftmax, add_scalar, mul_scalar, divide_scalar, power_scalar, make_tuple,
+                tuple_get_item, fused_add_scalars)
 
 # %% ../../nbs/30_needle.ipynb
 def _calculate_fans(tensor):
@@ -366,8 +372,11 @@ class DataLoader:
             yield tuple(Tensor(np.asarray(b), device=self.device, dtype=self.dtype, requires_grad=False)
                         for b in batch)
 
+# `batchify` and `get_batch` (needle's signatures) live in minima.text, the sequence-models chapter's module.
+_text = importlib.import_module('minima.text') if importlib.util.find_spec('minima.text') else None
 data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset, DataLoader,
-                 _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus)
+                 _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus,
+                 **({'batchify': _text.batchify, 'get_batch': _text.get_batch} if _text else {}))
 
 # %% ../../nbs/30_needle.ipynb
 def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
