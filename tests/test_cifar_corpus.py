@@ -156,8 +156,8 @@ def test_bad_corpus_files_raise(ptb):
     (ptb / 'test.txt').write_bytes(' ok line \n caf\xc3'.encode('latin-1'))   # a UTF-8 character cut in half
     with pytest.raises(ValueError, match=r'test.txt line 2 is not valid UTF-8.*corrupt or truncated'): Corpus(ptb)
     (ptb / 'test.txt').write_bytes(b'abc\x00\x01\x02\n')
-    with pytest.raises(ValueError, match='line 1 contains NUL bytes'): Corpus(ptb)
+    with pytest.raises(ValueError, match='line 1 has NUL bytes'): Corpus(ptb)
     (ptb / 'test.txt').unlink()
     with pytest.raises(FileNotFoundError, match='no such file .*test.txt'): Corpus(ptb)
-    with pytest.raises(ValueError, match='max_lines must be a positive integer'): Corpus(ptb, max_lines=0)
+    with pytest.raises(ValueError, match='max_lines must be a positive int'): Corpus(ptb, max_lines=0)
     with pytest.raises(FileNotFoundError, match='no such folder'): Corpus(ptb / 'nope')

@@ -20,8 +20,9 @@ from ..nn import Module, Parameter
 from ..ops import BatchNormOp
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
-    "A module `minima.needle.<name>`: the public names of minima's `base` module, then needle's `objs` over them."
-    m = types.ModuleType(f'minima.needle.{name}', f"needle's `{name}`: minima's `{base.__name__}` with needle's changes.")
+    "A module `minima.needle.<name>`: minima's `base` module's public names, then needle's `objs`."
+    doc = f"needle's `{name}`: minima's `{base.__name__}` with needle's changes."
+    m = types.ModuleType(f'minima.needle.{name}', doc)
     m.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith('_')})
     m.__dict__.update({o.__name__: o for o in objs}, **named)
     sys.modules[m.__name__] = m
@@ -37,11 +38,11 @@ __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
-    "minima's Tensor with needle's `backward()` (ones as the default seed) and needle's float64 for float64 input."
+    "minima's Tensor with needle's `backward()` (seeded with ones) that keeps float64 input float64."
     __slots__ = ()
     def __init__(self, array, *, device=None, dtype=None, requires_grad=True):
-        if dtype is None and not isinstance(array, (_ag.Tensor, NDArray)) and np.asarray(array).dtype == np.float64:
-            dtype = 'float64'
+        plain = not isinstance(array, (_ag.Tensor, NDArray))
+        if dtype is None and plain and np.asarray(array).dtype == np.float64: dtype = 'float64'
         super().__init__(array, device=device, dtype=dtype, requires_grad=requires_grad)
     def backward(self, out_grad=None):
         if out_grad is None:
@@ -49,7 +50,7 @@ class Tensor(_ag.Tensor):
         return _ag.Tensor.backward(self, out_grad)
 
 def as_needle(t: _ag.Tensor) -> Tensor:
-    "The same tensor seen as a needle Tensor (shares data and graph). `as_needle(x.sum(0)).backward()`."
+    "The same tensor as a needle Tensor (data and graph shared). `as_needle(x.sum(0)).backward()`."
     if isinstance(t, _ag.Tensor) and not isinstance(t, Tensor): t.__class__ = Tensor
     return t
 
@@ -70,12 +71,15 @@ class NeedleNumpyDevice(type(_mnd.cpu())):
     def __repr__(self): return f'{self.name}()'
 
 _CPU = NeedleNumpyDevice()
-def cpu() -> NeedleNumpyDevice: "needle's `cpu()`: minima's numpy device (`== minima.cpu()`), printed `cpu()`."; return _CPU
+def cpu() -> NeedleNumpyDevice:
+    "needle's `cpu()`: minima's numpy device (`== minima.cpu()`), printed `cpu()`."
+    return _CPU
 
 backend_ndarray = namespace('backend_ndarray', _mnd, cpu, cpu_numpy=cpu,
     broadcast_to=lambda array, new_shape: array.broadcast_to(new_shape),
     reshape=lambda array, new_shape: array.reshape(new_shape),
-    maximum=lambda a, b: a.maximum(b), log=lambda a: a.log(), exp=lambda a: a.exp(), tanh=lambda a: a.tanh(),
+    maximum=lambda a, b: a.maximum(b), log=lambda a: a.log(), exp=lambda a: a.exp(),
+    tanh=lambda a: a.tanh(),
     sum=lambda a, axis=None, keepdims=False: a.sum(axis=axis, keepdims=keepdims),
     flip=lambda a, axes: a.flip(axes))
 
@@ -93,12 +97,12 @@ def mul_scalar(a, scalar): "`a * scalar`."; return _ops.mul_scalar(a, _scalar(sc
 def divide_scalar(a, scalar): "`a / scalar`."; return _ops.divide_scalar(a, _scalar(scalar))
 def power_scalar(a, scalar): "`a ** scalar`."; return _ops.power_scalar(a, _scalar(scalar))
 
-def make_tuple(*args): "needle's `make_tuple`: pack Tensors into a TensorTuple."; return _ag.MakeTensorTuple()(*args)
-def tuple_get_item(value, index): "needle's `tuple_get_item`: `value[index]`."; return value[index]
-def fused_add_scalars(x, c0, c1): "needle's `fused_add_scalars`: the tuple `(x + c0, x + c1)`."; return make_tuple(x + c0, x + c1)
+def make_tuple(*args): "Pack Tensors into a TensorTuple."; return _ag.MakeTensorTuple()(*args)
+def tuple_get_item(value, index): "`value[index]`."; return value[index]
+def fused_add_scalars(x, c0, c1): "The tuple `(x + c0, x + c1)`."; return make_tuple(x + c0, x + c1)
 
-ops = namespace('ops', _ops, logsoftmax, add_scalar, mul_scalar, divide_scalar, power_scalar, make_tuple,
-                tuple_get_item, fused_add_scalars)
+ops = namespace('ops', _ops, logsoftmax, add_scalar, mul_scalar, divide_scalar, power_scalar,
+                make_tuple, tuple_get_item, fused_add_scalars)
 
 # %% ../../nbs/30_needle.ipynb
 def _calculate_fans(tensor):
@@ -108,20 +112,21 @@ def _calculate_fans(tensor):
     if len(shape) == 4:
         k = shape[0] * shape[1]
         return shape[2] * k, shape[3] * k
-    raise ValueError(f"_calculate_fans: expected a 2-d (in, out) or 4-d (k, k, in, out) weight, got shape {shape}")
+    raise ValueError(f"_calculate_fans: expected a weight (in, out) or (k, k, in, out), got {shape}")
 
 init = namespace('init', _minit, _calculate_fans=_calculate_fans)
 
 # %% ../../nbs/30_needle.ipynb
 class Linear(_mnn.Linear):
-    "needle's Linear: weight `kaiming_uniform(in, out)`, bias `kaiming_uniform(out, 1)` as a `(1, out)` row."
+    "needle's Linear: weight `kaiming_uniform(in, out)`, bias `kaiming_uniform(out, 1)` as a row."
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
         Module.__init__(self)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(init.kaiming_uniform(in_features, out_features, device=device, dtype=dtype))
+        kw = dict(device=device, dtype=dtype)
+        self.weight = Parameter(init.kaiming_uniform(in_features, out_features, **kw))
         self.bias = None
         if bias:
-            b = init.kaiming_uniform(out_features, 1, device=device, dtype=dtype)
+            b = init.kaiming_uniform(out_features, 1, **kw)
             self.bias = Parameter(b.reshape((1, out_features)))
 
 # %% ../../nbs/30_needle.ipynb
@@ -141,53 +146,58 @@ class _NeedleBatchNorm:
         if not self.training: return super().forward(x)
         op = BatchNormOp(self.eps)
         y = op(x, self.weight, self.bias)
-        m, d = self.momentum, self.dim
-        self.running_mean.cached_data = self.running_mean.cached_data * (1 - m) + op.mean.reshape((d,)) * m
-        self.running_var.cached_data = self.running_var.cached_data * (1 - m) + op.var.reshape((d,)) * m
+        m, d, rm, rv = self.momentum, self.dim, self.running_mean, self.running_var
+        rm.cached_data = rm.cached_data * (1 - m) + op.mean.reshape((d,)) * m
+        rv.cached_data = rv.cached_data * (1 - m) + op.var.reshape((d,)) * m   # biased: n, not n - 1
         return y
 
 class BatchNorm1d(_NeedleBatchNorm, _mnn.BatchNorm1d):
     "needle's BatchNorm1d: the running variance averages the biased batch variance."
 
 class BatchNorm2d(_NeedleBatchNorm, _mnn.BatchNorm2d):
-    "needle's BatchNorm2d over `(N, C, H, W)`: the running variance averages the biased batch variance."
+    "needle's BatchNorm2d over `(N, C, H, W)`: the running variance averages the biased variance."
 
 # %% ../../nbs/30_needle.ipynb
 class Conv(Module):
     "needle's convolution module: NCHW in and out, weight `(k, k, in, out)`, padding `k // 2`."
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, bias=True, device=None, dtype="float32"):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, bias=True, device=None,
+                 dtype="float32"):
         super().__init__()
         if isinstance(kernel_size, tuple): kernel_size = kernel_size[0]
+        kw = dict(device=device, dtype=dtype)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, kernel_size // 2
         k2 = kernel_size * kernel_size
         shape = (kernel_size, kernel_size, in_channels, out_channels)
-        self.weight = Parameter(init.kaiming_uniform(in_channels * k2, out_channels * k2, shape=shape,
-                                                     device=device, dtype=dtype))
+        fan_in, fan_out = in_channels * k2, out_channels * k2
+        self.weight = Parameter(init.kaiming_uniform(fan_in, fan_out, shape=shape, **kw))
         self.bias = None
         if bias:
             b = 1.0 / math.sqrt(in_channels * k2)
-            self.bias = Parameter(init.rand(out_channels, low=-b, high=b, device=device, dtype=dtype))
+            self.bias = Parameter(init.rand(out_channels, low=-b, high=b, **kw))
     def extra_repr(self):
-        return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
+        k, s = self.kernel_size, self.stride
+        return f'{self.in_channels}, {self.out_channels}, kernel_size={k}, stride={s}'
     def forward(self, x):
         if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"Conv({self.extra_repr()}): expected input (N, {self.in_channels}, H, W), got {x.shape}")
-        if x.dtype != self.weight.dtype: x = _ops.cast(x, self.weight.dtype)   # needle's arrays are all float32
+            raise ValueError(f"Conv({self.extra_repr()}): expected input (N, {self.in_channels}, H, "
+                             f"W), got {x.shape}")
+        if x.dtype != self.weight.dtype: x = _ops.cast(x, self.weight.dtype)   # needle: all float32
         y = _ops.conv(x.transpose((1, 2)).transpose((2, 3)), self.weight, self.stride, self.padding)
-        if self.bias is not None: y = y + self.bias.reshape((1, 1, 1, self.out_channels)).broadcast_to(y.shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape((1, 1, 1, self.out_channels)).broadcast_to(y.shape)
         return y.transpose((2, 3)).transpose((1, 2))
 
 # %% ../../nbs/30_needle.ipynb
 def _as_int64(y, what) -> _ag.Tensor:
-    "Integer-valued labels of any dtype as an int64 Tensor (needle keeps labels as float32 or uint8)."
+    "Integer-valued labels of any dtype as an int64 Tensor (needle's labels are float32 or uint8)."
     a = y.numpy() if isinstance(y, _ag.Tensor) else np.asarray(y)
     dev = y.device if isinstance(y, _ag.Tensor) else None
     if a.dtype.kind == 'f':
         if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
             raise ValueError(f"{what}: labels must be whole numbers, got non-integer values")
     elif a.dtype.kind not in 'iub':
-        raise TypeError(f"{what}: labels must be integers (or integer-valued floats), got dtype {a.dtype}")
+        raise TypeError(f"{what}: labels must be integers or integer-valued floats, got {a.dtype}")
     return _ag.Tensor(a.astype('int64'), device=dev, requires_grad=False)
 
 class SoftmaxLoss(_mnn.SoftmaxLoss):
@@ -195,7 +205,7 @@ class SoftmaxLoss(_mnn.SoftmaxLoss):
     def forward(self, logits, y): return super().forward(logits, _as_int64(y, 'SoftmaxLoss'))
 
 class Embedding(_mnn.Embedding):
-    "needle's Embedding: ids `(seq_len, batch)` of any integer-valued dtype -> `(seq_len, batch, dim)`."
+    "needle's Embedding: integer-valued ids `(seq_len, batch)` -> `(seq_len, batch, dim)`."
     def forward(self, x): return super().forward(_as_int64(x, 'Embedding'))
 
 # %% ../../nbs/30_needle.ipynb
@@ -208,10 +218,11 @@ def _row(b, n, out_shape):
 
 class RNNCell(Module):
     "needle's RNN cell: `h' = f(X @ W_ih + b_ih + h @ W_hh + b_hh)` with f tanh or relu."
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None, dtype="float32"):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None,
+                 dtype="float32"):
         super().__init__()
         if nonlinearity not in ('tanh', 'relu'):
-            raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+            raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', not {nonlinearity!r}")
         self.input_size, self.hidden_size, self.nonlinearity = input_size, hidden_size, nonlinearity
         self.device, self.dtype, k = device, dtype, 1 / math.sqrt(hidden_size)
         self.W_ih = _uniform((input_size, hidden_size), k, device, dtype)
@@ -222,17 +233,18 @@ class RNNCell(Module):
         if h is None: h = init.zeros(X.shape[0], self.hidden_size, device=X.device, dtype=X.dtype)
         z = X @ self.W_ih + h @ self.W_hh
         if self.bias_ih is not None:
-            z = z + _row(self.bias_ih, self.hidden_size, z.shape) + _row(self.bias_hh, self.hidden_size, z.shape)
+            H = self.hidden_size
+            z = z + _row(self.bias_ih, H, z.shape) + _row(self.bias_hh, H, z.shape)
         return _ops.tanh(z) if self.nonlinearity == 'tanh' else _ops.relu(z)
 
 class RNN(Module):
     "needle's multi-layer RNN over `(seq_len, batch, input_size)`; returns `(output, h_n)`."
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, nonlinearity='tanh', device=None,
-                 dtype="float32"):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, nonlinearity='tanh',
+                 device=None, dtype="float32"):
         super().__init__()
         self.hidden_size, self.num_layers = hidden_size, num_layers
-        self.rnn_cells = [RNNCell(input_size if i == 0 else hidden_size, hidden_size, bias, nonlinearity,
-                                  device, dtype) for i in range(num_layers)]
+        self.rnn_cells = [RNNCell(input_size if i == 0 else hidden_size, hidden_size, bias,
+                                  nonlinearity, device, dtype) for i in range(num_layers)]
     def forward(self, X, h0=None):
         hs = [None] * self.num_layers if h0 is None else list(_ops.split(h0, 0))
         xs = list(_ops.split(X, 0))
@@ -244,7 +256,7 @@ class RNN(Module):
         return as_needle(_ops.stack(xs, 0)), as_needle(_ops.stack(hs, 0))
 
 class LSTMCell(Module):
-    "needle's LSTM cell: returns `(h', c')`; gates i, f, g, o are column blocks of `W_ih` `(in, 4h)`."
+    "needle's LSTM cell: returns `(h', c')`; gates i, f, g, o are column blocks of `W_ih`."
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype="float32"):
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
@@ -260,21 +272,24 @@ class LSTMCell(Module):
         if h0 is None: h0 = init.zeros(n, H, device=X.device, dtype=X.dtype)
         if c0 is None: c0 = init.zeros(n, H, device=X.device, dtype=X.dtype)
         z = X @ self.W_ih + h0 @ self.W_hh
-        if self.bias_ih is not None: z = z + _row(self.bias_ih, 4 * H, z.shape) + _row(self.bias_hh, 4 * H, z.shape)
+        if self.bias_ih is not None:
+            z = z + _row(self.bias_ih, 4 * H, z.shape) + _row(self.bias_hh, 4 * H, z.shape)
         i, f, g, o = (z[:, k * H:(k + 1) * H] for k in range(4))
         c = _ops.sigmoid(f) * c0 + _ops.sigmoid(i) * _ops.tanh(g)
         return _ops.sigmoid(o) * _ops.tanh(c), c
 
 class LSTM(Module):
     "needle's multi-layer LSTM over `(seq_len, batch, input_size)`; returns `(output, (h_n, c_n))`."
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, device=None, dtype="float32"):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, device=None,
+                 dtype="float32"):
         super().__init__()
         self.hidden_size, self.num_layers = hidden_size, num_layers
-        self.lstm_cells = [LSTMCell(input_size if i == 0 else hidden_size, hidden_size, bias, device, dtype)
-                           for i in range(num_layers)]
+        self.lstm_cells = [LSTMCell(input_size if i == 0 else hidden_size, hidden_size, bias,
+                                    device, dtype) for i in range(num_layers)]
     def forward(self, X, h=None):
         L = self.num_layers
-        hs, cs = ([None] * L, [None] * L) if h is None else (list(_ops.split(h[0], 0)), list(_ops.split(h[1], 0)))
+        if h is None: hs, cs = [None] * L, [None] * L
+        else: hs, cs = list(_ops.split(h[0], 0)), list(_ops.split(h[1], 0))
         xs = list(_ops.split(X, 0))
         for layer, cell in enumerate(self.lstm_cells):
             hc = (hs[layer], cs[layer])
@@ -282,10 +297,11 @@ class LSTM(Module):
                 hc = cell(xs[t], hc)
                 xs[t] = hc[0]
             hs[layer], cs[layer] = hc
-        return as_needle(_ops.stack(xs, 0)), (as_needle(_ops.stack(hs, 0)), as_needle(_ops.stack(cs, 0)))
+        h_n, c_n = as_needle(_ops.stack(hs, 0)), as_needle(_ops.stack(cs, 0))
+        return as_needle(_ops.stack(xs, 0)), (h_n, c_n)
 
-nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding, RNNCell, RNN, LSTMCell,
-               LSTM)
+nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
+               RNNCell, RNN, LSTMCell, LSTM)
 
 # %% ../../nbs/30_needle.ipynb
 class SGD(_mopt.Optimizer):
@@ -344,7 +360,7 @@ class NDArrayDataset(Dataset):
     def __getitem__(self, i): return tuple(a[i] for a in self.arrays)
 
 class MNISTDataset(Dataset):
-    "needle's MNISTDataset: flat `(784,)` float32 images in [0, 1], uint8 labels; transforms see `(28, 28, 1)`."
+    "needle's MNIST: flat `(784,)` float32 images, uint8 labels; transforms see `(28, 28, 1)`."
     def __init__(self, image_filename, label_filename, transforms=None):
         super().__init__(transforms)
         self.images, self.labels = _md.parse_mnist(image_filename, label_filename)
@@ -354,13 +370,15 @@ class MNISTDataset(Dataset):
         if self.transforms:
             side = int(round(X.shape[-1] ** 0.5))
             flat = X.reshape(-1, X.shape[-1])
-            X = np.stack([self.apply_transforms(x.reshape(side, side, 1)).reshape(-1) for x in flat]).reshape(X.shape)
+            X = np.stack([self.apply_transforms(x.reshape(side, side, 1)).reshape(-1) for x in flat])
+            X = X.reshape(self.images[index].shape)
         return X, y
 
 class DataLoader:
     "needle's DataLoader: batches are `dataset[indices]`, each field wrapped in a Tensor."
     def __init__(self, dataset, batch_size=1, shuffle=False, device=None, dtype=None):
-        self.dataset, self.batch_size, self.shuffle, self.device, self.dtype = dataset, batch_size, shuffle, device, dtype
+        self.dataset, self.batch_size, self.shuffle = dataset, batch_size, shuffle
+        self.device, self.dtype = device, dtype
         if not shuffle: self.ordering = self._split(np.arange(len(dataset)))
     def _split(self, order):
         return np.array_split(order, range(self.batch_size, len(self.dataset), self.batch_size))
@@ -369,27 +387,28 @@ class DataLoader:
         if self.shuffle: self.ordering = self._split(np.random.permutation(len(self.dataset)))
         for idx in self.ordering:
             batch = self.dataset[idx]
-            yield tuple(Tensor(np.asarray(b), device=self.device, dtype=self.dtype, requires_grad=False)
-                        for b in batch)
+            yield tuple(Tensor(np.asarray(b), device=self.device, dtype=self.dtype,
+                               requires_grad=False) for b in batch)
 
-# `batchify` and `get_batch` (needle's signatures) live in minima.text, the sequence-models chapter's module.
+# `batchify` and `get_batch` (needle's signatures) live in minima.text (the sequence-models chapter).
 _text = importlib.import_module('minima.text') if importlib.util.find_spec('minima.text') else None
-data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset, DataLoader,
-                 _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus,
+data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset,
+                 DataLoader, _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus,
                  **({'batchify': _text.batchify, 'get_batch': _text.get_batch} if _text else {}))
 
 # %% ../../nbs/30_needle.ipynb
 def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
     "hw2's residual block: `ReLU(x + norm(Linear(Dropout(ReLU(norm(Linear(x)))))))`."
     return nn.Sequential(
-        nn.Residual(nn.Sequential(nn.Linear(dim, hidden_dim), norm(hidden_dim), nn.ReLU(), nn.Dropout(drop_prob),
-                                  nn.Linear(hidden_dim, dim), norm(dim))),
+        nn.Residual(nn.Sequential(nn.Linear(dim, hidden_dim), norm(hidden_dim), nn.ReLU(),
+                                  nn.Dropout(drop_prob), nn.Linear(hidden_dim, dim), norm(dim))),
         nn.ReLU())
 
-def MLPResNet(dim, hidden_dim=100, num_blocks=3, num_classes=10, norm=nn.BatchNorm1d, drop_prob=0.1):
+def MLPResNet(dim, hidden_dim=100, num_blocks=3, num_classes=10, norm=nn.BatchNorm1d,
+              drop_prob=0.1):
     "hw2's MLP ResNet: Linear, ReLU, `num_blocks` residual blocks, Linear."
-    return nn.Sequential(nn.Linear(dim, hidden_dim), nn.ReLU(),
-                         *[ResidualBlock(hidden_dim, hidden_dim // 2, norm, drop_prob) for _ in range(num_blocks)],
+    blocks = [ResidualBlock(hidden_dim, hidden_dim // 2, norm, drop_prob) for _ in range(num_blocks)]
+    return nn.Sequential(nn.Linear(dim, hidden_dim), nn.ReLU(), *blocks,
                          nn.Linear(hidden_dim, num_classes))
 
 def ConvBN(cin, cout, k, stride, device=None, dtype="float32"):
@@ -402,7 +421,8 @@ class ResNet9(nn.Module):
     def __init__(self, device=None, dtype="float32"):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
-        def res(c): return nn.Residual(nn.Sequential(ConvBN(c, c, 3, 1, **kw), ConvBN(c, c, 3, 1, **kw)))
+        def res(c):
+            return nn.Residual(nn.Sequential(ConvBN(c, c, 3, 1, **kw), ConvBN(c, c, 3, 1, **kw)))
         self.model = nn.Sequential(
             ConvBN(3, 16, 7, 4, **kw), ConvBN(16, 32, 3, 2, **kw), res(32),
             ConvBN(32, 64, 3, 2, **kw), ConvBN(64, 128, 3, 2, **kw), res(128),
@@ -410,18 +430,20 @@ class ResNet9(nn.Module):
     def forward(self, x): return self.model(x)
 
 class LanguageModel(nn.Module):
-    "hw4's language model: Embedding, then an RNN, LSTM or transformer, then Linear; logits `(seq_len*bs, vocab)`."
-    def __init__(self, embedding_size, output_size, hidden_size, num_layers=1, seq_model='rnn', seq_len=40,
-                 device=None, dtype="float32"):
+    "hw4's language model: Embedding, RNN/LSTM/transformer, Linear; logits `(seq_len*bs, vocab)`."
+    def __init__(self, embedding_size, output_size, hidden_size, num_layers=1, seq_model='rnn',
+                 seq_len=40, device=None, dtype="float32"):
         super().__init__()
-        kw = dict(device=device, dtype=dtype)
-        self.embedding = nn.Embedding(output_size, embedding_size, **kw)
-        if seq_model == 'rnn': self.seq_model = nn.RNN(embedding_size, hidden_size, num_layers, **kw)
-        elif seq_model == 'lstm': self.seq_model = nn.LSTM(embedding_size, hidden_size, num_layers, **kw)
+        kw, E = dict(device=device, dtype=dtype), embedding_size
+        self.embedding = nn.Embedding(output_size, E, **kw)
+        if seq_model == 'rnn': self.seq_model = nn.RNN(E, hidden_size, num_layers, **kw)
+        elif seq_model == 'lstm': self.seq_model = nn.LSTM(E, hidden_size, num_layers, **kw)
         elif seq_model == 'transformer':
-            self.seq_model = nn.Transformer(embedding_size, hidden_size, num_layers, sequence_len=seq_len, **kw)
-            hidden_size = embedding_size
-        else: raise ValueError(f"LanguageModel: seq_model must be 'rnn', 'lstm' or 'transformer', got {seq_model!r}")
+            self.seq_model = nn.Transformer(E, hidden_size, num_layers, sequence_len=seq_len, **kw)
+            hidden_size = E
+        else:
+            raise ValueError(f"LanguageModel: seq_model must be 'rnn', 'lstm' or 'transformer', "
+                             f"got {seq_model!r}")
         self.hidden_size = hidden_size
         self.linear = nn.Linear(hidden_size, output_size, **kw)
     def forward(self, x, h=None):
@@ -429,5 +451,5 @@ class LanguageModel(nn.Module):
         out, h = self.seq_model(self.embedding(x), h)
         return as_needle(self.linear(out.reshape((seq_len * bs, self.hidden_size)))), h
 
-models = namespace('models', types.ModuleType('minima.needle.models'), ResidualBlock, MLPResNet, ConvBN, ResNet9,
-                   LanguageModel)
+models = namespace('models', types.ModuleType('minima.needle.models'), ResidualBlock, MLPResNet,
+                   ConvBN, ResNet9, LanguageModel)
