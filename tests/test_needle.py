@@ -174,6 +174,9 @@ def test_resnet9_has_needles_parameter_count_and_runs():
     y = net(ndl.Tensor(np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype('float32')))
     assert y.shape == (2, 10) and np.isfinite(y.numpy()).all()
     assert sum(int(np.prod(p.shape)) for p in ndl.models.MLPResNet(784, 100, 3, 10).parameters()) == 110860
+    np.random.seed(1); m = ndl.models.MLPResNet(8, 6, 1, 3)          # parameters drawn in needle's order
+    b = math.sqrt(2) * math.sqrt(3 / 8)
+    np.random.seed(1); np.testing.assert_allclose(m.modules[0].weight.numpy(), np.random.rand(8, 6) * 2 * b - b, rtol=1e-6)
 
 # --- the missing or renamed names
 

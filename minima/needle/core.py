@@ -406,10 +406,10 @@ def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
 
 def MLPResNet(dim, hidden_dim=100, num_blocks=3, num_classes=10, norm=nn.BatchNorm1d,
               drop_prob=0.1):
-    "hw2's MLP ResNet: Linear, ReLU, `num_blocks` residual blocks, Linear."
+    "hw2's MLP ResNet: Linear, ReLU, `num_blocks` residual blocks, Linear (built in that order)."
+    first = nn.Linear(dim, hidden_dim)      # parameters are drawn in needle's order: first layer first
     blocks = [ResidualBlock(hidden_dim, hidden_dim // 2, norm, drop_prob) for _ in range(num_blocks)]
-    return nn.Sequential(nn.Linear(dim, hidden_dim), nn.ReLU(), *blocks,
-                         nn.Linear(hidden_dim, num_classes))
+    return nn.Sequential(first, nn.ReLU(), *blocks, nn.Linear(hidden_dim, num_classes))
 
 def ConvBN(cin, cout, k, stride, device=None, dtype="float32"):
     "needle's Conv, BatchNorm2d, ReLU."
