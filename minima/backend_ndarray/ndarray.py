@@ -331,11 +331,17 @@ def _prep(self, other, op):
         return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
     raise TypeError(f"{op}: unsupported operand of type {type(other).__name__}")
 
+def _no_bool_sub(op, *dtypes):
+    if op in ('sub', 'rsub') and 'bool' in dtypes:
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
+                        "`mask == False`, or cast it first with `.astype('int64')`")
+
 def _scalar_op_dtype(self, other, op) -> str:
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
         weak_result_dtype(self._dtype, scalar_dtype(other))
     if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
     if op == 'pow': _check_int_pow(dt, other)
+    _no_bool_sub(op, self._dtype, scalar_dtype(other))
     return dt
 _FLOATS = frozenset(('float32', 'float64', 'float16'))
 
@@ -343,6 +349,8 @@ def _binary(op):
     def f(self, other):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
+            if dt == 'bool' and op == 'pow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+            _no_bool_sub(op, self._dtype, other._dtype)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
             if out.size:
                 if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
@@ -352,6 +360,7 @@ def _binary(op):
             return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
+        if dt == 'bool' and op == 'pow': return _binary(op)(self.astype('int64'), other).astype('bool')
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -363,6 +372,7 @@ def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
+        if dt == 'bool' and op == 'rpow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)

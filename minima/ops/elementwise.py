@@ -95,7 +95,12 @@ def subtract(a, b) -> Tensor:
     "`a - b` elementwise, with broadcasting. `subtract(Tensor([3., 4]), Tensor([1.]))` is `[2, 3]`."
     return EWiseSub()(*_pair(a, b, 'subtract'))
 
-def sub_scalar(a, scalar) -> Tensor: "`a - scalar`, as `add_scalar(a, -scalar)`."; return add_scalar(a, -scalar)
+def sub_scalar(a, scalar) -> Tensor:
+    "`a - scalar`, as `add_scalar(a, -scalar)`."
+    if a.dtype == 'bool' or isinstance(scalar, (bool, np.bool_)):
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
+                        "`mask == False`, or cast it first with `.astype('int64')`")
+    return add_scalar(a, -scalar)
 
 class RSubScalar(TensorOp):
     "`scalar - a` (Python's reflected `2 - x`)."

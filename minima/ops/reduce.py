@@ -55,11 +55,17 @@ register_op('summation', lambda a, axes=None, keepdims=False: summation(a, axes,
 class LogSumExp(TensorOp):
     "Numerically stable `log(sum(exp(a), axes))`."
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
+    saved_inputs = (0,)
     def compute(self, a: NDArray):
+        axes = normalize_axes(self.axes, a.ndim)
+        if any(a.shape[i] == 0 for i in axes) or (a.size == 0 and not axes):   # an empty sum: log 0
+            shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if self.keepdims else \
+                tuple(n for i, n in enumerate(a.shape) if i not in axes)
+            return NDArray.make(shape, device=a.device, dtype=a.dtype).fill(float('-inf'))
         m = a.max(self.axes, keepdims=True)
-        m = NDArray.where(m == float('-inf'), NDArray.make((), device=a.device, dtype=a.dtype).fill(0), m)
+        m = NDArray.where(m.abs() == float('inf'), NDArray.make((), device=a.device, dtype=a.dtype).fill(0), m)
         out = (a - m).exp().sum(self.axes, keepdims=True).log() + m
-        if not self.keepdims: out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in normalize_axes(self.axes, a.ndim)))
+        if not self.keepdims: out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in axes))
         return out
     def gradient(self, out_grad, node):
         x = node.inputs[0]
@@ -163,7 +169,10 @@ def _arg_axis(a, axis, name):
     if axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
     ax = _axes(a, axis, name)
-    if a.size == 0: raise ValueError(f"{name}: cannot take the {name} of an empty tensor (shape {a.shape})")
+    if a.size == 0 and axis is None:   # torch's errors, word for word
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+    if a.ndim and axis is not None and a.shape[ax[0]] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {ax[0]} to have non-zero size.")
     return ax
 
 def argmax(a, axis=None, keepdims=False) -> Tensor:
