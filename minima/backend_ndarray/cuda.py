@@ -10,10 +10,6 @@ import numpy as np
 import minima.backend_ndarray as _pkg
 from .device import BackendDevice
 
-__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command', 'build_library',
-           'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'show_kernel', 'CudaBuffer', 'CudaDevice',
-           'cuda_device', 'MATMUL_ALGOS']
-
 # %% auto 0
 __all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command',
            'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'show_kernel',
