@@ -97,7 +97,8 @@ class Value:
         v.cached_data = data
         if _GRAD[0] and any(x.requires_grad for x in inputs):
             v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
-            v._vers = _versions(v)
+            try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
+            except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
         else:
             v.op, v.inputs, v.requires_grad = None, (), False
         if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
@@ -111,6 +112,9 @@ def _versions(v) -> tuple:
 def _check_versions(node):
     "Raise if a value that the node's gradient reads was modified in place after the forward pass."
     op, vers = node.op, node._vers
+    try:
+        if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
+    except AttributeError: pass
     what = [(-1, node)] if op.saves_output else []
     what += [(i, node.inputs[i]) for i in (range(len(node.inputs)) if op.saved_inputs is None else op.saved_inputs)]
     for i, t in what:

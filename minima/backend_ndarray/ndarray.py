@@ -338,7 +338,7 @@ def _scalar_op_dtype(self, other, op) -> str:
         weak_result_dtype(self._dtype, scalar_dtype(other))
     if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
     if op == 'pow': _check_int_pow(dt, other)
-    _no_bool_sub(op, self._dtype, scalar_dtype(other))
+    if op in ('sub', 'rsub'): _no_bool_sub(op, self._dtype, scalar_dtype(other))
     return dt
 _FLOATS = frozenset(('float32', 'float64', 'float16'))
 
@@ -347,7 +347,7 @@ def _binary(op):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
             if dt == 'bool' and op == 'pow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
-            _no_bool_sub(op, self._dtype, other._dtype)
+            if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
             if out.size:
                 if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
