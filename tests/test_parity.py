@@ -81,6 +81,13 @@ def test_unsaved_inputs_may_change():
     tx, tc = TT([1., 2, 3]), TT([4., 5, 6], requires_grad=False)
     ty = ((tx + tc) * 2).sum(); tc[0] = 100; ty.backward()
     same(x.grad, tx.grad)
+    x, tx = T([[1., 2, 3]]), TT([[1., 2, 3]])   # shape ops need no values either
+    y = (x.reshape((3,)).broadcast_to((2, 3)).transpose((0, 1)) * 2).sum()
+    ty = (tx.reshape((3,)).broadcast_to((2, 3)).transpose(0, 1) * 2).sum()
+    with mi.no_grad(): x[0, 0] = 9.0
+    with torch.no_grad(): tx[0, 0] = 9.0
+    y.backward(); ty.backward()
+    same(x.grad, tx.grad)
 
 def test_data_writes_are_not_counted():
     "As in torch, writes through .data bypass the counter (and assignments to .data replace the storage)."

@@ -462,6 +462,7 @@ _CMP = {'equal': '__eq__', 'not_equal': '__ne__', 'less': '__lt__', 'less_equal'
 
 class Compare(TensorOp):
     "Elementwise comparison `kind` (one of equal, not_equal, less, less_equal, greater, greater_equal): a bool result."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, kind):
         if kind not in _CMP: raise ValueError(f"Compare: unknown comparison {kind!r}; expected one of {', '.join(_CMP)}")
         self.kind = kind
@@ -487,6 +488,7 @@ for _k, _f in [('equal', equal), ('not_equal', not_equal), ('less', less), ('les
 # %% ../../nbs/03_ops_elementwise.ipynb
 class Where(TensorOp):
     "`cond ? a : b` elementwise, with broadcasting; `cond` is a bool tensor and gets no gradient."
+    saved_inputs, saves_output = (0,), False
     def compute(self, c: NDArray, a: NDArray, b: NDArray): return NDArray.where(c, a, b)
     def gradient(self, out_grad, node):
         c, a, b = node.inputs

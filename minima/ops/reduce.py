@@ -36,6 +36,7 @@ _RED = [case((3, 4)), case((3, 4), axes=0), case((2, 3, 4), axes=(0, 2)), case((
 # %% ../../nbs/04_ops_reduce.ipynb
 class Summation(TensorOp):
     "Sum over `axes` (None for all; an int or a tuple; negative axes allowed), optionally keeping them as size 1."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
     def compute(self, a: NDArray): return a.sum(self.axes, keepdims=self.keepdims)
     def gradient(self, out_grad, node):
@@ -84,6 +85,7 @@ register_op('logsumexp', lambda a, axes=None, keepdims=False: logsumexp(a, axes,
 # %% ../../nbs/04_ops_reduce.ipynb
 class Mean(TensorOp):
     "Mean over `axes` (None for all), optionally keeping them as size 1."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
     def compute(self, a: NDArray):
         axes = normalize_axes(self.axes, a.ndim, 'mean')
@@ -155,12 +157,14 @@ for _n, _f, _op in [('amax', amax, Max), ('amin', amin, Min)]:
 # %% ../../nbs/04_ops_reduce.ipynb
 class ArgMax(TensorOp):
     "Index of the first maximum along `axis` (int64, no gradient)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis=None, keepdims=False): self.axis, self.keepdims = axis, keepdims
     def compute(self, a: NDArray): return a.argmax(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
 
 class ArgMin(TensorOp):
     "Index of the first minimum along `axis` (int64, no gradient)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis=None, keepdims=False): self.axis, self.keepdims = axis, keepdims
     def compute(self, a: NDArray): return a.argmin(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
