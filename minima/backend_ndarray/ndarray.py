@@ -266,7 +266,10 @@ def _getitem(self, idx) -> NDArray:
                         dtype=self._dtype)
 
 def _setitem(self, idx, other):
-    "Write `other` (an NDArray or a scalar) into the view `self[idx]`."
+    "Write `other` (an NDArray or a scalar) into the view `self[idx]`; a broadcast view is read-only, as in numpy."
+    if self.size and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+        raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
+                         "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
     if isinstance(other, NDArray):
         if other.device != self._device:
