@@ -16,7 +16,7 @@ from ..ops.nn_ops import (conv, conv2d, conv2d_input, conv2d_weight, conv_transp
 from ..ops.elementwise import relu, sigmoid, tanh, silu, gelu
 from ..ops.softmax_family import softmax, log_softmax
 from ..ops.movement import pad
-from ..ops.nn_extra import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
+from ..ops.nn_ops import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
                                  layer_norm, one_hot)
 
 _all_ = [

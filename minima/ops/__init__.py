@@ -8,4 +8,3 @@ from .reduce import *
 from .linalg import *
 from .softmax_family import *
 from .nn_ops import *
-from .nn_extra import *

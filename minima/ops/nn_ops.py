@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -815,6 +815,159 @@ def graph_memory(t: Tensor):
         add(n.cached_data)
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
+
+# %% ../../nbs/08b_functional.ipynb 9
+import math, numbers
+import numpy as np
+from ..autograd import Tensor, TensorOp, NDArray
+from .elementwise import sigmoid, log, clamp
+from ..testing import register_op, case
+
+# %% ../../nbs/08b_functional.ipynb 10
+class Softplus(TensorOp):
+    "`log(1 + exp(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's rule); computed stably."
+    def __init__(self, beta=1.0, threshold=20.0): self.beta, self.threshold = beta, threshold
+    def compute(self, x: NDArray):
+        z = x * self.beta
+        sp = (z.maximum(0) + ((-z.abs()).exp() + 1).log()) / self.beta
+        return NDArray.where(z > self.threshold, x, sp) if math.isfinite(self.threshold) else sp
+    def gradient(self, g, node):
+        x = node.inputs[0]
+        s = sigmoid(x * self.beta)
+        if math.isfinite(self.threshold):
+            lin = Tensor.make_const((x.cached_data * self.beta > self.threshold).astype(x.dtype))
+            s = s * (1 - lin) + lin
+        return g * s
+
+def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
+    "`log(1 + exp(beta x)) / beta`, as `torch.nn.functional.softplus`. `softplus(Tensor([0.]))` is `[log 2]`."
+    if not isinstance(x, Tensor): raise TypeError(f"softplus: input must be a Tensor, got {type(x).__name__}")
+    if not beta > 0: raise ValueError(f"softplus: beta must be positive, got {beta}")
+    return Softplus(beta, threshold)(x)
+
+def _target(op, x, target):
+    "The target as a Tensor with the input's shape, dtype and device, or an error naming `op`."
+    if not isinstance(x, Tensor): raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, dtype=x.dtype, requires_grad=False)
+    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if target.dtype != x.dtype: raise TypeError(f"{op}: target has dtype {target.dtype} but the input has dtype {x.dtype}")
+    if target.shape != x.shape:
+        raise ValueError(f"{op}: target shape {target.shape} differs from input shape {x.shape} (torch would broadcast "
+                         "with a warning; minima refuses, since that is almost always a bug)")
+    return target
+
+def _reduce(loss, reduction, op):
+    if reduction == 'none': return loss
+    if reduction == 'sum': return loss.sum()
+    if reduction == 'mean': return loss.sum() / loss.size
+    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+def mse_loss(input, target, reduction='mean') -> Tensor:
+    "Squared error, as `torch.nn.functional.mse_loss`. `mse_loss(Tensor([1., 2]), Tensor([1., 4]))` is `2`."
+    d = input - _target('mse_loss', input, target)
+    return _reduce(d * d, reduction, 'mse_loss')
+
+def l1_loss(input, target, reduction='mean') -> Tensor:
+    "Absolute error, as `torch.nn.functional.l1_loss`. `l1_loss(Tensor([1., 2]), Tensor([1., 4]))` is `1`."
+    return _reduce((input - _target('l1_loss', input, target)).abs(), reduction, 'l1_loss')
+
+def _weights(op, x, weight, name='weight'):
+    if weight is None: return None
+    if not isinstance(weight, Tensor): weight = Tensor(np.asarray(weight), device=x.device, dtype=x.dtype, requires_grad=False)
+    if weight.device != x.device: raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {x.device}")
+    try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
+    except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
+
+def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
+    """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
+    `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
+    t = _target('binary_cross_entropy', input, target)
+    if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
+        raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
+                         "binary_cross_entropy_with_logits")
+    loss = -(t * clamp(log(input), lo=-100.0) + (1 - t) * clamp(log(1 - input), lo=-100.0))
+    w = _weights('binary_cross_entropy', input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Tensor:
+    """Binary cross-entropy of `sigmoid(input)`, computed stably from the logits, as torch's function of that name;
+    `pos_weight` weighs the positive term (one value per class, the last axis)."""
+    op = 'binary_cross_entropy_with_logits'
+    t = _target(op, input, target)
+    sp = Softplus(1.0, math.inf)(-input)
+    pw = _weights(op, input, pos_weight, 'pos_weight')
+    loss = (1 - t) * input + (sp if pw is None else (1 + (pw - 1) * t) * sp)
+    w = _weights(op, input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, op)
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """Standardise over the trailing `normalized_shape` axes, then scale by `weight` and shift by `bias` (both of
+    that shape), as `torch.nn.functional.layer_norm`. `layer_norm(x, (x.shape[-1],))`."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    if not isinstance(input, Tensor): raise TypeError(f"layer_norm: input must be a Tensor, got {type(input).__name__}")
+    if not ns or input.shape[input.ndim - len(ns):] != ns or len(ns) > input.ndim:
+        raise ValueError(f"layer_norm: normalized_shape {ns} must be the trailing shape of the input {input.shape}")
+    for name, t in (('weight', weight), ('bias', bias)):
+        if t is not None and t.shape != ns: raise ValueError(f"layer_norm: {name} must have shape {ns}, got {t.shape}")
+        if t is not None and t.device != input.device:
+            raise RuntimeError(f"layer_norm: {name} is on {t.device} but the input is on {input.device}")
+    axes = tuple(range(input.ndim - len(ns), input.ndim))
+    xc = input - input.mean(axes, keepdims=True).broadcast_to(input.shape)
+    var = (xc * xc).mean(axes, keepdims=True)
+    y = xc * ((var + eps) ** -0.5).broadcast_to(input.shape)
+    if weight is not None: y = y * weight.broadcast_to(input.shape)
+    return y if bias is None else y + bias.broadcast_to(input.shape)
+
+def one_hot(tensor, num_classes=-1) -> Tensor:
+    """int64 one-hot rows for class indices, as `torch.nn.functional.one_hot`: shape `tensor.shape + (C,)`, with
+    `C = max + 1` when `num_classes` is -1. `one_hot(Tensor([2, 0]), 3)` is `[[0, 0, 1], [1, 0, 0]]`."""
+    if not isinstance(tensor, Tensor): tensor = Tensor(np.asarray(tensor), requires_grad=False)
+    if tensor.dtype != 'int64': raise TypeError(f"one_hot: expects integer class indices (int64), got dtype {tensor.dtype}")
+    idx = tensor.cached_data
+    if num_classes == -1:
+        if not idx.size: raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
+        num_classes = idx.max().item() + 1
+    if idx.size:
+        lo, hi = idx.min().item(), idx.max().item()
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"one_hot: class {lo if lo < 0 else hi} is out of range for {num_classes} classes")
+    eye = NDArray(np.eye(num_classes, dtype='int64'), device=tensor.device)
+    return Tensor.make_const(eye.take(idx, 0))
+
+# %% ../../nbs/08b_functional.ipynb 11
+def _pair_inputs(rng, shapes, kind='real', **kw):
+    x = rng.uniform(0.05, 0.95, shapes[0]) if kind == 'prob' else rng.standard_normal(shapes[0]) * 2
+    t = rng.uniform(0, 1, shapes[1]) if kind in ('prob', 'logit') else rng.standard_normal(shapes[1])
+    return [x, t] + [rng.uniform(0.5, 2, s) for s in shapes[2:]]
+
+def _no_kind(f): return lambda *a, kind=None, **kw: f(*a, **kw)
+def _t(name): return lambda T, *a, kind=None, **kw: getattr(T.nn.functional, name)(*a, **kw)
+
+register_op('softplus', lambda x, **kw: softplus(x, **kw), lambda T, x, **kw: T.nn.functional.softplus(x, **kw),
+            [case((4, 5)), case((3, 4), beta=2.0), case((6,), beta=0.5, threshold=1.0)], op=Softplus,
+            make_inputs=lambda rng, shapes, **kw: [rng.uniform(-6, 6, shapes[0])])
+register_op('mse_loss', _no_kind(mse_loss), _t('mse_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,))
+register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,), smooth=False, skip={'second': '|x - t| is piecewise linear'})
+register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
+            lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
+            [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
+             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,))
+register_op('binary_cross_entropy_with_logits',
+            lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            lambda T, x, t, w=None, kind=None, pw=False, **kw: T.nn.functional.binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            [case((4, 3), (4, 3), kind='logit'), case((6,), (6,), (6,), kind='logit', reduction='sum'),
+             case((5, 3), (5, 3), (3,), kind='logit', pw=True), case((2, 3), (2, 3), kind='logit', reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,))
+register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
+            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, ns if isinstance(ns, tuple) else (ns,), *wb, **kw),
+            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)],
+            rtol=1e-4, atol=1e-4);
 
 # %% ../../nbs/10_nn.ipynb 4
 from ..autograd import TensorOp
