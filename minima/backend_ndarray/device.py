@@ -114,9 +114,10 @@ _NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, po
 _NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh,
                  abs=np.abs, sign=np.sign)
 
-# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we. `np.errstate`
-# costs about a microsecond per call; numpy 2 keeps that state in a context variable, and setting the variable
-# directly costs a tenth of that, so every arithmetic primitive runs inside `_quiet`.
+# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we. numpy 2 keeps
+# its error state in a context variable; setting that variable directly costs less than half of entering
+# `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine), so every arithmetic primitive
+# runs inside `_quiet`.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
