@@ -128,6 +128,9 @@ class Linear(_mnn.Linear):
         if bias:
             b = init.kaiming_uniform(out_features, 1, **kw)
             self.bias = Parameter(b.reshape((1, out_features)))
+    def forward(self, X):
+        if X.dtype != self.weight.dtype: X = _ops.cast(X, self.weight.dtype)   # as Conv does
+        return super().forward(X)
 
 # %% ../../nbs/30_needle.ipynb
 class _Layers(list):
@@ -307,18 +310,18 @@ nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, S
 class SGD(_mopt.Optimizer):
     "needle's SGD: `u = momentum * u + (1 - momentum) * (grad + weight_decay * w)`, `w -= lr * u`."
     def __init__(self, params, lr=0.01, momentum=0.0, weight_decay=0.0):
-        super().__init__(params, lr)
-        self.momentum, self.weight_decay, self.u = momentum, weight_decay, {}
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
     def step(self):
         self.step_count += 1
-        b, wd = self.momentum, self.weight_decay
-        for p, g in self._grads():
-            w = p.cached_data
-            if wd: g = g + w * wd
-            if b:
-                u = self.u.get(id(p))
-                g = self.u[id(p)] = g * (1 - b) if u is None else u * b + g * (1 - b)
-            p.cached_data = w - g * self.lr
+        for group in self.param_groups:
+            lr, b, wd = group['lr'], group['momentum'], group['weight_decay']
+            for p, g, st in self._grads(group):
+                w = p.cached_data
+                if wd: g = g + w * wd
+                if b:   # the moving average starts from zero: u_1 = (1 - b) g_1
+                    u = st.get('u')
+                    g = st['u'] = g * (1 - b) if u is None else u * b + g * (1 - b)
+                p.cached_data = w - g * lr
 
 class Adam(_mopt.Adam):
     "needle's Adam: torch's update rule with needle's default `lr=0.01`."
