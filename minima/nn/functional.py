@@ -14,10 +14,7 @@ from ..ops.reduce import logsumexp
 from ..ops.linalg import matmul
 from ..testing import register_op, case
 
-__all__ = ['Conv2d', 'Conv2dInput', 'Conv2dWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d',
-           'conv', 'MaxPool2d', 'max_pool2d', 'AvgPool2d', 'avg_pool2d', 'Take', 'take', 'ScatterAdd', 'scatter_add',
-           'embedding', 'NLLLoss', 'nll_loss', 'log_softmax', 'CrossEntropy', 'cross_entropy', 'Dropout', 'dropout',
-           'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory']
+__all__ = ['Conv2d', 'Conv2dInput', 'Conv2dWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool2d', 'max_pool2d', 'AvgPool2d', 'avg_pool2d', 'Take', 'take', 'ScatterAdd', 'scatter_add', 'embedding', 'NLLLoss', 'nll_loss', 'log_softmax', 'CrossEntropy', 'cross_entropy', 'Dropout', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'scaled_dot_product_attention', 'layer_norm']
 
 # %% auto 0
 __all__ = ['Conv2d', 'Conv2dInput', 'Conv2dWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv',
@@ -708,3 +705,17 @@ def graph_memory(t: Tensor):
         add(n.cached_data)
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
+
+# %% ../../nbs/15_attention.ipynb 25
+from ..ops import attention as _attn_ops
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 generator=None) -> Tensor:
+    """torch's `F.scaled_dot_product_attention`: `softmax(q k^T * scale + mask) v`, fused.
+    A boolean `attn_mask` marks the keys that may be attended (True)."""
+    return _attn_ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                  generator)
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    "torch's `F.layer_norm`: normalise over the trailing `normalized_shape` dims; `weight`/`bias` optional."
+    return _attn_ops.layer_norm(input, normalized_shape, weight, bias, eps)
