@@ -145,7 +145,7 @@ register_op('scaled_dot_product_attention',
              case((2, 2, 3, 4), (2, 2, 3, 4), (2, 2, 3, 4), (2, 1, 3, 3), mask='float'),
              case((2, 4, 3), (2, 5, 3), (2, 5, 3), dropout_p=0.3, seed=0),
              case((1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3), is_causal=True, dropout_p=0.5, seed=1)],
-            op=ScaledDotProductAttention, make_inputs=_sdpa_inputs, grad=(0, 1, 2))
+            op=ScaledDotProductAttention, make_inputs=_sdpa_inputs, grad=(0, 1, 2));
 
 # %% ../../nbs/15_attention.ipynb
 class Triangle(TensorOp):
@@ -176,7 +176,7 @@ _TRI = [case((4, 4)), case((3, 5), diagonal=1), case((2, 5, 3), diagonal=-1), ca
 register_op('triu', lambda a, diagonal=0: triu(a, diagonal), lambda T, a, diagonal=0: T.triu(a, diagonal), _TRI,
             op=Triangle)
 register_op('tril', lambda a, diagonal=0: tril(a, diagonal), lambda T, a, diagonal=0: T.tril(a, diagonal), _TRI,
-            op=Triangle)
+            op=Triangle);
 
 # %% ../../nbs/15_attention.ipynb
 def _ln_stats(x2, eps):
@@ -233,4 +233,4 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
 register_op('layer_norm', lambda x, w, b, eps=1e-5: layer_norm(x, w.shape, w, b, eps),
             lambda T, x, w, b, eps=1e-5: T.nn.functional.layer_norm(x, tuple(w.shape), w, b, eps),
             [case((4, 5), (5,), (5,)), case((2, 3, 4), (4,), (4,)), case((2, 3, 4), (3, 4), (3, 4), eps=1e-3),
-             case((1, 6), (6,), (6,))], op=LayerNormOp)
+             case((1, 6), (6,), (6,))], op=LayerNormOp);
