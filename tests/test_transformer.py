@@ -6,6 +6,7 @@ import pytest
 import torch
 import minima as mi
 from minima import nn
+from minima.nn import transformer as needle_tf   # needle's hw4_extra classes live here, not in minima.nn
 
 RTOL, ATOL = 1e-4, 1e-5      # float32 forward
 GRTOL, GATOL = 1e-3, 1e-4    # float32 gradients (longer chains of sums)
@@ -54,6 +55,12 @@ def test_layernorm(shape, ns, affine, bias):
     m = nn.LayerNorm(ns, elementwise_affine=affine, bias=bias)
     _load(m, tm)
     _check(m, tm, [_x(*shape)])
+
+
+def test_needle_names_stay_out_of_minima_nn():
+    # torch's nn.Transformer is an encoder-decoder; needle's decoder-only one must not shadow that name
+    for name in ('MultiHeadAttention', 'AttentionLayer', 'TransformerLayer', 'Transformer'):
+        assert not hasattr(nn, name) and hasattr(needle_tf, name)
 
 
 def test_layernorm1d_is_kept():
@@ -230,7 +237,7 @@ def test_learned_positions_train():
 # ---------------------------------------------------------------- needle's hw4_extra classes
 def test_needle_attention_activation():
     q, k, v = (_x(2, 3, 5, 4, seed=s) for s in range(3))
-    att = nn.MultiHeadAttention(causal=True)
+    att = needle_tf.MultiHeadAttention(causal=True)
     out, probs = att(*(mi.Tensor(a) for a in (q, k, v)))
     mask = np.triu(np.ones((5, 5)), 1) * -np.finfo(np.float32).max
     s = q @ k.swapaxes(-1, -2) / 2.0 + mask
@@ -241,7 +248,7 @@ def test_needle_attention_activation():
 
 def test_needle_attention_layer_against_torch():
     B, T, D, H, dh = 2, 5, 6, 3, 4
-    layer = nn.AttentionLayer(D, H, dh, causal=True)
+    layer = needle_tf.AttentionLayer(D, H, dh, causal=True)
     x = _x(B, T, D)
     y = layer(mi.Tensor(x)).numpy()
     P = {k: torch.tensor(v) for k, v in layer.state_dict().items()}
@@ -257,7 +264,7 @@ def test_needle_attention_layer_against_torch():
 
 @pytest.mark.parametrize('batch_first', [False, True])
 def test_needle_transformer_is_causal(batch_first):
-    model = nn.Transformer(8, 16, 2, num_head=2, dim_head=4, batch_first=batch_first, sequence_len=20)
+    model = needle_tf.Transformer(8, 16, 2, num_head=2, dim_head=4, batch_first=batch_first, sequence_len=20)
     x = _x(2, 6, 8) if batch_first else _x(6, 2, 8)
     out, h = model(mi.Tensor(x))
     assert out.shape == x.shape and np.all(h.numpy() == 0)
