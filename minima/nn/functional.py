@@ -706,7 +706,7 @@ def graph_memory(t: Tensor):
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
 
-# %% ../../nbs/15_attention.ipynb 25
+# %% ../../nbs/15_attention.ipynb 28
 from ..ops import attention as _attn_ops
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

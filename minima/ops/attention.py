@@ -12,8 +12,8 @@ from .softmax_family import softmax
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['ScaledDotProductAttention', 'causal_mask', 'scaled_dot_product_attention', 'Triangle', 'triu', 'tril', 'LayerNormOp',
-           'layer_norm']
+__all__ = ['ScaledDotProductAttention', 'causal_mask', 'scaled_dot_product_attention', 'Triangle', 'triu', 'tril',
+           'attention_chunked', 'LayerNormOp', 'layer_norm']
 
 # %% ../../nbs/15_attention.ipynb
 def _swap(x):
@@ -177,6 +177,32 @@ register_op('triu', lambda a, diagonal=0: triu(a, diagonal), lambda T, a, diagon
             op=Triangle)
 register_op('tril', lambda a, diagonal=0: tril(a, diagonal), lambda T, a, diagonal=0: T.tril(a, diagonal), _TRI,
             op=Triangle);
+
+# %% ../../nbs/15_attention.ipynb
+def attention_chunked(q, k, v, is_causal=False, chunk_size=64, scale=None) -> Tensor:
+    """Attention's forward by online softmax over key chunks (no graph: for inference). Equals
+    `scaled_dot_product_attention(q, k, v, is_causal=is_causal)` while holding only `(L, chunk_size)` scores."""
+    _check_sdpa(q, k, v)
+    Q, K, V = q.cached_data, k.cached_data, v.cached_data
+    L, S = Q.shape[-2], K.shape[-2]
+    Q = Q * (1.0 / math.sqrt(Q.shape[-1]) if scale is None else float(scale))
+    lead, dev, dt = Q.shape[:-1] + (1,), Q.device, Q.dtype
+    m = NDArray.make(lead, device=dev, dtype=dt).fill(-math.inf)
+    l = NDArray.make(lead, device=dev, dtype=dt).fill(0.0)
+    o = NDArray.make(Q.shape[:-1] + V.shape[-1:], device=dev, dtype=dt).fill(0.0)
+    keep = (slice(None),) * (K.ndim - 2)
+    for j in range(0, S, chunk_size):
+        c = min(chunk_size, S - j)
+        s = Q @ _swap(K[keep + (slice(j, j + c), slice(None))])
+        if is_causal:   # key j + t is visible to query i when j + t <= i
+            d = arange(c, device=dev).reshape((1, c)) - arange(L, device=dev).reshape((L, 1))
+            s = s + _additive(d <= -j, dt)
+        m_new = m.maximum(s.max(s.ndim - 1, keepdims=True))
+        p, a = (s - m_new).exp(), (m - m_new).exp()
+        l = l * a + _rowsum(p)
+        o = o * a + p @ V[keep + (slice(j, j + c), slice(None))]
+        m = m_new
+    return Tensor.make_const(o / l)
 
 # %% ../../nbs/15_attention.ipynb
 def _ln_stats(x2, eps):
