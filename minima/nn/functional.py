@@ -707,15 +707,5 @@ def graph_memory(t: Tensor):
     return len(seen), sum(seen.values())
 
 # %% ../../nbs/15_attention.ipynb 28
-from ..ops import attention as _attn_ops
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 generator=None) -> Tensor:
-    """torch's `F.scaled_dot_product_attention`: `softmax(q k^T * scale + mask) v`, fused.
-    A boolean `attn_mask` marks the keys that may be attended (True)."""
-    return _attn_ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                                                  generator)
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
-    "torch's `F.layer_norm`: normalise over the trailing `normalized_shape` dims; `weight`/`bias` optional."
-    return _attn_ops.layer_norm(input, normalized_shape, weight, bias, eps)
+from ..ops.attention import scaled_dot_product_attention, layer_norm
+_all_ = ['scaled_dot_product_attention', 'layer_norm']

@@ -16,8 +16,7 @@ from ..ops.attention import scaled_dot_product_attention, layer_norm, causal_mas
 # %% auto 0
 __all__ = ['LayerNorm', 'TorchLinear', 'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer',
            'TransformerEncoder', 'TransformerDecoder', 'LearnedPositionalEmbedding', 'sinusoidal_table',
-           'SinusoidalPositionalEncoding', 'MultiHeadAttention', 'AttentionLayer', 'TransformerLayer', 'Transformer',
-           'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'generate']
+           'SinusoidalPositionalEncoding', 'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'generate']
 
 # %% ../../nbs/16_transformer.ipynb
 class LayerNorm(Module):

@@ -94,10 +94,11 @@ def _check_sdpa(q, k, v):
         raise ValueError(f"scaled_dot_product_attention: expected query (..., L, E), key (..., S, E), value "
                          f"(..., S, Ev) with equal leading dims, got {q.shape}, {k.shape}, {v.shape}")
 
-def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  generator=None, seed=None) -> Tensor:
     """Fused `softmax(q k^T * scale + mask) v`, torch's signature. With q, k, v of shape `(B, H, T, d)`,
     `scaled_dot_product_attention(q, k, v, is_causal=True)` is causal self-attention."""
+    q, k, v = query, key, value
     _check_sdpa(q, k, v)
     L, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
@@ -243,9 +244,10 @@ def _affine_default(shape, v, like):
         _ONE_ZERO[key] = Tensor.make_const(NDArray.make(shape, device=like.device, dtype=like.dtype).fill(v))
     return _ONE_ZERO[key]
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     """torch's `layer_norm`: normalise `x` over its trailing `normalized_shape` dims, then `* weight + bias`
     (each optional, of shape `normalized_shape`). `layer_norm(x, x.shape[-1:])` normalises each row."""
+    x = input
     if not isinstance(x, Tensor): raise TypeError(f"layer_norm: expected a Tensor, got {type(x).__name__}")
     shape = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
     if not shape or x.shape[x.ndim - len(shape):] != shape or len(shape) > x.ndim:
