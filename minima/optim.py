@@ -68,14 +68,14 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         if betas is not None: beta1, beta2 = betas
         self.beta1, self.beta2, self.eps, self.weight_decay = beta1, beta2, eps, weight_decay
-        self.m, self.v = {}, {}
+        self.m, self.v, self.t = {}, {}, {}
 
     def step(self):
         self.step_count += 1
-        t, b1, b2, lr, wd = self.step_count, self.beta1, self.beta2, self.lr, self.weight_decay
-        step_size = lr / (1 - b1 ** t)
-        bc2_sqrt = math.sqrt(1 - b2 ** t)
+        b1, b2, lr, wd = self.beta1, self.beta2, self.lr, self.weight_decay
         for p, g in self._grads():
+            t = self.t[id(p)] = self.t.get(id(p), 0) + 1   # this parameter's own step count
+            step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
             w = p.cached_data
             if wd and self.decoupled: w = w * (1 - lr * wd)
             elif wd: g = g + w * wd
@@ -122,13 +122,16 @@ class CosineAnnealingLR(LRScheduler):
         return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
 
 # %% ../nbs/11_optim.ipynb
-def clip_grad_norm_(parameters, max_norm: float) -> float:
+def clip_grad_norm_(parameters, max_norm: float, error_if_nonfinite: bool = False) -> float:
     "Scale all gradients so that their joint L2 norm is at most `max_norm`; returns the norm before clipping."
     ps = [p for p in parameters if p.grad is not None]
     if not ps: return 0.0
     total = math.sqrt(sum(float((p.grad.cached_data * p.grad.cached_data).sum().item()) for p in ps))
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total}, so they cannot be clipped; "
+                           "pass error_if_nonfinite=False to scale them by it anyway")
     coef = max_norm / (total + 1e-6)
-    if coef < 1:
+    if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
         for p in ps: p.grad = Tensor.make_const(p.grad.cached_data * coef)
     return total
 

@@ -22,6 +22,7 @@ __all__ = ['cat', 'Transpose', 'transpose', 'Reshape', 'reshape', 'BroadcastTo',
 # %% ../../nbs/05_ops_movement.ipynb
 class Transpose(TensorOp):
     "Swap two axes (the last two by default)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def _perm(self, ndim):
         if ndim < 2: raise ValueError(f"transpose: needs at least 2 dimensions, got {ndim}")
@@ -42,6 +43,7 @@ register_op('transpose', lambda a, axes=None: transpose(a, axes),
 # %% ../../nbs/05_ops_movement.ipynb
 class Reshape(TensorOp):
     "View `a` with a new shape of the same size (one entry may be -1)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.reshape(self.shape)
     def gradient(self, out_grad, node): return reshape(out_grad, node.inputs[0].shape)
@@ -54,6 +56,7 @@ register_op('reshape', lambda a, shape: reshape(a, shape), lambda T, a, shape: a
 # %% ../../nbs/05_ops_movement.ipynb
 class BroadcastTo(TensorOp):
     "Broadcast `a` to `shape` (numpy rules)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.broadcast_to(self.shape)
     def gradient(self, out_grad, node): return unbroadcast(out_grad, node.inputs[0].shape)
@@ -66,6 +69,7 @@ register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape), lambda T, a
 # %% ../../nbs/05_ops_movement.ipynb
 class Permute(TensorOp):
     "Reorder the axes: `out.shape[i] == a.shape[axes[i]]`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes): self.axes = tuple(axes)
     def compute(self, a: NDArray): return a.permute(self.axes)
     def gradient(self, out_grad, node):
@@ -84,6 +88,7 @@ register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.pe
 
 class Squeeze(TensorOp):
     "Remove size-1 axes (all of them when `axes` is None)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray):
         axes = _squeeze_axes(a.shape, self.axes)
@@ -104,6 +109,7 @@ def squeeze(a, axes=None) -> Tensor:
 
 class Unsqueeze(TensorOp):
     "Insert a size-1 axis at position `axis` of the output."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, a: NDArray):
         ax = self.axis + a.ndim + 1 if self.axis < 0 else self.axis
@@ -136,6 +142,7 @@ register_op('expand', lambda a, shape: expand(a, shape), lambda T, a, shape: a.e
 # %% ../../nbs/05_ops_movement.ipynb
 class Flip(TensorOp):
     "Reverse the order of elements along `axes`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray): return a.flip(self.axes)
     def gradient(self, out_grad, node): return flip(out_grad, self.axes)
@@ -163,12 +170,14 @@ def _norm_index(idx):
 
 class GetItem(TensorOp):
     "Basic indexing `a[idx]`: ints, slices (any step), `None`, `...`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, idx): self.idx = idx
     def compute(self, a: NDArray): return a[self.idx]
     def gradient(self, out_grad, node): return getitem_grad(out_grad, self.idx, node.inputs[0].shape)
 
 class GetItemGrad(TensorOp):
     "The adjoint of `a[idx]`: zeros of `shape` with `g` written into the positions `idx` selects."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, idx, shape): self.idx, self.shape = idx, tuple(shape)
     def compute(self, g: NDArray):
         out = NDArray.make(self.shape, device=g.device, dtype=g.dtype).fill(0)
@@ -246,6 +255,7 @@ Tensor.__setitem__ = _setitem
 # %% ../../nbs/05_ops_movement.ipynb
 class Pad(TensorOp):
     "Constant padding: `pad_width[i] = (before, after)` for every axis."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, pad_width, value=0.0): self.pad_width, self.value = tuple(tuple(p) for p in pad_width), value
     def _interior(self, shape): return tuple(slice(lo, lo + n) for (lo, _), n in zip(self.pad_width, shape))
     def compute(self, a: NDArray):
@@ -315,6 +325,7 @@ def _check_same_shapes(name, shapes):
 
 class Stack(TensorOp):
     "Stack equal-shaped tensors along a new axis `axis`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, *arrays):
         shape = arrays[0].shape
@@ -345,6 +356,7 @@ def stack(args, axis=0) -> Tensor:
 
 class Split(TensorTupleOp):
     "Split along `axis`: into single slices that drop the axis (sizes=None), or into pieces of the given sizes."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis, sizes=None): self.axis, self.sizes = axis, sizes
     def compute(self, a: NDArray):
         if self.sizes is None: return tuple(a[_slab(a.ndim, self.axis, i)] for i in range(a.shape[self.axis]))
@@ -372,6 +384,7 @@ def split(a, axis=0, sizes=None) -> TensorTuple:
 
 class Concatenate(TensorOp):
     "Join tensors along an existing axis `axis`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, *arrays):
         ax, first = self.axis, arrays[0]
@@ -425,6 +438,7 @@ def _dilate_args(a, axes, dilation, name):
 
 class Dilate(TensorOp):
     "Insert `dilation` zeros after each element along `axes`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes, dilation): self.axes, self.dilation = tuple(axes), dilation
     def compute(self, a: NDArray):
         shape = tuple(n * (self.dilation + 1) if i in self.axes else n for i, n in enumerate(a.shape))
@@ -435,6 +449,7 @@ class Dilate(TensorOp):
 
 class Undilate(TensorOp):
     "Keep every `(dilation + 1)`-th element along `axes` (the inverse of `dilate`)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes, dilation): self.axes, self.dilation = tuple(axes), dilation
     def compute(self, a: NDArray): return a[_dilate_idx(a.ndim, self.axes, self.dilation)]
     def gradient(self, out_grad, node):
@@ -464,6 +479,7 @@ register_op('undilate', lambda a, axes, dilation: undilate(a, axes, dilation),
 # %% ../../nbs/05_ops_movement.ipynb
 class Contiguous(TensorOp):
     "A compact (row-major, offset 0) copy of a strided view."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def compute(self, a: NDArray): return a.compact()
     def gradient(self, out_grad, node): return out_grad
 
@@ -471,6 +487,7 @@ def contiguous(a) -> Tensor: "`a` in compact row-major storage (a copy only if i
 
 class Cast(TensorOp):
     "Convert to `dtype`; between float dtypes the gradient is cast back to the input's dtype."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, dtype): self.dtype = dtype
     def compute(self, a: NDArray): return a.astype(self.dtype)
     def gradient(self, out_grad, node):
@@ -487,6 +504,7 @@ def cast(a, dtype) -> Tensor:
 
 class ToDevice(TensorOp):
     "Copy to `device`; the gradient is moved back to the input's device."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, device): self.device = device
     def compute(self, a: NDArray): return a.to(self.device)
     def gradient(self, out_grad, node): return to_device(out_grad, node.inputs[0].device)

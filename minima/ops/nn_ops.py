@@ -11,7 +11,7 @@ from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad
 from ..backend_ndarray.ndarray import prod, full, zeros, arange
 from .elementwise import exp
 from .reduce import logsumexp
-from .softmax_family import log_softmax
+from .softmax_family import log_softmax, softmax
 from .linalg import matmul
 from ..testing import register_op, case
 
@@ -318,10 +318,26 @@ class MaxPool(TensorOp):
         col = (kc + (arange(ow, device=x.device) * sw - pw).reshape(1, 1, 1, ow)).maximum(0).minimum(W - 1)
         plane = (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
         self.indices = plane + row * W + col
-        return x.reshape(-1).take(self.indices)
+        out = x.reshape(-1).take(self.indices)
+        self.pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
+        if self.pad_only is not None:   # windows that see no input: torch's -inf
+            mask = NDArray(self.pad_only, device=x.device)
+            out = NDArray.where(mask, full((), float('-inf'), dtype=x.dtype, device=x.device), out)
+            self.pad_only = _const((mask == False).astype(x.dtype))
+        return out
     def gradient(self, out_grad, node):
         x = node.inputs[0]
+        if self.pad_only is not None: out_grad = out_grad * self.pad_only
         return ScatterAdd(0, (x.size,))(out_grad, _const(self.indices)).reshape(x.shape)
+
+def _pad_only_windows(hw, kernel, stride, padding, dilation, out_hw):
+    "An (oh, ow) bool mask of the windows that lie entirely in the padding, or None when there are none."
+    masks = []
+    for n, k, s, (p, _), d, o in zip(hw, kernel, stride, padding, dilation, out_hw):
+        pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
+        masks.append(~((pos >= 0) & (pos < n)).any(1))
+    m = masks[0][:, None] | masks[1][None, :]
+    return m if m.any() else None
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """2-D max pooling, as `torch.nn.functional.max_pool2d` (NCHW or CHW). `stride` defaults to `kernel_size`.
@@ -482,7 +498,10 @@ def _reduce_loss(loss: NDArray, wt: NDArray, reduction):
 def _loss_scale(out_grad: Tensor, wt: NDArray, reduction) -> Tensor:
     "κ·ω from the derivation, as a Tensor shaped like the targets."
     if reduction == 'none': return out_grad * _const(wt)
-    scale = wt if reduction == 'sum' else wt / wt.sum()
+    if reduction == 'sum': scale = wt
+    else:   # mean: divide by the total weight, or by 1 when it is 0 (every target ignored: a zero gradient, as torch)
+        tot = wt.sum()
+        scale = wt / NDArray.where(tot == 0, full((), 1, dtype=wt.dtype, device=wt.device), tot)
     return out_grad.reshape((1,) * wt.ndim).broadcast_to(wt.shape) * _const(scale)
 
 class NLLLoss(TensorOp):
@@ -560,7 +579,8 @@ class CrossEntropy(TensorOp):
     def compute(self, x: NDArray, t: NDArray, w: NDArray):
         ax = 1 if x.ndim > 1 else 0
         m = x.max(axis=ax, keepdims=True)
-        logp = x - ((x - m).exp().sum(axis=ax, keepdims=True).log() + m)
+        z = x - m
+        logp = z - z.exp().sum(axis=ax, keepdims=True).log()
         idx, wt = _nll_parts(x.shape, t, w, self.ignore_index)
         return _reduce_loss(-(logp.reshape(-1).take(idx) * wt), wt, self.reduction)
     def gradient(self, out_grad, node):
@@ -568,7 +588,7 @@ class CrossEntropy(TensorOp):
         ax = 1 if x.ndim > 1 else 0
         idx, wt = _nll_parts(x.shape, t.cached_data, w.cached_data, self.ignore_index)
         k = _loss_scale(out_grad, wt, self.reduction)
-        p = exp(x - logsumexp(x, axes=(ax,), keepdims=True).broadcast_to(x.shape))
+        p = softmax(x, ax)
         kb = k.reshape(k.shape[:1] + (1,) + k.shape[1:]) if x.ndim > 1 else k.reshape((1,))
         return p * kb.broadcast_to(x.shape) - ScatterAdd(0, (x.size,))(k, _const(idx)).reshape(x.shape), None, None
 
@@ -699,6 +719,7 @@ def graph_memory(t: Tensor):
 # %% ../../nbs/10_nn.ipynb 4
 from ..autograd import TensorOp
 from .softmax_family import softmax
+from ..backend_ndarray.ndarray import arange
 from ..testing import register_op, case
 
 # %% ../../nbs/10_nn.ipynb 11
@@ -825,7 +846,8 @@ class SoftmaxCrossEntropy(TensorOp):
         e = zc.exp()
         s = e.sum(1, keepdims=True)
         self.onehot, self.p = hit.astype(z.dtype), e / s
-        return ((s.log() - zc) * self.onehot).sum() / N             # row i: log s_i - (z_iy - m_i)
+        zy = zc.reshape(-1).take(y + arange(N, device=z.device) * C)  # row i: z_iy - m_i, picked (no -inf * 0)
+        return (s.log().reshape(N) - zy).sum() / N                  # row i: log s_i - (z_iy - m_i)
     def gradient(self, out_grad, node):
         z = node.inputs[0]
         N = z.shape[0]
