@@ -65,6 +65,20 @@ class TensorTupleOp(Op):
     def __call__(self, *args): return TensorTuple.make_from_op(self, args)
 
 # %% ../nbs/01_autograd.ipynb
+def _check_compute_result(op, data):
+    "`compute` must return an NDArray (or, for a TensorTupleOp, a tuple of them)."
+    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)): return
+    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with NDArray methods)"
+            if isinstance(data, np.ndarray) else "")
+    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; compute must return an NDArray{hint}")
+
+def _bad_gradient(op, gx):
+    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, so that it can be "
+            "differentiated again)" if isinstance(gx, (NDArray, np.ndarray)) else "")
+    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; gradient must return a Tensor "
+                    f"per input, or None for an input without a gradient{hint}")
+
+# %% ../nbs/01_autograd.ipynb
 class Value:
     "A node of the computation graph."
     __slots__ = ('op', 'inputs', 'cached_data', 'requires_grad', '_vers', '__weakref__')
@@ -93,6 +107,7 @@ class Value:
             if not isinstance(x, Value):
                 raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
         data = op.compute(*[x.cached_data for x in inputs])
+        if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
         v = cls.__new__(cls)
         v.cached_data = data
         if _GRAD[0] and any(x.requires_grad for x in inputs):
@@ -129,6 +144,7 @@ def _check_versions(node):
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
+    if array is None: raise TypeError("Tensor: cannot make a tensor from None (as torch); pass numbers, a list or an array")
     if isinstance(array, Tensor): array = array.cached_data
     if isinstance(array, NDArray):
         a = array
@@ -242,6 +258,7 @@ def _backprop(outputs, out_grads, create_graph, keep):
             _check_versions(node)
             for x, gx in zip(node.inputs, node.op.gradient_as_tuple(g, node)):
                 if gx is None or not x.requires_grad: continue
+                if not isinstance(gx, Value): _bad_gradient(node.op, gx)
                 if gx.shape != x.shape:
                     raise RuntimeError(f"{type(node.op).__name__}.gradient returned shape {gx.shape} for an input of shape {x.shape}")
                 if gx.dtype != x.dtype and isinstance(x, Tensor): gx = _cast(gx, x.dtype, create_graph)

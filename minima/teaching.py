@@ -312,3 +312,8 @@ def student_edition_cli(argv=None):
     units = student_edition(a.dest, a.root)
     print(f'student edition: {len(units)} units in {a.dest}')
     return 0
+
+# %% ../nbs/40_teaching.ipynb
+def __dir__():
+    "Tab completion lists this module's API (`__all__`), not the modules it imports."
+    return sorted(__all__)

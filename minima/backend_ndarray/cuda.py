@@ -312,3 +312,8 @@ def cuda_device() -> CudaDevice:
     global _DEVICE
     if _DEVICE is None: _DEVICE = CudaDevice()
     return _DEVICE
+
+# %% ../../nbs/22_cuda.ipynb
+def __dir__():
+    "Tab completion lists this module's API (`__all__`), not the modules it imports."
+    return sorted(__all__)

@@ -287,7 +287,11 @@ def _getitem(self, idx) -> NDArray:
                         dtype=self._dtype, ver=self._ver)
 
 def _setitem(self, idx, other):
-    "Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version."
+    """Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version. A broadcast view
+    is read-only, as in numpy."""
+    if self.size and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+        raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
+                         "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
     self._ver[0] += 1
     if isinstance(other, NDArray):

@@ -44,8 +44,7 @@ class TorchLinear(Module):
     def forward(self, x):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"TorchLinear({self.extra_repr()}): expected {self.in_features} input features, got shape {x.shape}")
-        if self.bias is None: return x @ self.weight.transpose()
-        return linear(x, self.weight.transpose(), self.bias.reshape((1, self.out_features)))
+        return linear(x, self.weight, self.bias)
 
 # %% ../../nbs/16_transformer.ipynb
 def _mask_nd(m, like: Tensor, name) -> NDArray:
@@ -97,9 +96,8 @@ class MultiheadAttention(Module):
         "Rows `i*E .. (i+n)*E` of the input projection applied to `x`."
         E = self.embed_dim
         w = self.in_proj_weight if n == 3 else self.in_proj_weight[i * E:(i + n) * E]
-        if self.in_proj_bias is None: return x @ w.transpose()
-        b = self.in_proj_bias if n == 3 else self.in_proj_bias[i * E:(i + n) * E]
-        return linear(x, w.transpose(), b.reshape((1, n * E)))
+        b = self.in_proj_bias if n == 3 or self.in_proj_bias is None else self.in_proj_bias[i * E:(i + n) * E]
+        return linear(x, w, b)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -376,7 +374,7 @@ class MLP(Module):
         self.c_fc = TorchLinear(n_embd, 4 * n_embd, bias=bias, device=device, dtype=dtype)
         self.c_proj = TorchLinear(4 * n_embd, n_embd, bias=bias, device=device, dtype=dtype)
         self.dropout = Dropout(dropout)
-    def forward(self, x): return self.dropout(self.c_proj(ops.gelu(self.c_fc(x))))
+    def forward(self, x): return self.dropout(self.c_proj(ops.gelu(self.c_fc(x), 'tanh')))
 
 class Block(Module):
     "A pre-norm GPT block: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`."

@@ -391,13 +391,13 @@ class GELUOp(TensorOp):
         t = tanh((a + a * a * a * _C) * _K)
         return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
 
-def gelu(a, approximate='tanh') -> Tensor:
-    "GELU; `approximate='tanh'` (the default here) or `'none'` (exact). `gelu(Tensor([0.]))` is `[0.]`."
+def gelu(a, approximate='none') -> Tensor:
+    "GELU: exact (`'none'`, torch's default) or `approximate='tanh'`. `gelu(Tensor([0.]))` is `[0.]`."
     if approximate not in ('tanh', 'none'): raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     return GELUOp(approximate)(_float(a, 'gelu'))
 
 register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLUOp)
-register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
+register_op('gelu', lambda a: gelu(a, 'tanh'), lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
 register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELUOp,
             make_inputs=lambda rng, shapes: [rng.uniform(-6, 6, shapes[0])])
 
@@ -449,14 +449,26 @@ class Clamp(TensorOp):
         return out_grad * _const(mask)
 
 def clamp(a, lo=None, hi=None) -> Tensor:
-    "Clip into `[lo, hi]` (PyTorch's `clamp`). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."
+    """Clip into `[lo, hi]` (PyTorch's `clamp`); the bounds are numbers, or tensors that broadcast against `a` (then
+    they get gradients too). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."""
     if lo is None and hi is None: raise ValueError("clamp: at least one of lo and hi must be given")
+    for name, v in (('lo', lo), ('hi', hi)):
+        if v is not None and not isinstance(v, (Tensor, numbers.Real)):
+            raise TypeError(f"clamp: {name} must be a number or a Tensor, got {type(v).__name__}")
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):   # torch's min(max(a, lo), hi), as two selections
+        if lo is not None: a = where(a < lo, lo, a)
+        if hi is not None: a = where(a > hi, hi, a)
+        return a
     return Clamp(lo, hi)(a)
 
 def _on_bounds(rng, shapes, **kw): return [np.round(rng.standard_normal(shapes[0]) * 2) / 2]
 register_op('clamp', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
             [case((3, 4), lo=-0.5, hi=0.5), case((5,), lo=0.0), case((2, 3), hi=0.25), case((), lo=-1.0, hi=1.0)],
             op=Clamp, smooth=False, skip={'second': _kink})
+register_op('clamp_tensor', lambda a, lo, hi: clamp(a, lo, hi), lambda T, a, lo, hi: T.clamp(a, lo, hi),
+            [case((3, 4), (3, 4), (3, 4)), case((2, 5), (5,), (2, 1))], smooth=False, skip={'second': _kink},
+            make_inputs=lambda rng, shapes: [rng.standard_normal(shapes[0]), -rng.uniform(0.2, 1, shapes[1]),
+                                             rng.uniform(0.2, 1, shapes[2])])
 register_op('clamp_bounds', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
             [case((4, 5), lo=-0.5, hi=0.5), case((6,), lo=0.0)], op=Clamp, make_inputs=_on_bounds, smooth=False,
             skip={'fd': 'inputs sit exactly on the bounds, where clamp has kinks', 'second': _kink})
@@ -525,7 +537,7 @@ Tensor.cos = lambda self: cos(self)
 Tensor.tanh = lambda self: tanh(self)
 Tensor.sigmoid = lambda self: sigmoid(self)
 Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self, approximate='tanh': gelu(self, approximate)
+Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
 Tensor.erf = lambda self: erf(self)
 Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
 Tensor.pow = lambda self, other: power(self, other)

@@ -185,8 +185,17 @@ class GetItemGrad(TensorOp):
         return out
     def gradient(self, out_grad, node): return getitem(out_grad, self.idx)
 
+def _is_array_index(i):
+    "An integer array or boolean mask (numpy's advanced indexing), as opposed to ints, slices, None and `...`."
+    if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
+    return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
+
 def getitem(a, idx) -> Tensor:
-    "`a[idx]` with basic indexing; differentiable. `x[1:, ::-1]`, `x[0]`, `x[..., None]`."
+    """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; one integer array
+    or boolean mask (`x[np.array([1, 0])]`, `x[x > 0]`) gathers with `take` (chapter 8), as in torch."""
+    if any(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,))):
+        from .nn_ops import index_gather   # the gather op lives with take, further down the course
+        return index_gather(a, idx)
     return GetItem(_norm_index(idx))(a)
 
 def getitem_grad(g, idx, shape) -> Tensor:
@@ -266,24 +275,40 @@ class Pad(TensorOp):
     def gradient(self, out_grad, node): return getitem(out_grad, self._interior(node.inputs[0].shape))
 
 def _edge_pad(a, ax, lo, hi, mode):
-    "Reflect or replicate padding along one axis, composed of slices, flips, broadcasts and a concatenation."
+    "Reflect, replicate or circular padding along one axis: slices, flips, broadcasts and a concatenation."
     n = a.shape[ax]
     at = lambda s: (slice(None),) * ax + (s,)
     if mode == 'reflect':
         if lo >= n or hi >= n:
             raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} (shape {a.shape})")
         left, right = flip(a[at(slice(1, lo + 1))], ax), flip(a[at(slice(n - hi - 1, n - 1))], ax)
+    elif mode == 'circular':
+        if lo > n or hi > n:
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} (shape {a.shape})")
+        left, right = a[at(slice(n - lo, n))], a[at(slice(0, hi))]
     else:
         if n == 0: raise ValueError(f"pad: cannot replicate-pad the empty axis {ax} (shape {a.shape})")
         sized = lambda k: a.shape[:ax] + (k,) + a.shape[ax + 1:]
         left, right = broadcast_to(a[at(slice(0, 1))], sized(lo)), broadcast_to(a[at(slice(n - 1, n))], sized(hi))
     return concatenate([t for t, k in ((left, lo), (a, 1), (right, hi)) if k], ax)
 
+def _torch_pad_width(pad, ndim):
+    "torch's flat `pad` tuple `(last_lo, last_hi, second_last_lo, ...)` as one `(before, after)` pair per axis."
+    if len(pad) % 2 or len(pad) // 2 > ndim:
+        raise ValueError(f"pad: a flat pad tuple needs an even length of at most {2 * ndim} for {ndim} dimensions, "
+                         f"got {tuple(pad)}")
+    pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
+    return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
+
 def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
-    """Pad `a`; `pad_width` is one `(before, after)` pair per axis. `mode` is 'constant' (with `value`), 'reflect'
-    (mirror without repeating the edge; each width must be smaller than its axis) or 'replicate' (repeat the edge),
-    as in PyTorch. `pad(x, ((0, 0), (1, 1)))`."""
+    """Pad `a`. `pad_width` is one `(before, after)` pair per axis (numpy's layout), or torch's flat tuple
+    `(left, right, top, bottom, ...)` starting from the last axis; `F.pad(x, (1, 1), 'reflect')` reads as in torch.
+    `mode` is 'constant' (with `value`), 'reflect' (mirror without repeating the edge), 'replicate' (repeat the
+    edge) or 'circular' (wrap around), as in PyTorch. `pad(x, ((0, 0), (1, 1)))` equals `pad(x, (1, 1))`."""
+    if isinstance(value, str): value, mode = (0.0 if mode == 'constant' else mode), value  # torch's F.pad(x, p, mode)
+    if value is None: value = 0.0
     pw = tuple(pad_width)
+    if pw and all(isinstance(v, numbers.Integral) for v in pw): pw = _torch_pad_width(pw, a.ndim)
     if len(pw) != a.ndim:
         raise ValueError(f"pad: expected {a.ndim} (before, after) pairs for shape {a.shape}, got {len(pw)}: {pw}")
     for ax, p in enumerate(pw):
@@ -291,8 +316,8 @@ def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
             raise ValueError(f"pad: pad_width[{ax}] must be a pair of ints, got {p!r}")
         if p[0] < 0 or p[1] < 0: raise ValueError(f"pad: widths must be non-negative, got {tuple(p)} for axis {ax}")
     if mode == 'constant': return Pad(pw, value)(a)
-    if mode not in ('reflect', 'replicate'):
-        raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect' or 'replicate'")
+    if mode not in ('reflect', 'replicate', 'circular'):
+        raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect', 'replicate' or 'circular'")
     for ax, (lo, hi) in enumerate(pw):
         if lo or hi: a = _edge_pad(a, ax, lo, hi, mode)
     return a
@@ -315,6 +340,12 @@ register_op('pad_reflect', lambda a, pad_width: pad(a, pad_width, mode='reflect'
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='reflect'), _EDGE)
 register_op('pad_replicate', lambda a, pad_width: pad(a, pad_width, mode='replicate'),
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='replicate'), _EDGE)
+register_op('pad_circular', lambda a, pad_width: pad(a, pad_width, mode='circular'),
+            lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='circular'), _EDGE)
+register_op('pad_torch_order', lambda a, p, mode='constant': pad(a, p, mode),
+            lambda T, a, p, mode='constant': T.nn.functional.pad(a, p, mode),
+            [case((2, 3, 5), p=(1, 2)), case((1, 2, 4, 5), p=(2, 0, 1, 3), mode='reflect'),
+             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'), case((2, 3, 4), p=(0, 2), mode='replicate')])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)

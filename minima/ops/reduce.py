@@ -76,6 +76,7 @@ class LogSumExp(TensorOp):
 def logsumexp(a, axes=None, keepdims=False) -> Tensor:
     "`log(sum(exp(a)))` over `axes`, computed stably. `logsumexp(Tensor([1000., 1000.]))` is `1000 + log 2`."
     _axes(a, axes, 'logsumexp')
+    if a.dtype in ('bool', 'int64'): a = a.astype('float32')  # as torch: integers and bools give a float result
     return LogSumExp(axes, keepdims)(a)
 
 register_op('logsumexp', lambda a, axes=None, keepdims=False: logsumexp(a, axes, keepdims),
@@ -204,3 +205,21 @@ Tensor.amax, Tensor.amin = Tensor.max, Tensor.min
 Tensor.logsumexp = lambda self, axes=None, keepdims=False: logsumexp(self, axes, keepdims)
 Tensor.argmax = lambda self, axis=None, keepdims=False: argmax(self, axis, keepdims)
 Tensor.argmin = lambda self, axis=None, keepdims=False: argmin(self, axis, keepdims)
+
+# %% ../../nbs/04_ops_reduce.ipynb
+def _axes_method(fn, name):
+    "A reduction method that takes the axes as `axes`, `axis` or `dim` and the flag as `keepdims` or `keepdim`."
+    def method(self, axes=None, keepdims=False, *, axis=None, dim=None, keepdim=None):
+        given = [v for v in (axes, axis, dim) if v is not None]
+        if len(given) > 1: raise TypeError(f"{name}: give the axes once (as axes, axis or dim), got {given}")
+        return fn(self, given[0] if given else None, keepdims if keepdim is None else keepdim)
+    method.__name__ = name
+    return method
+
+Tensor.sum = _axes_method(summation, 'sum')
+Tensor.mean = _axes_method(mean, 'mean')
+Tensor.max = Tensor.amax = _axes_method(amax, 'max')
+Tensor.min = Tensor.amin = _axes_method(amin, 'min')
+Tensor.logsumexp = _axes_method(logsumexp, 'logsumexp')
+Tensor.argmax = _axes_method(argmax, 'argmax')
+Tensor.argmin = _axes_method(argmin, 'argmin')
