@@ -32,9 +32,9 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'as_needle',
            'live_tensors', 'NeedleNumpyDevice', 'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar',
            'power_scalar', 'make_tuple', 'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d',
-           'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'SGD', 'Adam',
-           'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset', 'DataLoader',
-           'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
+           'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'TransformerLayer',
+           'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset',
+           'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
@@ -303,8 +303,35 @@ class LSTM(Module):
         h_n, c_n = as_needle(_ops.stack(hs, 0)), as_needle(_ops.stack(cs, 0))
         return as_needle(_ops.stack(xs, 0)), (h_n, c_n)
 
+from ..nn import transformer as _tr   # needle's hw4_extra classes live with minima's transformers
+
+class TransformerLayer(_tr.TransformerLayer):
+    "needle's pre-norm transformer block, its MLP made of needle's `Linear` (needle's bias initialisation)."
+    def __init__(self, q_features, num_head, dim_head, hidden_size, *, dropout=0., causal=True, device=None,
+                 dtype="float32"):
+        Module.__init__(self)
+        kw = dict(device=device, dtype=dtype)
+        self.device, self.dtype = device, dtype
+        self.attn = _tr.AttentionLayer(q_features, num_head, dim_head, dropout=dropout, causal=causal, **kw)
+        self.norm = _mnn.LayerNorm1d(q_features, **kw)
+        self.linear1 = Linear(q_features, hidden_size, **kw)
+        self.linear2 = Linear(hidden_size, q_features, **kw)
+        self.dropout = _mnn.Dropout(dropout)
+
+class Transformer(_tr.Transformer):
+    "needle's decoder-only transformer built from needle's `TransformerLayer`."
+    def __init__(self, embedding_size, hidden_size, num_layers, *, num_head=8, dim_head=32, dropout=0.,
+                 causal=True, device=None, dtype="float32", batch_first=False, sequence_len=2048):
+        Module.__init__(self)
+        kw = dict(device=device, dtype=dtype)
+        self.device, self.dtype, self.batch_first = device, dtype, batch_first
+        self.pos_embedding = _mnn.Embedding(sequence_len, embedding_size, **kw)
+        self.layers = [TransformerLayer(embedding_size, num_head, dim_head, hidden_size, dropout=dropout,
+                                        causal=causal, **kw) for _ in range(num_layers)]
+
 nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
-               RNNCell, RNN, LSTMCell, LSTM)
+               RNNCell, RNN, LSTMCell, LSTM, _tr.MultiHeadAttention, _tr.AttentionLayer, TransformerLayer,
+               Transformer)
 
 # %% ../../nbs/30_needle.ipynb
 class SGD(_mopt.Optimizer):
