@@ -5,5 +5,5 @@ from .autograd import Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled
 from . import ops
 from .ops import *
 from . import testing
-from . import init, nn, optim, data
+from . import init, nn, optim, data, text
 from .nn.functional import checkpoint

@@ -4,4 +4,5 @@ from .movement import *
 from .reduce import *
 from .linalg import *
 from .softmax_family import *
+from .recurrent import *
 from ..nn.functional import conv
