@@ -23,13 +23,15 @@ class CharTokenizer:
     `tok = CharTokenizer.fit('hello'); tok.decode(tok.encode('hole')) == 'hole'`."""
     def __init__(self, chars):
         chars = list(chars)
-        if len(set(chars)) != len(chars): raise ValueError("CharTokenizer: the vocabulary has repeated characters")
+        if len(set(chars)) != len(chars):
+            raise ValueError("CharTokenizer: the vocabulary has repeated characters")
         self.itos, self.stoi = chars, {ch: i for i, ch in enumerate(chars)}
 
     @classmethod
     def fit(cls, text: str) -> 'CharTokenizer':
         "The vocabulary of `text`: its distinct characters, sorted."
-        if not isinstance(text, str): raise TypeError(f"CharTokenizer.fit: expected a str, got {type(text).__name__}")
+        if not isinstance(text, str):
+            raise TypeError(f"CharTokenizer.fit: expected a str, got {type(text).__name__}")
         return cls(sorted(set(text)))
 
     @property
@@ -46,37 +48,44 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         "The text of a 1-d sequence of ids (a list, a numpy array or a Tensor)."
         ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
-        if ids.ndim != 1: raise ValueError(f"CharTokenizer.decode: expected a 1-d sequence of ids, got shape {ids.shape}")
+        if ids.ndim != 1:
+            raise ValueError(f"CharTokenizer.decode: expected a 1-d sequence of ids, got shape {ids.shape}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"CharTokenizer.decode: ids must lie in [0, {self.vocab_size}), "
                              f"got {ids.min()}..{ids.max()}")
         return ''.join(self.itos[int(i)] for i in ids)
 
 def split_tokens(ids, val_fraction=0.1):
-    "`(train, val)`: the first `1 - val_fraction` of a token stream and the rest, in order (text is not shuffled)."
+    "`(train, val)`: the first `1 - val_fraction` of a token stream and the rest, in order (no shuffling)."
     ids = np.asarray(ids)
-    if not 0 < val_fraction < 1: raise ValueError(f"split_tokens: val_fraction must be in (0, 1), got {val_fraction}")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"split_tokens: val_fraction must be in (0, 1), got {val_fraction}")
     n = int(round(len(ids) * (1 - val_fraction)))
     return ids[:n], ids[n:]
 
 # %% ../nbs/13b_text.ipynb
 def batchify(data, batch_size, device=None, dtype=None) -> np.ndarray:
-    """A token stream cut into `batch_size` equal columns, the remainder dropped: a numpy array `(nbatch, batch_size)`
-    (needle's `batchify`; `device` is kept for its signature). `batchify(np.arange(26), 4).shape == (6, 4)`."""
+    """A token stream cut into `batch_size` equal columns, the remainder dropped: a numpy array
+    `(nbatch, batch_size)` (needle's `batchify`; `device` is kept for its signature).
+    `batchify(np.arange(26), 4).shape == (6, 4)`."""
     data = np.asarray(data)
-    if data.ndim != 1: raise ValueError(f"batchify: expected a 1-d token stream, got shape {data.shape}")
+    if data.ndim != 1:
+        raise ValueError(f"batchify: expected a 1-d token stream, got shape {data.shape}")
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batchify: batch_size must be a positive integer, got {batch_size!r}")
     nbatch = len(data) // batch_size
-    if nbatch == 0: raise ValueError(f"batchify: {len(data)} tokens cannot fill {batch_size} columns")
+    if nbatch == 0:
+        raise ValueError(f"batchify: {len(data)} tokens cannot fill {batch_size} columns")
     out = data[:nbatch * batch_size].reshape(batch_size, nbatch).T
     return np.ascontiguousarray(out if dtype is None else out.astype(dtype))
 
 def get_batch(batches, i, bptt, device=None, dtype=None):
-    """Rows `i .. i+T-1` of `batchify`'s array as input `(T, B)` and the rows one step later, flattened, as target
-    `(T*B,)`, with `T = min(bptt, nbatch - 1 - i)` (needle's `get_batch`). `x, y = get_batch(b, 0, 35)`."""
+    """Rows `i .. i+T-1` of `batchify`'s array as input `(T, B)` and the rows one step later, flattened,
+    as target `(T*B,)`, with `T = min(bptt, nbatch - 1 - i)` (needle's `get_batch`).
+    `x, y = get_batch(b, 0, 35)`."""
     batches = np.asarray(batches)
-    if batches.ndim != 2: raise ValueError(f"get_batch: expected batchify's 2-d array, got shape {batches.shape}")
+    if batches.ndim != 2:
+        raise ValueError(f"get_batch: expected batchify's 2-d array, got shape {batches.shape}")
     if not 0 <= i < len(batches) - 1:
         raise ValueError(f"get_batch: i must be in [0, {len(batches) - 1}) for {len(batches)} rows, got {i}")
     T = min(bptt, len(batches) - 1 - i)
@@ -87,11 +96,13 @@ def get_batch(batches, i, bptt, device=None, dtype=None):
 # %% ../nbs/13b_text.ipynb
 class TokenWindows(Dataset):
     """Windows of `block_size` tokens of a stream and their next tokens: item `i` is
-    `(ids[s:s+T], ids[s+1:s+T+1])` with `s = i * stride`. `DataLoader(TokenWindows(ids, 64), 32, shuffle=True)`."""
+    `(ids[s:s+T], ids[s+1:s+T+1])` with `s = i * stride`.
+    `DataLoader(TokenWindows(ids, 64), 32, shuffle=True)`."""
     def __init__(self, ids, block_size, stride=1):
         super().__init__()
         self.ids = np.asarray(ids)
-        if self.ids.ndim != 1: raise ValueError(f"TokenWindows: expected a 1-d token stream, got shape {self.ids.shape}")
+        if self.ids.ndim != 1:
+            raise ValueError(f"TokenWindows: expected a 1-d token stream, got shape {self.ids.shape}")
         for name, v in (('block_size', block_size), ('stride', stride)):
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"TokenWindows: {name} must be a positive integer, got {v!r}")

@@ -27,17 +27,22 @@ def _project(x, w, b):
     return x @ wt if b is None else linear(x, wt, b.reshape((1, b.shape[0])))
 
 def _check_input(layer, x, n_in, ndims):
-    if not isinstance(x, Tensor): raise TypeError(f"{layer}: input must be a Tensor, got {type(x).__name__}")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer}: input must be a Tensor, got {type(x).__name__}")
     if x.ndim not in ndims or x.shape[-1] != n_in:
         want = ' or '.join({1: f'({n_in},)', 2: f'(B, {n_in})' if 1 in ndims else f'(T, {n_in})',
                             3: f'(T, B, {n_in})'}[d] for d in ndims)
         raise ValueError(f"{layer}: expected input of shape {want}, got {x.shape}")
-    if x.dtype not in ('float32', 'float64'): raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
+    if x.dtype not in ('float32', 'float64'):
+        raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
 
 def _check_state(layer, name, s, shape, x):
-    if not isinstance(s, Tensor): raise TypeError(f"{layer}: {name} must be a Tensor, got {type(s).__name__}")
-    if s.shape != tuple(shape): raise ValueError(f"{layer}: expected {name} of shape {tuple(shape)}, got {s.shape}")
-    if s.dtype != x.dtype: raise TypeError(f"{layer}: {name} has dtype {s.dtype} but the input has {x.dtype}")
+    if not isinstance(s, Tensor):
+        raise TypeError(f"{layer}: {name} must be a Tensor, got {type(s).__name__}")
+    if s.shape != tuple(shape):
+        raise ValueError(f"{layer}: expected {name} of shape {tuple(shape)}, got {s.shape}")
+    if s.dtype != x.dtype:
+        raise TypeError(f"{layer}: {name} has dtype {s.dtype} but the input has {x.dtype}")
 
 # %% auto 0
 __all__ = ['RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU']
@@ -58,7 +63,8 @@ class _CellBase(Module):
         self.bias_hh = _uniform((G,), k, device, dtype) if bias else None
         self.bias = bool(bias)
 
-    def extra_repr(self): return f'{self.input_size}, {self.hidden_size}' + ('' if self.bias else ', bias=False')
+    def extra_repr(self):
+        return f'{self.input_size}, {self.hidden_size}' + ('' if self.bias else ', bias=False')
 
     def _input(self, x):
         "The input as `(B, input_size)`, and whether it came unbatched as `(input_size,)`."
@@ -72,7 +78,8 @@ class _CellBase(Module):
         return s.reshape((1, H)) if unbatched else s
 
     def _step(self, x, h, c=None):
-        return cell_step(self.mode, _project(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
+        gx = _project(x, self.weight_ih, self.bias_ih)
+        return cell_step(self.mode, gx, h, c, self.weight_hh, self.bias_hh)
 
     def _out(self, h, unbatched): return h.reshape((self.hidden_size,)) if unbatched else h
 
@@ -111,7 +118,7 @@ class GRUCell(_CellBase):
 
 # %% ../../nbs/14b_recurrent_lm.ipynb
 class _RNNBase(Module):
-    "Stacked recurrent layers over `(T, B, input_size)` (`(B, T, ·)` with `batch_first`), torch's names and layout."
+    "Stacked recurrent layers over `(T, B, input_size)` (`(B, T, ·)` with `batch_first`), as in torch."
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  device=None, dtype="float32"):
         super().__init__()
@@ -124,7 +131,8 @@ class _RNNBase(Module):
             raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
         G, k = _GATES[mode] * H, 1 / math.sqrt(H)
         for l in range(self.num_layers):
-            setattr(self, f'weight_ih_l{l}', _uniform((G, self.input_size if l == 0 else H), k, device, dtype))
+            n_in = self.input_size if l == 0 else H
+            setattr(self, f'weight_ih_l{l}', _uniform((G, n_in), k, device, dtype))
             setattr(self, f'weight_hh_l{l}', _uniform((G, H), k, device, dtype))
             if bias:
                 setattr(self, f'bias_ih_l{l}', _uniform((G,), k, device, dtype))
@@ -133,7 +141,8 @@ class _RNNBase(Module):
 
     def layer_parameters(self, l) -> tuple:
         "`(weight_ih, weight_hh, bias_ih, bias_hh)` of layer `l` (the biases are None without bias)."
-        return tuple(getattr(self, f'{n}_l{l}', None) for n in ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh'))
+        names = ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh')
+        return tuple(getattr(self, f'{n}_l{l}', None) for n in names)
 
     def extra_repr(self):
         s = f'{self.input_size}, {self.hidden_size}'
@@ -156,11 +165,12 @@ class _RNNBase(Module):
         ub = input.ndim == 2
         if ub: x = input.reshape((input.shape[0], 1, self.input_size))
         else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
-        hs, cs = self._states(h0, 'h_0' if lstm else 'hx', x, ub), self._states(c0, 'c_0', x, ub) if lstm else None
+        hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub)
+        cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * self.num_layers
         h_n, c_n = [], []
         for l in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l)
-            res = recurrence(self.mode, _project(x, w_ih, b_ih), hs[l], w_hh, b_hh, c0=cs[l] if lstm else None)
+            res = recurrence(self.mode, _project(x, w_ih, b_ih), hs[l], w_hh, b_hh, c0=cs[l])
             x = res[0]
             h_n.append(res[1])
             if lstm: c_n.append(res[2])
@@ -173,14 +183,14 @@ class _RNNBase(Module):
         return out, fin(h_n), (fin(c_n) if lstm else None)
 
 class RNN(_RNNBase):
-    """Elman RNN layers, `nonlinearity` 'tanh' or 'relu': `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)` with `x`
-    `(T, B, 10)`, `output` `(T, B, 20)`, `h_n` `(2, B, 20)`."""
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False,
-                 dropout=0.0, device=None, dtype="float32"):
+    """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`
+    with `x` `(T, B, 10)`, `output` `(T, B, 20)`, `h_n` `(2, B, 20)`."""
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True,
+                 batch_first=False, dropout=0.0, device=None, dtype="float32"):
         if nonlinearity not in ('tanh', 'relu'):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__(f'RNN_{nonlinearity.upper()}', input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, device, dtype)
+        super().__init__(f'RNN_{nonlinearity.upper()}', input_size, hidden_size, num_layers, bias,
+                         batch_first, dropout, device, dtype)
         self.nonlinearity = nonlinearity
     def extra_repr(self):
         return super().extra_repr() + ('' if self.nonlinearity == 'tanh' else ", nonlinearity='relu'")
@@ -192,7 +202,8 @@ class LSTM(_RNNBase):
     "LSTM layers: `output, (h_n, c_n) = LSTM(10, 20, num_layers=2)(x, (h_0, c_0))`; `x` `(T, B, 10)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  device=None, dtype="float32"):
-        super().__init__('LSTM', input_size, hidden_size, num_layers, bias, batch_first, dropout, device, dtype)
+        super().__init__('LSTM', input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         device, dtype)
     def forward(self, input, hx=None):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
@@ -203,7 +214,8 @@ class GRU(_RNNBase):
     "GRU layers: `output, h_n = GRU(10, 20, num_layers=2)(x, h_0)`; `x` `(T, B, 10)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  device=None, dtype="float32"):
-        super().__init__('GRU', input_size, hidden_size, num_layers, bias, batch_first, dropout, device, dtype)
+        super().__init__('GRU', input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         device, dtype)
     def forward(self, input, hx=None):
         out, h_n, _ = self._run(input, hx)
         return out, h_n

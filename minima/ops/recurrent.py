@@ -15,9 +15,9 @@ _GATES = {'RNN_TANH': 1, 'RNN_RELU': 1, 'LSTM': 4, 'GRU': 3}
 
 # %% ../../nbs/14_sequence.ipynb
 def cell_step(mode, gx, h, c, w_hh, b_hh=None):
-    """One step of a recurrent cell in plain Tensor ops. `gx = x @ W_ih^T + b_ih` `(B, G*H)`, `h`, `c` `(B, H)`
-    (`c` only for 'LSTM', else None), `w_hh` `(G*H, H)`; `mode` is 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'.
-    Returns `(h, c)`, `c` None except for the LSTM."""
+    """One step of a recurrent cell in plain Tensor ops: `gx = x @ W_ih^T + b_ih` `(B, G*H)`, `h` and
+    `c` `(B, H)` (`c` only for 'LSTM', else None), `w_hh` `(G*H, H)`; `mode` is 'RNN_TANH', 'RNN_RELU',
+    'LSTM' or 'GRU'. Returns `(h, c)`, `c` None except for the LSTM."""
     gh = h @ w_hh.transpose()
     if b_hh is not None: gh = gh + b_hh
     if mode == 'RNN_TANH': return tanh(gx + gh), None
@@ -59,8 +59,8 @@ def _lstm_consts(H, device, dtype):
     return _CONSTS[key]
 
 class Recurrence(TensorTupleOp):
-    """A whole recurrent layer as one op: `(gx, h0[, c0], w_hh[, b_hh]) -> (out, h_n[, c_n])`. The forward and the
-    backward loop over time on arrays and keep each step's activations, as torch's fused kernels do."""
+    """A whole recurrent layer as one op: `(gx, h0[, c0], w_hh[, b_hh]) -> (out, h_n[, c_n])`. The
+    forward and the backward loop over time on arrays; the forward keeps each step's activations."""
     def __init__(self, mode, has_bias): self.mode, self.has_bias = mode, has_bias
 
     def compute(self, *xs):
@@ -86,29 +86,28 @@ class Recurrence(TensorTupleOp):
     def _forward_lstm(self, gx, h, c, w, b):
         (T, B, G), H = gx.shape, h.shape[1]
         wt, (scale, shift) = w.permute((1, 0)), _lstm_consts(H, gx.device, gx.dtype)
+        scale, shift = scale.broadcast_to((B, G)).compact(), shift.broadcast_to((B, G)).compact()
         if b is not None: gx = gx + b
         new = lambda *s: NDArray.make(s, device=gx.device, dtype=gx.dtype)
-        out, self.act, self.cs, self.tc = new(T, B, H), new(T, B, G), new(T + 1, B, H), new(T, B, H)
+        out, self.act, self.cs = new(T, B, H), new(T, B, G), new(T + 1, B, H)
         self.cs[0] = c
         for t in range(T):
             a = h @ wt
             a += gx[t]
             a = (a * scale).tanh()
             a *= scale
-            a += shift
-            self.act[t] = a
+            a += shift                      # columns: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
             c = a[:, H:2 * H] * c + a[:, :H] * a[:, 2 * H:3 * H]
-            tc = c.tanh()
-            h = a[:, 3 * H:] * tc
-            self.cs[t + 1], self.tc[t], out[t] = c, tc, h
+            h = a[:, 3 * H:] * c.tanh()
+            self.act[t], self.cs[t + 1], out[t] = a, c, h
         return out, h, c
 
     def _backward_lstm(self, gout, dh, dc, w):
         T, B, H = gout.shape
-        act, tc = self.act, self.tc
+        act, tc = self.act, self.cs[1:].tanh()
         i, f, g, o = (act[:, :, k * H:(k + 1) * H] for k in range(4))
         k = o * (1.0 - tc * tc)                      # dc_t += dh_t * k_t
-        d = NDArray.make((T, B, 4, H), device=gout.device, dtype=gout.dtype)   # local derivatives of the gates
+        d = NDArray.make((T, B, 4, H), device=gout.device, dtype=gout.dtype)   # the gates' local derivatives
         d[:, :, 0] = g * i * (1.0 - i)
         d[:, :, 1] = self.cs[:T] * f * (1.0 - f)
         d[:, :, 2] = i * (1.0 - g * g)
@@ -169,18 +168,24 @@ class Recurrence(TensorTupleOp):
 
 # %% ../../nbs/14_sequence.ipynb
 def _check_t(name, x, shape, op='recurrence'):
-    if not isinstance(x, Tensor): raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
-    if x.shape != tuple(shape): raise ValueError(f"{op}: {name} must have shape {tuple(shape)}, got {x.shape}")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    if x.shape != tuple(shape):
+        raise ValueError(f"{op}: {name} must have shape {tuple(shape)}, got {x.shape}")
 
 def recurrence(mode, gx, h0, w_hh, b_hh=None, c0=None) -> TensorTuple:
-    """Run a recurrent layer over a sequence whose input projections `gx = x @ W_ih^T + b_ih` `(T, B, G*H)` are given.
-    `mode` is 'RNN_TANH', 'RNN_RELU', 'LSTM' (needs `c0`) or 'GRU'; returns `(out, h_n)` or `(out, h_n, c_n)`."""
-    if mode not in _GATES: raise ValueError(f"recurrence: unknown mode {mode!r}; expected one of {', '.join(_GATES)}")
-    if not isinstance(gx, Tensor): raise TypeError(f"recurrence: gx must be a Tensor, got {type(gx).__name__}")
+    """A recurrent layer over a sequence, given its input projections `gx = x @ W_ih^T + b_ih`
+    `(T, B, G*H)`. `mode` is 'RNN_TANH', 'RNN_RELU', 'LSTM' (needs `c0`) or 'GRU'; returns
+    `(out, h_n)`, or `(out, h_n, c_n)` for the LSTM. `recurrence('GRU', gx, h0, w_hh, b_hh)`."""
+    if mode not in _GATES:
+        raise ValueError(f"recurrence: unknown mode {mode!r}; expected one of {', '.join(_GATES)}")
+    if not isinstance(gx, Tensor):
+        raise TypeError(f"recurrence: gx must be a Tensor, got {type(gx).__name__}")
     if gx.ndim != 3 or gx.shape[0] < 1:
         raise ValueError(f"recurrence: gx must be (T, B, G*H) with T >= 1, got shape {gx.shape}")
     if not isinstance(h0, Tensor) or h0.ndim != 2:
-        raise ValueError(f"recurrence: h0 must be a (B, H) Tensor, got {getattr(h0, 'shape', type(h0).__name__)}")
+        got = getattr(h0, 'shape', type(h0).__name__)
+        raise ValueError(f"recurrence: h0 must be a (B, H) Tensor, got {got}")
     (T, B, GH), H = gx.shape, h0.shape[1]
     if GH != _GATES[mode] * H or h0.shape[0] != B:
         raise ValueError(f"recurrence({mode}): gx {gx.shape} needs h0 of shape ({B}, {GH // _GATES[mode]}), "
@@ -192,8 +197,10 @@ def recurrence(mode, gx, h0, w_hh, b_hh=None, c0=None) -> TensorTuple:
     if c0 is not None: _check_t('c0', c0, (B, H))
     xs = [gx, h0] + ([c0] if c0 is not None else []) + [w_hh] + ([b_hh] if b_hh is not None else [])
     for x in xs[1:]:
-        if x.dtype != gx.dtype: raise TypeError(f"recurrence: dtypes differ ({gx.dtype} and {x.dtype})")
-        if x.device != gx.device: raise RuntimeError(f"recurrence: devices differ ({gx.device} and {x.device})")
+        if x.dtype != gx.dtype:
+            raise TypeError(f"recurrence: dtypes differ ({gx.dtype} and {x.dtype})")
+        if x.device != gx.device:
+            raise RuntimeError(f"recurrence: devices differ ({gx.device} and {x.device})")
     return Recurrence(mode, b_hh is not None)(*xs)
 
 def _rec_fn(*xs, mode, bias=True):
