@@ -10,10 +10,6 @@ import numpy as np
 from .autograd import Tensor
 from .init import generator
 
-__all__ = ['Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize', 'Compose', 'Dataset', 'NDArrayDataset',
-           'default_collate', 'DataLoader', 'load_digits', 'train_test_split', 'read_idx', 'parse_mnist',
-           'MNISTDataset']
-
 # %% auto 0
 __all__ = ['Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize', 'Compose', 'Dataset', 'NDArrayDataset',
            'default_collate', 'DataLoader', 'load_digits', 'train_test_split', 'read_idx', 'parse_mnist',

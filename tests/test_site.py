@@ -130,6 +130,8 @@ _COLLECT = r"""() => {
     apiDocs: [...main.querySelectorAll('.api-doc h3, .api-doc h4')].map(h => h.textContent.trim()),
     codeBlocks: main.querySelectorAll('div.sourceCode').length,
     highlighted: main.querySelectorAll('div.sourceCode code span.kw, div.sourceCode code span.im, div.sourceCode code span.fu').length,
+    cppBlocks: main.querySelectorAll('pre.sourceCode.cpp').length,
+    cppHighlighted: main.querySelectorAll('pre.sourceCode.cpp code span.kw, pre.sourceCode.cpp code span.dt').length,
   };
 }"""
 
@@ -215,6 +217,18 @@ def test_code_is_highlighted_and_api_documented(site, visits):
         v = visits[p['href']]
         if v['codeBlocks']: assert v['highlighted'] > 0, f'{p["href"]}: code blocks without syntax highlighting'
     assert sum(len(v['apiDocs']) for v in visits.values()) > 20, 'show_doc cards missing'
+
+def test_kernel_source_is_highlighted_as_cpp(site, visits):
+    "A chapter that shows CUDA kernels (`show_kernel` cells) shows each as a highlighted C++ block, not plain text."
+    seen = 0
+    for p in site:
+        cells = json.loads((ROOT / 'nbs' / p['notebook']).read_text())['cells']
+        n = sum(1 for c in cells if c['cell_type'] == 'code' and ''.join(c['source']).lstrip().startswith('show_kernel('))
+        if not n: continue
+        v, seen = visits[p['href']], seen + 1
+        assert v['cppBlocks'] >= n, f'{p["href"]}: {n} show_kernel cells but {v["cppBlocks"]} C++ code blocks'
+        assert v['cppHighlighted'] >= n, f'{p["href"]}: the C++ kernel source has no syntax highlighting'
+    assert seen, 'no chapter shows kernel source (the CUDA chapter should)'
 
 def exported_symbols():
     "{name: module} for every function and class in a minima module's `__all__` (aliases such as `cat` excluded)."
