@@ -9,7 +9,8 @@ import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor
-from .modules import Module, Parameter, linear
+from .modules import Module, Parameter
+from ..ops.nn_ops import linear
 from ..ops.recurrent import _GATES, recurrence, cell_step
 
 def _positive_int(layer, name, v):
