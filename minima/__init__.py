@@ -6,5 +6,5 @@ from .viz import draw_graph
 from . import ops
 from .ops import *
 from . import testing
-from . import init, nn, optim, data, text
+from . import init, nn, optim, data, learner, text
 from .ops.nn_ops import checkpoint
