@@ -23,9 +23,8 @@ def _uniform(shape, k, device, dtype) -> Parameter:
     return Parameter(init.rand(*shape, low=-k, high=k, device=device, dtype=dtype))
 
 def _project(x, w, b):
-    "`x @ w.T + b` over the last axis of `x` (torch's layout: `w` is `(out, in)`)."
-    wt = ops.transpose(w)
-    return x @ wt if b is None else linear(x, wt, b.reshape((1, b.shape[0])))
+    "`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or None (one fused op)."
+    return linear(x, w, b)
 
 def _check_input(layer, x, n_in, ndims):
     if not isinstance(x, Tensor):
