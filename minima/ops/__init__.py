@@ -9,3 +9,4 @@ from .linalg import *
 from .softmax_family import *
 from .nn_ops import *
 from .recurrent import *
+from .attention import *
