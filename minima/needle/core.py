@@ -14,7 +14,7 @@ import minima.nn as _mnn
 import minima.optim as _mopt
 import minima.data as _md
 import minima.datasets as _ds
-import importlib.util
+import minima.text as _text
 from ..backend_ndarray.ndarray import NDArray
 from ..nn import Module, Parameter
 from ..ops import BatchNormOp
@@ -421,10 +421,9 @@ class DataLoader:
                                requires_grad=False) for b in batch)
 
 # `batchify` and `get_batch` (needle's signatures) live in minima.text (the sequence-models chapter).
-_text = importlib.import_module('minima.text') if importlib.util.find_spec('minima.text') else None
 data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset,
                  DataLoader, _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus,
-                 **({'batchify': _text.batchify, 'get_batch': _text.get_batch} if _text else {}))
+                 _text.batchify, _text.get_batch)
 
 # %% ../../nbs/30_needle.ipynb
 def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
