@@ -194,7 +194,7 @@ def getitem(a, idx) -> Tensor:
     """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; one integer array
     or boolean mask (`x[np.array([1, 0])]`, `x[x > 0]`) gathers with `take` (chapter 8), as in torch."""
     if any(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,))):
-        from .nn_ops import index_gather   # the gather op lives with take, further down the course
+        from minima.ops.nn_ops import index_gather   # the gather op lives with take, further down the course
         return index_gather(a, idx)
     return GetItem(_norm_index(idx))(a)
 
