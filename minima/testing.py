@@ -156,33 +156,59 @@ def _fd_grads(spec, c, arrs, diff, gs, eps=1e-6):
 
 # %% ../nbs/02_testing.ipynb
 class OpReport:
-    "The result of `check_op`: one row per case and check, shown as a table in notebooks."
+    """The result of `check_op`, one row per case and check. A notebook shows it as one line (op, cases, checks,
+    worst error, a mark) that unfolds into the table; a failing report is shown unfolded."""
+    COLS = {'forward': 'forward vs torch', 'backward': 'backward vs torch', 'fd': 'finite diff (f64)',
+            'second': '2nd order vs torch'}
     def __init__(self, name, device): self.name, self.device, self.rows, self.failures = name, device, [], []
     @property
     def ok(self) -> bool: return not self.failures
     def add(self, c, check, status, err=None, note=''):
         self.rows.append((str(c), check, status, err, note))
         if status == 'FAIL': self.failures.append(f"{self.name} [{c}] {check}: {note}")
-    def _table(self):
+    def _cells(self):
+        "{case: {check: text}}, in the order the checks ran."
         by_case = {}
         for c, check, status, err, note in self.rows:
             cell = status if err is None or status != 'ok' else f"ok ({err:.1e})"
             if status == 'skip': cell = f"skip: {note}"
-            if status == 'FAIL': cell = f"**FAIL** {note}"
+            if status == 'FAIL': cell = f"FAIL {note}"
             by_case.setdefault(c, {})[check] = cell
-        cols = ['forward', 'backward', 'fd', 'second']
-        head = '| case | forward vs torch | backward vs torch | finite diff (f64) | 2nd order vs torch |\n|---|---|---|---|---|\n'
-        return head + ''.join(f"| `{c}` | " + ' | '.join(d.get(k, '') for k in cols) + ' |\n' for c, d in by_case.items())
-    def _repr_markdown_(self):
-        status = 'all checks pass' if self.ok else f'{len(self.failures)} FAILED'
-        return f"**{self.name}** on `{self.device}`: {status} (max abs error in brackets)\n\n" + self._table()
-    def __repr__(self): return self._repr_markdown_()
+        return by_case
+    def summary(self) -> str:
+        "One line: the op, its device, how many cases and checks, the failures and the worst error."
+        ran = [r for r in self.rows if r[2] != 'skip']
+        errs = [r[3] for r in ran if r[3] is not None]
+        n_case, n_skip = len({r[0] for r in self.rows}), len(self.rows) - len(ran)
+        head = f"{self.name} on {self.device}: {n_case} cases, "
+        verdict = (f"{len(ran)} checks pass" if self.ok else f"{len(self.failures)} of {len(ran)} checks FAIL")
+        skip = f", {n_skip} skipped" if n_skip else ''
+        worst = f", worst error {max(errs):.1e}" if errs else ''
+        return head + verdict + skip + worst
+    def _table(self):
+        head = '| case | ' + ' | '.join(self.COLS.values()) + ' |\n|---|---|---|---|---|\n'
+        return head + ''.join(f"| `{c}` | " + ' | '.join(d.get(k, '') for k in self.COLS) + ' |\n'
+                              for c, d in self._cells().items())
+    def _repr_html_(self):
+        from html import escape as e
+        def td(t): return f'<td class="fail">{e(t)}</td>' if t.startswith('FAIL') else f'<td>{e(t)}</td>'
+        rows = ''.join(f'<tr><td><code>{e(c)}</code></td>' + ''.join(td(d.get(k, '')) for k in self.COLS) + '</tr>'
+                       for c, d in self._cells().items())
+        mark = ('<span class="mark" style="color:#2a7a3b">&#10003;</span>' if self.ok
+                else '<span class="mark" style="color:#c62828">&#10007;</span>')
+        name, rest = self.summary().split(' on ', 1)
+        return (f'<details class="check-op {"ok" if self.ok else "fail"}" data-op="{e(self.name)}" '
+                f'data-device="{e(self.device)}"{"" if self.ok else " open"}>'
+                f'<summary>{mark} <b>{e(name)}</b> on {e(rest)}</summary>\n'
+                '<table><thead><tr><th>case</th>' + ''.join(f'<th>{h}</th>' for h in self.COLS.values())
+                + f'</tr></thead><tbody>{rows}</tbody></table></details>')
+    def __repr__(self): return self.summary() + ' (max abs error in brackets)\n\n' + self._table()
 
 def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 'second'), raise_on_fail=True) -> OpReport:
     """Check a registered op against torch (forward, backward with a random upstream gradient, second order) and
     against float64 finite differences. `target` is a name, an Op class, a functional wrapper or an OpSpec."""
     import torch
-    from .backend_ndarray.device import get_device
+    from minima.backend_ndarray.device import get_device
     spec = get_spec(target)
     dev = get_device(device)
     tdev = 'cuda' if dev.name == 'cuda' else 'cpu'
