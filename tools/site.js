@@ -34,6 +34,20 @@
   });
 })();
 
+// Long listings (a whole CUDA source file, a long exported cell) show their first lines and a button for the rest.
+(function () {
+  var LIMIT = 34;   // lines; a clipped block shows about 27 (site.css)
+  Array.prototype.forEach.call(document.querySelectorAll('main div.sourceCode, main .cell-output > pre'), function (d) {
+    var n = d.textContent.replace(/\n$/, '').split('\n').length;
+    if (n <= LIMIT) return;
+    d.classList.add('clipped');
+    var b = document.createElement('button');
+    b.type = 'button'; b.className = 'unclip'; b.textContent = 'Show all ' + n + ' lines';
+    b.addEventListener('click', function () { d.classList.remove('clipped'); b.remove(); });
+    d.parentNode.insertBefore(b, d.nextSibling);
+  });
+})();
+
 // Search: every h2/h3 section of every page (tools/build_docs writes search-index.js: page title t, heading h, its h2 s,
 // the names its code defines or calls k, its prose x). Every word of the query must match somewhere; a word also
 // matches its course synonyms (backward ~ gradient ~ adjoint).
