@@ -112,7 +112,8 @@ def conv_fans(in_channels: int, out_channels: int, kernel_size) -> tuple:
     return in_channels * kh * kw, out_channels * kh * kw
 
 def _fan_shape(fan_in, fan_out, shape):
-    if fan_in <= 0 or fan_out <= 0: raise ValueError(f"init: fans must be positive, got fan_in={fan_in}, fan_out={fan_out}")
+    if fan_in <= 0 or fan_out <= 0:
+        raise ValueError(f"init: fans must be positive, got fan_in={fan_in}, fan_out={fan_out}")
     return (fan_in, fan_out) if shape is None else _shape((shape,))
 
 def xavier_uniform(fan_in, fan_out, gain=1.0, shape=None, **kwargs) -> Tensor:

@@ -27,7 +27,9 @@ class Case:
         kw = ', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())
         return s + (f'; {kw}' if kw else '')
 
-def case(*shapes, **kwargs) -> Case: "A `Case` with input `shapes` and op `kwargs`."; return Case(tuple(tuple(s) for s in shapes), kwargs)
+def case(*shapes, **kwargs) -> Case:
+    "A `Case` with input `shapes` and op `kwargs`."
+    return Case(tuple(tuple(s) for s in shapes), kwargs)
 
 @dataclass
 class OpSpec:
@@ -58,7 +60,8 @@ def register_op(name, fn, torch_fn, cases, op=None, **kwargs) -> OpSpec:
     all float inputs); `smooth=False` skips the second-derivative check (kinks); `skip={'check': 'reason'}` skips a
     check with a stated reason; `make_inputs(rng, shapes, **kw)` builds custom float64/int/bool numpy inputs."""
     for k, reason in kwargs.get('skip', {}).items():
-        if k not in ('forward', 'backward', 'fd', 'second'): raise ValueError(f"register_op({name}): unknown check {k!r} in skip")
+        if k not in ('forward', 'backward', 'fd', 'second'):
+            raise ValueError(f"register_op({name}): unknown check {k!r} in skip")
         if not isinstance(reason, str) or len(reason.strip()) < 10:
             raise ValueError(f"register_op({name}): skipping {k!r} needs a written reason")
     spec = OpSpec(name, fn, torch_fn, [c if isinstance(c, Case) else case(*c) for c in cases], op=op, **kwargs)
@@ -93,7 +96,8 @@ DOMAINS = {
 
 def sample_input(rng, shape, domain='any') -> np.ndarray:
     "A float64 numpy array of `shape` drawn from `domain` (a name in `DOMAINS`)."
-    if domain not in DOMAINS: raise ValueError(f"sample_input: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    if domain not in DOMAINS:
+        raise ValueError(f"sample_input: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
     return np.asarray(DOMAINS[domain](rng, tuple(shape)), dtype='float64')
 
 def _make_inputs(spec, c, rng):
@@ -231,8 +235,10 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                 for y, ty in zip(ys, tys):
                     tyn = ty.detach().cpu().numpy()
                     if y.shape != tuple(ty.shape): bad = f'shape {y.shape} != torch {tuple(ty.shape)}'
-                    elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)): bad = f'dtype {y.dtype} != torch {ty.dtype}'
-                    elif not _close(y.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.numpy(), tyn):.2e}'
+                    elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)):
+                        bad = f'dtype {y.dtype} != torch {ty.dtype}'
+                    elif not _close(y.numpy(), tyn, spec.rtol, spec.atol):
+                        bad = f'max error {_err(y.numpy(), tyn):.2e}'
                     errs.append(_err(y.numpy(), tyn) if bad is None else 0)
                 if len(ys) != len(tys): bad = f'{len(ys)} outputs != torch {len(tys)}'
                 rep.add(c, 'forward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
@@ -246,8 +252,10 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                         bad, errs = None, []
                         for i, m, t in zip(diff, mg, tg):
                             tn = np.zeros(arrs[i].shape) if t is None else t.detach().cpu().numpy()
-                            if m.dtype != 'float32': bad = f'grad of input {i} has dtype {m.dtype}, expected float32'
-                            elif not _close(m.numpy(), tn, spec.rtol, spec.atol): bad = f'input {i}: max error {_err(m.numpy(), tn):.2e}'
+                            if m.dtype != 'float32':
+                                bad = f'grad of input {i} has dtype {m.dtype}, expected float32'
+                            elif not _close(m.numpy(), tn, spec.rtol, spec.atol):
+                                bad = f'input {i}: max error {_err(m.numpy(), tn):.2e}'
                             errs.append(_err(m.numpy(), tn))
                         rep.add(c, 'backward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
         if not diff: continue
@@ -256,7 +264,8 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
         ys64 = _as_list(spec.fn(*x64, **c.kwargs))
         if not all(y.dtype == 'float64' for y in ys64):
             for k in ('fd', 'second'):
-                if k in checks: rep.add(c, k, 'skip', note='the output is not floating point: nothing to differentiate')
+                if k in checks:
+                    rep.add(c, k, 'skip', note='the output is not floating point: nothing to differentiate')
             continue
         gs = [_randn(rng, y.shape) for y in ys64]
         if 'fd' in checks:
@@ -266,7 +275,8 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                 nums = _fd_grads(spec, c, arrs, diff, gs)
                 bad, errs = None, []
                 for i, a, n in zip(diff, an, nums):
-                    if not _close(a.numpy(), n, spec.fd_rtol, spec.fd_atol): bad = f'input {i}: max error {_err(a.numpy(), n):.2e}'
+                    if not _close(a.numpy(), n, spec.fd_rtol, spec.fd_atol):
+                        bad = f'input {i}: max error {_err(a.numpy(), n):.2e}'
                     errs.append(_err(a.numpy(), n))
                 rep.add(c, 'fd', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
         # 4. second derivative, float64, against torch
@@ -297,7 +307,8 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
                     if not _close(a, t, 1e-6, 1e-8): bad = f'input {i}: max error {_err(a, t):.2e}'
                     errs.append(_err(a, t))
                 rep.add(c, 'second', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
-    if raise_on_fail and not rep.ok: raise AssertionError('check_op failed:\n' + '\n'.join(rep.failures) + '\n\n' + rep._table())
+    if raise_on_fail and not rep.ok:
+        raise AssertionError('check_op failed:\n' + '\n'.join(rep.failures) + '\n\n' + rep._table())
     return rep
 
 # %% ../nbs/02_testing.ipynb
@@ -306,8 +317,10 @@ class GradcheckError(AssertionError): "Analytic and numerical gradients disagree
 def gradcheck(fn, *tensors, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
     "Compare the gradients of `fn(*tensors)` with float64 central finite differences, under a random upstream gradient."
     for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor): raise TypeError(f"gradcheck: argument {i} is a {type(t).__name__}, expected a Tensor")
-        if t.dtype != 'float64': raise TypeError(f"gradcheck: input {i} has dtype {t.dtype}; finite differences need float64")
+        if not isinstance(t, Tensor):
+            raise TypeError(f"gradcheck: argument {i} is a {type(t).__name__}, expected a Tensor")
+        if t.dtype != 'float64':
+            raise TypeError(f"gradcheck: input {i} has dtype {t.dtype}; finite differences need float64")
     rng = np.random.default_rng(seed)
     xs = [Tensor(t.numpy(), dtype='float64', device=t.device, requires_grad=True) for t in tensors]
     ys = _as_list(fn(*xs))

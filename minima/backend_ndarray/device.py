@@ -37,7 +37,8 @@ class BackendDevice(ABC):
     name: str = 'abstract'
 
     def __repr__(self): return f'minima.{self.name}()'
-    def __eq__(self, other): return self is other or (isinstance(other, BackendDevice) and self.name == other.name)
+    def __eq__(self, other):
+        return self is other or (isinstance(other, BackendDevice) and self.name == other.name)
     def __hash__(self): return hash(self.name)
     @abstractmethod
     def enabled(self) -> bool: "Whether this device can run here (a real probe, never a guess)."
@@ -45,23 +46,28 @@ class BackendDevice(ABC):
     @abstractmethod
     def alloc(self, size: int, dtype: str): "A new uninitialised flat buffer of `size` elements."
     @abstractmethod
-    def from_numpy(self, a: np.ndarray, out): "Copy the compact numpy array `a` (of out's dtype) into handle `out`."
+    def from_numpy(self, a: np.ndarray, out):
+        "Copy the compact numpy array `a` (of out's dtype) into handle `out`."
     @abstractmethod
-    def to_numpy(self, a, shape, strides, offset) -> np.ndarray: "A compact numpy copy of the strided view of `a`."
+    def to_numpy(self, a, shape, strides, offset) -> np.ndarray:
+        "A compact numpy copy of the strided view of `a`."
     @abstractmethod
     def fill(self, out, value): "Set every element of `out` to `value`."
     # strided access
     @abstractmethod
     def compact(self, a, out, shape, strides, offset): "Gather the strided view of `a` into the compact `out`."
     @abstractmethod
-    def ewise_setitem(self, a, out, shape, strides, offset): "Scatter the compact `a` into the strided view of `out`."
+    def ewise_setitem(self, a, out, shape, strides, offset):
+        "Scatter the compact `a` into the strided view of `out`."
     @abstractmethod
-    def scalar_setitem(self, size, value, out, shape, strides, offset): "Write `value` into the strided view of `out`."
+    def scalar_setitem(self, size, value, out, shape, strides, offset):
+        "Write `value` into the strided view of `out`."
     # elementwise, all operands compact and of equal size
     @abstractmethod
     def ewise(self, op: str, a, b, out): "`out = a <op> b` for `op` in `EWISE_OPS`."
     @abstractmethod
-    def scalar(self, op: str, a, value, out): "`out = a <op> value` for `op` in `SCALAR_OPS` (`rsub` is `value - a`)."
+    def scalar(self, op: str, a, value, out):
+        "`out = a <op> value` for `op` in `SCALAR_OPS` (`rsub` is `value - a`)."
     @abstractmethod
     def unary(self, op: str, a, out): "`out = op(a)` for `op` in `UNARY_OPS`."
     @abstractmethod
@@ -78,9 +84,11 @@ class BackendDevice(ABC):
     def matmul(self, a, b, out, batch: int, m: int, n: int, p: int): ...
     # indexing along the middle axis of a compact (outer, axis_len, inner) array with k int64 indices
     @abstractmethod
-    def gather(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int): "out[o, j, i] = a[o, idx[j], i]"
+    def gather(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
+        "out[o, j, i] = a[o, idx[j], i]"
     @abstractmethod
-    def scatter_add(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int): "out[o, idx[j], i] += a[o, j, i]"
+    def scatter_add(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
+        "out[o, idx[j], i] += a[o, j, i]"
 
     def handle_dtype(self, h) -> str: return str(h.dtype)
     def handle_size(self, h) -> int: return int(h.size)
@@ -148,9 +156,12 @@ class NumpyDevice(BackendDevice):
     def from_numpy(self, a, out): out[:] = a.reshape(-1)
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
     def fill(self, out, value): out.fill(value)
-    def compact(self, a, out, shape, strides, offset): out.reshape(shape)[...] = _view(a, shape, strides, offset)
-    def ewise_setitem(self, a, out, shape, strides, offset): _view(out, shape, strides, offset)[...] = a.reshape(shape)
-    def scalar_setitem(self, size, value, out, shape, strides, offset): _view(out, shape, strides, offset)[...] = value
+    def compact(self, a, out, shape, strides, offset):
+        out.reshape(shape)[...] = _view(a, shape, strides, offset)
+    def ewise_setitem(self, a, out, shape, strides, offset):
+        _view(out, shape, strides, offset)[...] = a.reshape(shape)
+    def scalar_setitem(self, size, value, out, shape, strides, offset):
+        _view(out, shape, strides, offset)[...] = value
     def ewise(self, op, a, b, out):
         if op in _NOISY:
             with np.errstate(all='ignore'): _NP_EWISE[op](a, b, out=out)

@@ -42,7 +42,8 @@ def _pair(a, b, name):
             raise TypeError(f"{name}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
         a = _tensor(a, b)
     b = _tensor(b, a)
-    if a.device != b.device: raise RuntimeError(f"{name}: tensors are on different devices ({a.device} and {b.device})")
+    if a.device != b.device:
+        raise RuntimeError(f"{name}: tensors are on different devices ({a.device} and {b.device})")
     broadcast_shapes(a.shape, b.shape, op=name)
     return a, b
 
@@ -51,7 +52,8 @@ def _const(nd: NDArray) -> Tensor: return Tensor.make_const(nd)
 def _float(a, name):
     "Check that `a` is a floating Tensor (transcendental ops have no integer version)."
     if not isinstance(a, Tensor): raise TypeError(f"{name}: expected a Tensor, got {type(a).__name__}")
-    if a.dtype not in ('float32', 'float64'): raise TypeError(f"{name}: expected a float32 or float64 tensor, got {a.dtype}")
+    if a.dtype not in ('float32', 'float64'):
+        raise TypeError(f"{name}: expected a float32 or float64 tensor, got {a.dtype}")
     return a
 def _any(mask: NDArray) -> bool: return mask.size > 0 and mask.astype('int64').sum().item() > 0
 
@@ -102,7 +104,9 @@ class RSubScalar(TensorOp):
     def compute(self, a: NDArray): return self.scalar - a
     def gradient(self, out_grad, node): return -out_grad
 
-def rsub_scalar(a, scalar) -> Tensor: "`scalar - a`. `rsub_scalar(Tensor([1.]), 2)` is `[1.]`."; return RSubScalar(scalar)(a)
+def rsub_scalar(a, scalar) -> Tensor:
+    "`scalar - a`. `rsub_scalar(Tensor([1.]), 2)` is `[1.]`."
+    return RSubScalar(scalar)(a)
 
 register_op('subtract', subtract, lambda T, a, b: a - b, _BIN, op=EWiseSub)
 register_op('sub_scalar', lambda a, s=0.5: sub_scalar(a, s), lambda T, a, s=0.5: a - s, _UN)
@@ -116,7 +120,9 @@ class EWiseMul(TensorOp):
         a, b = node.inputs
         return unbroadcast(out_grad * b, a.shape), unbroadcast(out_grad * a, b.shape)
 
-def multiply(a, b) -> Tensor: "`a * b` elementwise, with broadcasting."; return EWiseMul()(*_pair(a, b, 'multiply'))
+def multiply(a, b) -> Tensor:
+    "`a * b` elementwise, with broadcasting."
+    return EWiseMul()(*_pair(a, b, 'multiply'))
 
 class MulScalar(TensorOp):
     "`a * scalar`."
@@ -153,7 +159,9 @@ class RDivScalar(TensorOp):
     def compute(self, a: NDArray): return self.scalar / a
     def gradient(self, out_grad, node): return -out_grad * node / node.inputs[0]
 
-def rdivide_scalar(a, scalar) -> Tensor: "`scalar / a`. `rdivide_scalar(Tensor([4.]), 2)` is `[0.5]`."; return RDivScalar(scalar)(a)
+def rdivide_scalar(a, scalar) -> Tensor:
+    "`scalar / a`. `rdivide_scalar(Tensor([4.]), 2)` is `[0.5]`."
+    return RDivScalar(scalar)(a)
 
 register_op('divide', divide, lambda T, a, b: a / b, _BIN, op=EWiseDiv, domain=('any', 'nonzero'))
 register_op('divide_scalar', lambda a, s=0.75: divide_scalar(a, s), lambda T, a, s=0.75: a / s, _UN, op=DivScalar)
@@ -197,7 +205,9 @@ class PowerScalar(TensorOp):
         if self.scalar == 0: return out_grad * 0.0
         return out_grad * power_scalar(a, self.scalar - 1) * self.scalar
 
-def power_scalar(a, scalar) -> Tensor: "`a ** scalar`. `power_scalar(Tensor([3.]), 2)` is `[9.]`."; return PowerScalar(scalar)(a)
+def power_scalar(a, scalar) -> Tensor:
+    "`a ** scalar`. `power_scalar(Tensor([3.]), 2)` is `[9.]`."
+    return PowerScalar(scalar)(a)
 
 class EWisePow(TensorOp):
     "Elementwise `a ** b` for two tensors, with broadcasting; differentiable in both."
@@ -212,8 +222,10 @@ class EWisePow(TensorOp):
 
 def power(a, b) -> Tensor:
     "`a ** b` elementwise. A number as `b` gives `power_scalar`, a number as `a` gives `rpower_scalar`."
-    if isinstance(a, Tensor) and not isinstance(b, Tensor) and isinstance(b, numbers.Number): return power_scalar(a, b)
-    if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number): return rpower_scalar(b, a)
+    if isinstance(a, Tensor) and not isinstance(b, Tensor) and isinstance(b, numbers.Number):
+        return power_scalar(a, b)
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
+        return rpower_scalar(b, a)
     return EWisePow()(*_pair(a, b, 'power'))
 
 class RPowerScalar(TensorOp):
@@ -223,7 +235,9 @@ class RPowerScalar(TensorOp):
     def gradient(self, out_grad, node):
         return out_grad * node * (math.log(self.scalar) if self.scalar > 0 else float('nan'))
 
-def rpower_scalar(a, scalar) -> Tensor: "`scalar ** a`. `rpower_scalar(Tensor([3.]), 2)` is `[8.]`."; return RPowerScalar(scalar)(a)
+def rpower_scalar(a, scalar) -> Tensor:
+    "`scalar ** a`. `rpower_scalar(Tensor([3.]), 2)` is `[8.]`."
+    return RPowerScalar(scalar)(a)
 
 register_op('power_scalar', lambda a, n: power_scalar(a, n), lambda T, a, n: a ** n,
             [case((3, 4), n=2), case((5,), n=3), case((), n=-1), case((2, 3), n=0.5)], op=PowerScalar, domain='positive')
@@ -284,7 +298,9 @@ class Sigmoid(TensorOp):
     def compute(self, a: NDArray): return _sigmoid_nd(a)
     def gradient(self, out_grad, node): return out_grad * node * (1.0 - node)
 
-def sigmoid(a) -> Tensor: "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."; return Sigmoid()(_float(a, 'sigmoid'))
+def sigmoid(a) -> Tensor:
+    "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."
+    return Sigmoid()(_float(a, 'sigmoid'))
 
 register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))], op=Sigmoid)
 
@@ -333,7 +349,9 @@ class Erf(TensorOp):
         a = node.inputs[0]
         return out_grad * exp(-(a * a)) * (2 / math.sqrt(math.pi))
 
-def erf(a) -> Tensor: "The error function. `erf(Tensor([0.]))` is `[0.]`; `erf(Tensor([10.]))` is `[1.]`."; return Erf()(_float(a, 'erf'))
+def erf(a) -> Tensor:
+    "The error function. `erf(Tensor([0.]))` is `[0.]`; `erf(Tensor([10.]))` is `[1.]`."
+    return Erf()(_float(a, 'erf'))
 
 register_op('erf', erf, lambda T, a: T.erf(a), _UN + [case((7,))], op=Erf,
             make_inputs=lambda rng, shapes: [rng.uniform(-5, 5, shapes[0])])
@@ -366,7 +384,8 @@ class GELU(TensorOp):
 
 def gelu(a, approximate='tanh') -> Tensor:
     "GELU; `approximate='tanh'` (the default here) or `'none'` (exact). `gelu(Tensor([0.]))` is `[0.]`."
-    if approximate not in ('tanh', 'none'): raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    if approximate not in ('tanh', 'none'):
+        raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     return GELU(approximate)(_float(a, 'gelu'))
 
 register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLU)
@@ -393,8 +412,12 @@ class Minimum(TensorOp):
     def compute(self, a: NDArray, b: NDArray): return a.minimum(b)
     def gradient(self, out_grad, node): return _minmax_grad('min', out_grad, node)
 
-def maximum(a, b) -> Tensor: "Elementwise `max(a, b)`, broadcasting; `b` may be a number."; return Maximum()(*_pair(a, b, 'maximum'))
-def minimum(a, b) -> Tensor: "Elementwise `min(a, b)`, broadcasting; `b` may be a number."; return Minimum()(*_pair(a, b, 'minimum'))
+def maximum(a, b) -> Tensor:
+    "Elementwise `max(a, b)`, broadcasting; `b` may be a number."
+    return Maximum()(*_pair(a, b, 'maximum'))
+def minimum(a, b) -> Tensor:
+    "Elementwise `min(a, b)`, broadcasting; `b` may be a number."
+    return Minimum()(*_pair(a, b, 'minimum'))
 
 def _ties(rng, shapes): return [np.round(rng.standard_normal(s) * 1.5) for s in shapes]
 _nofd = 'finite differences are meaningless at ties, where max has a kink'
@@ -438,7 +461,8 @@ _CMP = {'equal': '__eq__', 'not_equal': '__ne__', 'less': '__lt__', 'less_equal'
 class Compare(TensorOp):
     "Elementwise comparison `kind` (one of equal, not_equal, less, less_equal, greater, greater_equal): a bool result."
     def __init__(self, kind):
-        if kind not in _CMP: raise ValueError(f"Compare: unknown comparison {kind!r}; expected one of {', '.join(_CMP)}")
+        if kind not in _CMP:
+            raise ValueError(f"Compare: unknown comparison {kind!r}; expected one of {', '.join(_CMP)}")
         self.kind = kind
     def compute(self, a: NDArray, b: NDArray): return getattr(a, _CMP[self.kind])(b)
     def gradient(self, out_grad, node): return None, None
@@ -471,16 +495,19 @@ class Where(TensorOp):
 def where(cond, a, b) -> Tensor:
     "Elementwise `a if cond else b`; `a` or `b` may be a number. `where(x > 0, x, 0.0)` is relu."
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
-    if like is None: raise TypeError(f"where: a or b must be a Tensor, got {type(a).__name__} and {type(b).__name__}")
+    if like is None:
+        raise TypeError(f"where: a or b must be a Tensor, got {type(a).__name__} and {type(b).__name__}")
     a, b = _tensor(a, like), _tensor(b, like)
     cond = cond if isinstance(cond, Tensor) else Tensor(cond, device=like.device, dtype='bool', requires_grad=False)
-    if cond.dtype != 'bool': raise TypeError(f"where: the condition must be a bool tensor, got dtype {cond.dtype}")
+    if cond.dtype != 'bool':
+        raise TypeError(f"where: the condition must be a bool tensor, got dtype {cond.dtype}")
     if not cond.device == a.device == b.device:
         raise RuntimeError(f"where: tensors are on different devices ({cond.device}, {a.device}, {b.device})")
     broadcast_shapes(cond.shape, a.shape, b.shape, op='where')
     return Where()(cond, a, b)
 
-def _where_inputs(rng, shapes): return [rng.random(shapes[0]) > 0.5, rng.standard_normal(shapes[1]), rng.standard_normal(shapes[2])]
+def _where_inputs(rng, shapes):
+    return [rng.random(shapes[0]) > 0.5, rng.standard_normal(shapes[1]), rng.standard_normal(shapes[2])]
 register_op('where', where, lambda T, c, a, b: T.where(c, a, b),
             [case((3, 4), (3, 4), (3, 4)), case((3, 1), (4,), (3, 4)), case((), (2, 3), ()), case((2, 3), (), (1, 3))],
             op=Where, make_inputs=_where_inputs, grad=(1, 2))

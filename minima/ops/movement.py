@@ -27,13 +27,16 @@ class Transpose(TensorOp):
         if ndim < 2: raise ValueError(f"transpose: needs at least 2 dimensions, got {ndim}")
         i, j = (ndim - 2, ndim - 1) if self.axes is None else self.axes
         for k in (i, j):
-            if not -ndim <= k < ndim: raise ValueError(f"transpose: axis {k} is out of range for {ndim} dimensions")
+            if not -ndim <= k < ndim:
+                raise ValueError(f"transpose: axis {k} is out of range for {ndim} dimensions")
         p = list(range(ndim)); p[i], p[j] = p[j], p[i]
         return tuple(p)
     def compute(self, a: NDArray): return a.permute(self._perm(a.ndim))
     def gradient(self, out_grad, node): return transpose(out_grad, self.axes)
 
-def transpose(a, axes=None) -> Tensor: "Swap axes `axes=(i, j)` (the last two by default)."; return Transpose(axes)(a)
+def transpose(a, axes=None) -> Tensor:
+    "Swap axes `axes=(i, j)` (the last two by default)."
+    return Transpose(axes)(a)
 
 register_op('transpose', lambda a, axes=None: transpose(a, axes),
             lambda T, a, axes=None: a.transpose(-2, -1) if axes is None else a.transpose(*axes),
@@ -94,7 +97,8 @@ def _squeeze_axes(shape, axes):
     if axes is None: return tuple(i for i, n in enumerate(shape) if n == 1)
     axes = normalize_axes(axes, len(shape), 'squeeze')
     for i in axes:
-        if shape[i] != 1: raise ValueError(f"squeeze: cannot squeeze axis {i} of shape {shape}: its size is {shape[i]}, not 1")
+        if shape[i] != 1:
+            raise ValueError(f"squeeze: cannot squeeze axis {i} of shape {shape}: its size is {shape[i]}, not 1")
     return axes
 
 def squeeze(a, axes=None) -> Tensor:
@@ -120,9 +124,11 @@ def expand(a, *shape) -> Tensor:
     "PyTorch's `expand`: `broadcast_to`, where `-1` keeps the existing size. `expand(x, 4, -1)`."
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
     lead = len(shape) - a.ndim
-    if lead < 0: raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's shape {a.shape}")
+    if lead < 0:
+        raise ValueError(f"expand: target shape {shape} has fewer dimensions than the tensor's shape {a.shape}")
     shape = tuple(a.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
-    if any(n < 0 for n in shape): raise ValueError(f"expand: -1 is only allowed for existing dimensions, got {shape}")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"expand: -1 is only allowed for existing dimensions, got {shape}")
     return broadcast_to(a, shape)
 
 def _tsq(T, a, axes=None): return a.squeeze() if axes is None else a.squeeze(axes)
@@ -156,7 +162,8 @@ def _norm_index(idx):
     for i in idx:
         if isinstance(i, Tensor):
             if i.ndim == 0 and i.dtype == 'int64': i = int(i.item())
-            else: raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, dtype {i.dtype}); use take")
+            else:
+                raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, dtype {i.dtype}); use take")
         elif isinstance(i, np.integer): i = int(i)
         out.append(i)
     return tuple(out)
@@ -190,7 +197,8 @@ def shrink(a, bounds) -> Tensor:
     if len(bounds) != a.ndim:
         raise ValueError(f"shrink: expected {a.ndim} (start, stop) pairs for shape {a.shape}, got {len(bounds)}")
     for ax, ((lo, hi), n) in enumerate(zip(bounds, a.shape)):
-        if not 0 <= lo <= hi <= n: raise ValueError(f"shrink: bounds ({lo}, {hi}) are invalid for axis {ax} of size {n}")
+        if not 0 <= lo <= hi <= n:
+            raise ValueError(f"shrink: bounds ({lo}, {hi}) are invalid for axis {ax} of size {n}")
     return getitem(a, tuple(slice(lo, hi) for lo, hi in bounds))
 
 def _torch_getitem(T, a, idx):
@@ -246,7 +254,8 @@ Tensor.__setitem__ = _setitem
 # %% ../../nbs/05_ops_movement.ipynb
 class Pad(TensorOp):
     "Constant padding: `pad_width[i] = (before, after)` for every axis."
-    def __init__(self, pad_width, value=0.0): self.pad_width, self.value = tuple(tuple(p) for p in pad_width), value
+    def __init__(self, pad_width, value=0.0):
+        self.pad_width, self.value = tuple(tuple(p) for p in pad_width), value
     def _interior(self, shape): return tuple(slice(lo, lo + n) for (lo, _), n in zip(self.pad_width, shape))
     def compute(self, a: NDArray):
         shape = tuple(n + lo + hi for n, (lo, hi) in zip(a.shape, self.pad_width))
@@ -279,7 +288,8 @@ def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
     for ax, p in enumerate(pw):
         if len(tuple(p)) != 2 or not all(isinstance(v, numbers.Integral) for v in p):
             raise ValueError(f"pad: pad_width[{ax}] must be a pair of ints, got {p!r}")
-        if p[0] < 0 or p[1] < 0: raise ValueError(f"pad: widths must be non-negative, got {tuple(p)} for axis {ax}")
+        if p[0] < 0 or p[1] < 0:
+            raise ValueError(f"pad: widths must be non-negative, got {tuple(p)} for axis {ax}")
     if mode == 'constant': return Pad(pw, value)(a)
     if mode not in ('reflect', 'replicate'):
         raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect' or 'replicate'")
@@ -311,7 +321,8 @@ def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)
 
 def _check_same_shapes(name, shapes):
     for s in shapes[1:]:
-        if s != shapes[0]: raise ValueError(f"{name}: all tensors must have the same shape, got {shapes[0]} and {s}")
+        if s != shapes[0]:
+            raise ValueError(f"{name}: all tensors must have the same shape, got {shapes[0]} and {s}")
 
 class Stack(TensorOp):
     "Stack equal-shaped tensors along a new axis `axis`."
@@ -325,13 +336,16 @@ class Stack(TensorOp):
     def gradient(self, out_grad, node): return tuple(split(out_grad, self.axis))
 
 def _seq(args, name):
-    if isinstance(args, (Tensor,)): raise TypeError(f"{name}: expected a sequence of Tensors, got a single Tensor")
+    if isinstance(args, (Tensor,)):
+        raise TypeError(f"{name}: expected a sequence of Tensors, got a single Tensor")
     args = list(args)
     if not args: raise ValueError(f"{name}: needs at least one tensor")
     for t in args:
         if not isinstance(t, Tensor): raise TypeError(f"{name}: expected Tensors, got {type(t).__name__}")
-        if t.device != args[0].device: raise RuntimeError(f"{name}: tensors are on different devices ({args[0].device} and {t.device})")
-        if t.dtype != args[0].dtype: raise TypeError(f"{name}: tensors have different dtypes ({args[0].dtype} and {t.dtype})")
+        if t.device != args[0].device:
+            raise RuntimeError(f"{name}: tensors are on different devices ({args[0].device} and {t.device})")
+        if t.dtype != args[0].dtype:
+            raise TypeError(f"{name}: tensors have different dtypes ({args[0].dtype} and {t.dtype})")
     return args
 
 def stack(args, axis=0) -> Tensor:
@@ -467,7 +481,9 @@ class Contiguous(TensorOp):
     def compute(self, a: NDArray): return a.compact()
     def gradient(self, out_grad, node): return out_grad
 
-def contiguous(a) -> Tensor: "`a` in compact row-major storage (a copy only if it is a strided view)."; return Contiguous()(a)
+def contiguous(a) -> Tensor:
+    "`a` in compact row-major storage (a copy only if it is a strided view)."
+    return Contiguous()(a)
 
 class Cast(TensorOp):
     "Convert to `dtype`; between float dtypes the gradient is cast back to the input's dtype."
@@ -481,7 +497,8 @@ class Cast(TensorOp):
 def cast(a, dtype) -> Tensor:
     "`a` converted to `dtype` ('float32', 'float64', 'int64', 'bool'). `cast(x, 'float64')`."
     try: dt = as_dtype(dtype)
-    except TypeError: raise TypeError(f"cast: unsupported dtype {dtype!r}; minima supports {', '.join(DTYPES)}") from None
+    except TypeError:
+        raise TypeError(f"cast: unsupported dtype {dtype!r}; minima supports {', '.join(DTYPES)}") from None
     out = Cast(dt)(a)
     return out if is_float_dtype(dt) else out.detach()
 
@@ -522,13 +539,15 @@ register_op('to_device', lambda a: to_device(to_device(a, 'cpu'), a.device), lam
             [case((3, 4)), case(())], op=ToDevice)
 
 # %% ../../nbs/05_ops_movement.ipynb
-def _shape_args(shape): return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
+def _shape_args(shape):
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else tuple(shape)
 
 def flatten(a, start_dim=0, end_dim=-1) -> Tensor:
     "Merge axes `start_dim..end_dim` into one (PyTorch's `flatten`). `flatten(x, 1)` keeps the batch axis."
     if a.ndim == 0: return reshape(a, (1,))
     s, e = normalize_axes(start_dim, a.ndim, 'flatten')[0], normalize_axes(end_dim, a.ndim, 'flatten')[0]
-    if s > e: raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {a.shape}")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {a.shape}")
     return reshape(a, a.shape[:s] + (int(np.prod(a.shape[s:e + 1])),) + a.shape[e + 1:])
 
 Tensor.permute = lambda self, *axes: permute(self, _shape_args(axes))

@@ -59,7 +59,8 @@ class LogSumExp(TensorOp):
         m = a.max(self.axes, keepdims=True)
         m = NDArray.where(m == float('-inf'), NDArray.make((), device=a.device, dtype=a.dtype).fill(0), m)
         out = (a - m).exp().sum(self.axes, keepdims=True).log() + m
-        if not self.keepdims: out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in normalize_axes(self.axes, a.ndim)))
+        if not self.keepdims:
+            out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in normalize_axes(self.axes, a.ndim)))
         return out
     def gradient(self, out_grad, node):
         x = node.inputs[0]
