@@ -9,13 +9,9 @@ import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
 from .backend_ndarray.device import cpu
 
-__all__ = ['Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'TensorTuple', 'no_grad', 'enable_grad',
-           'is_grad_enabled', 'grad', 'find_topo_sort', 'compute_gradient_of_variables']
-
 # %% auto 0
 __all__ = ['ops', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor',
-           'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple',
-           'GraphDrawing', 'draw_graph']
+           'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple']
 
 # %% ../nbs/01_autograd.ipynb
 _GRAD = [True]
@@ -303,8 +299,6 @@ class MakeTensorTuple(TensorTupleOp):
     def compute(self, *args): return tuple(args)
     def gradient(self, out_grad, node): return tuple(out_grad[i] for i in range(len(node.inputs)))
 
-__all__ += ['TupleGetItem', 'MakeTensorTuple']
-
 # %% ../nbs/01_autograd.ipynb
 class _LazyOps:
     "`minima.ops`, imported on first use (ops import this module, so it cannot be imported at the top)."
@@ -358,150 +352,3 @@ Tensor.exp = lambda self: ops.exp(self)
 Tensor.log = lambda self: ops.log(self)
 Tensor.relu = lambda self: ops.relu(self)
 Tensor.T = property(lambda self: ops.transpose(self))
-
-# %% ../nbs/01_autograd.ipynb
-#| code-fold: true
-import html
-
-__all__ += ['draw_graph', 'GraphDrawing']
-
-class GraphDrawing:
-    "An SVG picture of a computation graph; notebooks display it, `save` writes it to a file."
-    def __init__(self, svg: str, n_nodes: int, n_edges: int): self.svg, self.n_nodes, self.n_edges = svg, n_nodes, n_edges
-    def _repr_svg_(self): return self.svg
-    def _repr_html_(self): return f'<div style="overflow-x:auto">{self.svg}</div>'
-    def save(self, path):
-        "Write the SVG to `path`."
-        with open(path, 'w') as f: f.write(self.svg)
-    def __repr__(self): return f'GraphDrawing({self.n_nodes} nodes, {self.n_edges} edges)'
-
-def _summary(a) -> str:
-    "A one-line view of an array: its values when small, its range otherwise."
-    a = np.asarray(a)
-    if a.size <= 6:
-        s = np.array2string(a, separator=', ', formatter={'float_kind': lambda v: f'{v:.3g}'})
-        return ' '.join(s.split())
-    return f'min {a.min():.3g}  max {a.max():.3g}'
-
-def _node_lines(v, name):
-    op = 'leaf' if v.op is None else type(v.op).__name__
-    title = f'{name} = {op}' if name else op
-    lines = []
-    args = ', '.join(f'{k}={x!r}' for k, x in vars(v.op).items()) if v.op is not None else ''
-    if args: lines.append(args if len(args) <= 30 else args[:29] + '…')
-    data = v.cached_data
-    if isinstance(data, tuple): return title, lines + [f'tuple of {len(data)}', 'grad —']
-    lines += [f'{tuple(data.shape)} {data.dtype}', f'data {_summary(data.numpy())}']
-    g = getattr(v, 'grad', None)
-    if not v.requires_grad: lines.append('grad: not required')
-    elif g is None: lines.append('grad —' if v.op is None else 'grad — (not retained)')
-    else: lines.append(f'grad {_summary(g.numpy())}')
-    return title, lines
-
-_CW, _LH, _PAD, _GAPX, _GAPY = 7.25, 16, 8, 44, 16   # char width and line height of 12px monospace, spacing
-
-def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_width: int = 780,
-               max_nodes: int = 150) -> GraphDrawing:
-    """Draw the graph that produced `root` as SVG: each node shows its op, shape, dtype, value and gradient.
-    `labels` maps names to tensors of the graph, e.g. `draw_graph(loss, labels=dict(w=w, loss=loss))`.
-    `direction` is 'LR' (inputs on the left), 'TB' (inputs on top) or 'auto': LR unless wider than `max_width` pixels."""
-    if direction not in ('auto', 'LR', 'TB'): raise ValueError(f"draw_graph: direction must be 'auto', 'LR' or 'TB', got {direction!r}")
-    if not isinstance(root, Value): raise TypeError(f"draw_graph: expected a Tensor, got {type(root).__name__}")
-    nodes = find_topo_sort([root])
-    if len(nodes) > max_nodes:
-        raise ValueError(f"draw_graph: the graph has {len(nodes)} nodes, more than max_nodes={max_nodes}; "
-                         "draw a smaller piece of it or raise max_nodes")
-    names = {id(t): k for k, t in (labels or {}).items()}
-    idx = {id(v): i for i, v in enumerate(nodes)}
-    users = {i: [] for i in range(len(nodes))}
-    for i, v in enumerate(nodes):
-        for x in v.inputs: users[idx[id(x)]].append(i)
-    # layers: longest path from the leaves; then each leaf moves right, next to its first consumer
-    layer = [0] * len(nodes)
-    for i, v in enumerate(nodes):
-        if v.inputs: layer[i] = 1 + max(layer[idx[id(x)]] for x in v.inputs)
-    for i, v in enumerate(nodes):
-        if not v.inputs and users[i]: layer[i] = min(layer[u] for u in users[i]) - 1
-    cols = {}
-    for i in range(len(nodes)): cols.setdefault(layer[i], []).append(i)
-    # order within a column: barycenter sweeps against the neighbouring column, ending with a right-to-left sweep
-    # that counts which input port of the consumer an edge enters, so edges into one node do not cross
-    pos = {i: k for c in cols.values() for k, i in enumerate(c)}
-    ports = {i: [(u, p, len(nodes[u].inputs)) for u in users[i] for p, x in enumerate(nodes[u].inputs) if x is nodes[i]]
-             for i in range(len(nodes))}
-    keys = sorted(cols)
-    for sweep in range(5):
-        fwd = sweep % 2 == 1
-        for c in (keys if fwd else keys[::-1]):
-            def bary(i):
-                if fwd: nb = [pos[idx[id(x)]] for x in nodes[i].inputs]
-                else: nb = [pos[u] + (p + 1) / (k + 1) for u, p, k in ports[i]]
-                return sum(nb) / len(nb) if nb else pos[i]
-            cols[c].sort(key=bary)
-            for k, i in enumerate(cols[c]): pos[i] = k
-    # sizes and positions
-    text = [_node_lines(v, names.get(id(v))) for v in nodes]
-    w = [max(len(t), *(len(l) for l in ls)) * _CW + 2 * _PAD for t, ls in text]
-    h = [(1 + len(ls)) * _LH + 2 * _PAD + 4 for t, ls in text]
-    # columns left to right; a graph too wide for a page is laid out top to bottom instead (rows of the same layers)
-    def place(main, cross, gap_main, gap_cross):
-        "Offsets along the layer axis (`main` sizes) and across it (`cross` sizes), each layer centred."
-        size = {c: max(main[i] for i in cols[c]) for c in keys}
-        span = {c: sum(cross[i] for i in cols[c]) + gap_cross * (len(cols[c]) - 1) for c in keys}
-        total = max(span.values()) + 2 * _GAPY
-        at, m = {}, _GAPY
-        for c in keys:
-            q = (total - span[c]) / 2
-            for i in cols[c]: at[i] = (m + (size[c] - main[i]) / 2, q); q += cross[i] + gap_cross
-            m += size[c] + gap_main
-        return at, m - gap_main + _GAPY, total
-    at, W, H = place(w, h, _GAPX, _GAPY)
-    vertical = direction == 'TB' or (direction == 'auto' and W > max_width)
-    if vertical:
-        at, H, W = place(h, w, _GAPX * 0.8, _GAPY)
-        xy = {i: (q, m) for i, (m, q) in at.items()}
-    else: xy = at
-    esc = lambda s: html.escape(s, quote=True)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}" '
-           'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
-           '<path d="M0,0 L10,5 L0,10 z" fill="#7a8694"/></marker></defs>',
-           f'<rect width="{W:.0f}" height="{H:.0f}" fill="#ffffff"/>']
-    n_edges = 0
-    for i, v in enumerate(nodes):
-        k = len(v.inputs)
-        for p, x in enumerate(v.inputs):
-            j = idx[id(x)]
-            if vertical:
-                x1, y1 = xy[j][0] + w[j] / 2, xy[j][1] + h[j]
-                x2, y2 = xy[i][0] + w[i] * (p + 1) / (k + 1), xy[i][1] - 1
-                my = (y1 + y2) / 2
-                d = f'M{x1:.1f},{y1:.1f} C{x1:.1f},{my:.1f} {x2:.1f},{my:.1f} {x2:.1f},{y2:.1f}'
-            else:
-                x1, y1 = xy[j][0] + w[j], xy[j][1] + h[j] / 2
-                x2, y2 = xy[i][0] - 1, xy[i][1] + h[i] * (p + 1) / (k + 1)
-                mx = (x1 + x2) / 2
-                d = f'M{x1:.1f},{y1:.1f} C{mx:.1f},{y1:.1f} {mx:.1f},{y2:.1f} {x2:.1f},{y2:.1f}'
-            out.append(f'<path d="{d}" fill="none" '
-                       'stroke="#9aa5b1" stroke-width="1.4" marker-end="url(#arrow)"/>')
-            n_edges += 1
-    for i, v in enumerate(nodes):
-        x, y = xy[i]
-        title, lines = text[i]
-        if v.op is not None: fill, stroke, head, dash = '#fffdf5', '#c98a00', '#fbefd0', ''
-        elif v.requires_grad: fill, stroke, head, dash = '#f5f9fd', '#2f5d8a', '#dde9f5', ''
-        else: fill, stroke, head, dash = '#fafafa', '#9aa0a6', '#eeeeee', ' stroke-dasharray="4 3"'
-        sw = 2.4 if v is root else 1.2
-        out.append(f'<g><rect x="{x:.1f}" y="{y:.1f}" width="{w[i]:.1f}" height="{h[i]:.1f}" rx="6" fill="{fill}" '
-                   f'stroke="{stroke}" stroke-width="{sw}"{dash}/>')
-        out.append(f'<path d="M{x:.1f},{y + _LH + _PAD + 2:.1f} h{w[i]:.1f}" stroke="{stroke}" stroke-width="0.8"{dash}/>')
-        out.append(f'<rect x="{x + sw / 2:.1f}" y="{y + sw / 2:.1f}" width="{w[i] - sw:.1f}" height="{_LH + _PAD + 2 - sw / 2:.1f}" '
-                   f'rx="5" fill="{head}"/>')
-        out.append(f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" fill="#1f2328">{esc(title)}</text>')
-        for r, line in enumerate(lines):
-            color = '#b3261e' if line.startswith('grad ') and not line.startswith('grad —') else '#3b434b'
-            if line.startswith(('grad:', 'grad —')): color = '#8a939c'
-            out.append(f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 16 + (r + 1) * _LH:.1f}" fill="{color}">{esc(line)}</text>')
-        out.append('</g>')
-    out.append('</svg>')
-    return GraphDrawing('\n'.join(out), len(nodes), n_edges)

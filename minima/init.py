@@ -10,10 +10,6 @@ from .autograd import Tensor
 from .backend_ndarray.ndarray import NDArray, as_dtype
 from .backend_ndarray.device import get_device
 
-__all__ = ['manual_seed', 'generator', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'one_hot', 'zeros_like',
-           'ones_like', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',
-           'kaiming_normal']
-
 # %% auto 0
 __all__ = ['manual_seed', 'generator', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like',
            'one_hot', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',

@@ -7,9 +7,6 @@ from __future__ import annotations
 import math
 from .autograd import Tensor
 
-__all__ = ['Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'clip_grad_norm_',
-           'clip_grad_norm']
-
 # %% auto 0
 __all__ = ['clip_grad_norm', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'clip_grad_norm_']
 

@@ -9,9 +9,6 @@ from typing import Callable
 import numpy as np
 from .autograd import Tensor, TensorTuple, grad as _grad
 
-__all__ = ['Case', 'case', 'OpSpec', 'REGISTRY', 'register_op', 'get_spec', 'registered_ops', 'check_op', 'OpReport',
-           'gradcheck', 'GradcheckError', 'sample_input', 'DOMAINS']
-
 # %% auto 0
 __all__ = ['REGISTRY', 'DOMAINS', 'Case', 'case', 'OpSpec', 'register_op', 'registered_ops', 'get_spec', 'sample_input',
            'OpReport', 'check_op', 'GradcheckError', 'gradcheck']

@@ -24,3 +24,6 @@ def one_blas_thread():
     try: from threadpoolctl import threadpool_limits
     except ImportError: yield; return
     with threadpool_limits(1): yield
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', "grade(*units): the autograder's units this test grades (minima.teaching)")

@@ -39,7 +39,7 @@
   var LIMIT = 30;   // lines; a clipped block shows about 27 (site.css)
   Array.prototype.forEach.call(document.querySelectorAll('main div.sourceCode, main .cell-output > pre'), function (d) {
     var n = d.textContent.replace(/\n$/, '').split('\n').length;
-    if (n <= LIMIT) return;
+    if (n <= (d.closest('.cell-output') ? 12 : LIMIT)) return;   // an output listing: a preview of ~7 lines
     d.classList.add('clipped');
     var b = document.createElement('button');
     b.type = 'button'; b.className = 'unclip'; b.textContent = 'Show all ' + n + ' lines';

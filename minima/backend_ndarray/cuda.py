@@ -4,20 +4,16 @@
 
 # %% ../../nbs/22_cuda.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, shutil, subprocess, threading
+import ctypes, hashlib, os, re, shutil, subprocess, threading
 from pathlib import Path
 import numpy as np
 import minima.backend_ndarray as _pkg
 from .device import BackendDevice
 
-__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command', 'build_library',
-           'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'show_kernel', 'CudaBuffer', 'CudaDevice',
-           'cuda_device', 'MATMUL_ALGOS']
-
 # %% auto 0
 __all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command',
-           'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'show_kernel',
-           'CudaBuffer', 'CudaDevice', 'cuda_device']
+           'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'KernelSource',
+           'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device']
 
 # %% ../../nbs/22_cuda.ipynb
 KERNEL_DIR = Path(_pkg.__file__).parent
@@ -134,9 +130,18 @@ def kernel_source(section=None, file='cuda_kernels.cu') -> str:
     if not out: raise KeyError(f"kernel_source: no section {section!r} in {file}")
     return '\n'.join(out).strip('\n')
 
-def show_kernel(section=None, file='cuda_kernels.cu'):
-    "Print one section of the kernel source."
-    print(kernel_source(section, file))
+class KernelSource:
+    "Kernel source text; a notebook displays it as a highlighted C++ code block, `print` as plain text."
+    def __init__(self, text: str): self.text = text
+    def __str__(self): return self.text
+    def __repr__(self): return self.text
+    def _repr_markdown_(self):
+        fence = '`' * max([3] + [len(m) + 1 for m in re.findall('`{3,}', self.text)])
+        return f'{fence}cpp\n{self.text}\n{fence}'
+
+def show_kernel(section=None, file='cuda_kernels.cu') -> KernelSource:
+    "One section of the kernel source, shown highlighted: `show_kernel('reduce')`."
+    return KernelSource(kernel_source(section, file))
 
 # %% ../../nbs/22_cuda.ipynb
 _DTYPE_CODE = {'float32': 0, 'float64': 1, 'int64': 2, 'bool': 3}

@@ -8,9 +8,6 @@ from abc import ABC, abstractmethod
 import functools
 import numpy as np
 
-__all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'BackendDevice', 'NumpyDevice', 'cpu', 'cpu_numpy', 'cuda',
-           'default_device', 'all_devices', 'get_device']
-
 # %% auto 0
 __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'BackendDevice', 'NumpyDevice', 'cpu', 'default_device',
            'cuda', 'all_devices', 'get_device']

@@ -8,9 +8,6 @@ import functools, math, numbers
 import numpy as np
 from .device import DTYPES, cpu, default_device, get_device
 
-__all__ = ['NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange', 'broadcast_shapes', 'result_dtype',
-           'normalize_axes', 'prod', 'compact_strides', 'is_float_dtype', 'as_dtype']
-
 # %% auto 0
 __all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtype', 'normalize_axes', 'broadcast_shapes',
            'NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange']

@@ -1,4 +1,3 @@
-"""minima.nn: modules (`minima.nn.modules`) and, when present, the functional ops (`minima.nn.functional`)."""
-import os as _os
+"""minima.nn: modules (`minima.nn.modules`) and the functional API (`minima.nn.functional`)."""
 from .modules import *
-if _os.path.exists(_os.path.join(_os.path.dirname(__file__), 'functional.py')): from . import functional
+from . import functional

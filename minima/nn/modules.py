@@ -11,19 +11,14 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray
-from ..testing import register_op, case
-
-__all__ = ['Parameter', 'Module', 'LinearOp', 'linear', 'BatchNormOp', 'batch_norm', 'Identity', 'Linear', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'Residual', 'Dropout', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'LayerNorm', 'Softmax',
-           'LogSoftmax', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
-           'Embedding', 'save', 'load']
+from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, linear, batch_norm, softmax_cross_entropy,
+                               _bn_axes, _one_hot_labels)
+from . import functional as F
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'Residual', 'LinearOp', 'linear', 'Linear', 'BatchNormOp', 'batch_norm', 'BatchNorm1d',
-           'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxCrossEntropy',
-           'softmax_cross_entropy', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d',
-           'Embedding']
+           'Sequential', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax',
+           'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -192,40 +187,6 @@ class Residual(Module):
     def forward(self, x): return self.fn(x) + x
 
 # %% ../../nbs/10_nn.ipynb
-_ONES = {}
-def _ones_row(a: NDArray) -> NDArray:
-    "A cached `(1, rows)` row of ones: `ones @ g` sums the rows of `g` with one matmul call (no permute, no copy)."
-    key = (a.shape[0], a.device, a.dtype)
-    if key not in _ONES: _ONES[key] = NDArray.make((1, a.shape[0]), device=a.device, dtype=a.dtype).fill(1)
-    return _ONES[key]
-
-class LinearOp(TensorOp):
-    "`x @ weight + bias` for `x` `(..., in)`, `weight` `(in, out)`, `bias` `(1, out)`, as one op."
-    def compute(self, x: NDArray, w: NDArray, b: NDArray):
-        x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
-        y = x2 @ w + b
-        return y.reshape(x.shape[:-1] + (w.shape[1],)) if x.ndim != 2 else y
-    def gradient(self, g, node):
-        x, w, b = node.inputs
-        k, m = w.shape
-        if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
-            g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
-            gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(_ones_row(g2) @ g2)
-        g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
-
-def linear(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`)."
-    out = weight.shape[-1]
-    if bias.shape != (1, out):
-        raise ValueError(f"linear: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
-    return LinearOp()(x, weight, bias)
-
-register_op('linear', linear, lambda T, x, w, b: x @ w + b,
-            [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp);
-
-# %% ../../nbs/10_nn.ipynb
 class Linear(Module):
     "`y = x @ weight + bias`, weight `(in_features, out_features)`, bias `(1, out_features)` (needle's layout)."
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
@@ -241,49 +202,6 @@ class Linear(Module):
                              f"last dimension, got {X.shape[-1]} (input shape {X.shape})")
         if self.bias is None: return X @ self.weight
         return linear(X, self.weight, self.bias)
-
-# %% ../../nbs/10_nn.ipynb
-def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
-
-class BatchNormOp(TensorOp):
-    "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
-    def __init__(self, eps=1e-5): self.eps = eps
-    def compute(self, x: NDArray, w: NDArray, b: NDArray):
-        axes = _bn_axes(x.ndim)
-        n = math.prod(x.shape[i] for i in axes)
-        kshape = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
-        self.mean = x.sum(axes, keepdims=True) / n
-        xc = x - self.mean
-        self.var = (xc * xc).sum(axes, keepdims=True) / n
-        self.r = (self.var + self.eps) ** -0.5
-        self.xhat = xc * self.r
-        return self.xhat * w.reshape(kshape) + b.reshape(kshape)
-    def gradient(self, g, node):
-        x, w, b = node.inputs
-        axes, shape = _bn_axes(x.ndim), x.shape
-        n = math.prod(shape[i] for i in axes)
-        kshape = tuple(shape[1] if i == 1 else 1 for i in range(x.ndim))
-        if not is_grad_enabled():  # plain backward: use the NDArrays saved by compute
-            gd, xhat = g.cached_data, self.xhat
-            gsum, gx = gd.sum(axes, keepdims=True), (gd * xhat).sum(axes, keepdims=True)
-            dx = (gd - gsum / n - xhat * (gx / n)) * (self.r * w.cached_data.reshape(kshape))
-            return tuple(Tensor.make_const(a) for a in (dx, gx.reshape(w.shape), gsum.reshape(b.shape)))
-        mean = (x.sum(axes, keepdims=True) / n).broadcast_to(shape)  # create_graph: the same formula in Tensor ops
-        xc = x - mean
-        r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
-        xhat = xc * r.broadcast_to(shape)
-        gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
-        dx = (g - (gsum / n).broadcast_to(shape) - xhat * (gx / n).broadcast_to(shape)) * (r * w.reshape(kshape)).broadcast_to(shape)
-        return dx, gx.reshape(w.shape), gsum.reshape(b.shape)
-
-def batch_norm(x, weight, bias, eps=1e-5) -> Tensor:
-    "Training-mode batch norm (batch statistics) over every axis but 1. `batch_norm(x, ones(C), zeros(C))`."
-    return BatchNormOp(eps)(x, weight, bias)
-
-register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, w, b, eps),
-            lambda T, x, w, b, eps=1e-5: T.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=eps),
-            [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
-            op=BatchNormOp, rtol=1e-4, atol=1e-4);
 
 # %% ../../nbs/10_nn.ipynb
 def _check_features(layer, x, axis, n):
@@ -372,77 +290,7 @@ class LogSoftmax(Module):
     def extra_repr(self): return f'dim={self.dim}'
     def forward(self, x): return ops.log_softmax(x, self.dim)
 
-_EYES = {}
-def _eye(n, device, dtype):
-    "The identity matrix, cached: one-hot rows are `take`n from it."
-    key = (n, device, dtype)
-    if key not in _EYES: _EYES[key] = NDArray(np.eye(n, dtype=dtype), device=device)
-    return _EYES[key]
-
-def _one_hot_labels(name, y, N, C, device, dtype) -> Tensor:
-    "One-hot rows for integer labels `y` of shape `(N,)`, with errors that name the loss, the label and `C`."
-    idx = y.cached_data if isinstance(y, Tensor) else NDArray(np.asarray(y))
-    if idx.dtype != 'int64': raise TypeError(f"{name}: labels must be integers (int64), got dtype {idx.dtype}")
-    if idx.shape != (N,): raise ValueError(f"{name}: expected {N} labels, got labels of shape {idx.shape}")
-    lo = idx.min().item() if N else 0
-    try:
-        if lo < 0: raise IndexError  # take would wrap a negative index around
-        rows = _eye(C, device, dtype).take(idx.to(device), axis=0)
-    except IndexError:  # take checks the upper end of the range; say it in the loss's terms
-        hi = idx.max().item()
-        raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})") from None
-    return Tensor.make_const(rows)
-
-_CLASS_IDS = {}
-def _class_ids(C, device):
-    "The row `[[0, 1, ..., C-1]]` (int64), cached per size and device."
-    key = (C, device)
-    if key not in _CLASS_IDS: _CLASS_IDS[key] = NDArray(np.arange(C).reshape(1, C), device=device, dtype='int64')
-    return _CLASS_IDS[key]
-
-def _bad_label(name, y: NDArray, C):
-    a = y.numpy()
-    bad = a[(a < 0) | (a >= C)]
-    raise ValueError(f"{name}: label {int(bad[0])} is out of range for {C} classes (expected 0..{C - 1})")
-
-class SoftmaxCrossEntropy(TensorOp):
-    """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
-    `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
-    def __init__(self, name='SoftmaxCrossEntropy'): self.name = name
-    def compute(self, z: NDArray, y: NDArray):
-        N, C = z.shape
-        hit = y.reshape((N, 1)) == _class_ids(C, z.device)          # (N, C): one True per row for a valid label
-        if N and hit.sum().item() != N: _bad_label(self.name, y, C)
-        m = z.max(1, keepdims=True)
-        zc = z - m
-        e = zc.exp()
-        s = e.sum(1, keepdims=True)
-        self.onehot, self.p = hit.astype(z.dtype), e / s
-        return ((s.log() - zc) * self.onehot).sum() / N             # row i: log s_i - (z_iy - m_i)
-    def gradient(self, out_grad, node):
-        z = node.inputs[0]
-        N = z.shape[0]
-        if not is_grad_enabled():   # plain backward: two array ops on the kept softmax and one-hot rows
-            return Tensor.make_const((self.p - self.onehot) * (out_grad.cached_data / N)), None
-        d = ops.softmax(z, 1) - Tensor.make_const(self.onehot)
-        return d * (out_grad / N).broadcast_to(z.shape), None
-
-def softmax_cross_entropy(logits, y) -> Tensor:
-    "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
-    y = y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False)
-    if y.dtype != 'int64': raise TypeError(f"softmax_cross_entropy: labels must be integers (int64), got dtype {y.dtype}")
-    if logits.ndim != 2 or y.shape != logits.shape[:1]:
-        raise ValueError(f"softmax_cross_entropy: expected logits (N, C) and labels (N,), got {logits.shape} and {y.shape}")
-    return SoftmaxCrossEntropy()(logits, y)
-
-def _sce_inputs(rng, shapes):
-    (N, C), _ = shapes
-    return [rng.standard_normal((N, C)), rng.integers(0, C, N).astype('int64')]
-
-register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
-            [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
-            make_inputs=_sce_inputs, grad=(0,));
-
+# %% ../../nbs/10_nn.ipynb
 class SoftmaxLoss(Module):
     "Mean cross-entropy of logits `(N, C)` against integer labels `(N,)` (needle's name; `CrossEntropyLoss` is torch's)."
     def forward(self, logits, y):
@@ -465,10 +313,6 @@ class MSELoss(Module):
         return (d * d).sum() / d.size
 
 # %% ../../nbs/10_nn.ipynb
-def _F():
-    from minima.nn import functional
-    return functional
-
 class Conv2d(Module):
     "2-d convolution over `(N, C_in, H, W)`, weight `(C_out, C_in, k, k)` (PyTorch's layout)."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True, device=None, dtype="float32"):
@@ -487,7 +331,7 @@ class Conv2d(Module):
     def forward(self, x):
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv2d({self.extra_repr()}): expected input (N, {self.in_channels}, H, W), got shape {x.shape}")
-        return _F().conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
+        return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
 
 class MaxPool2d(Module):
     "Max over `kernel_size` windows of `(N, C, H, W)` inputs."
@@ -495,7 +339,7 @@ class MaxPool2d(Module):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
     def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
-    def forward(self, x): return _F().max_pool2d(x, self.kernel_size, self.stride, self.padding)
+    def forward(self, x): return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
 class AvgPool2d(Module):
     "Mean over `kernel_size` windows of `(N, C, H, W)` inputs."
@@ -503,7 +347,7 @@ class AvgPool2d(Module):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
     def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
-    def forward(self, x): return _F().avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+    def forward(self, x): return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
 
 class Embedding(Module):
     "A lookup table: integer indices of any shape -> rows of `weight` `(num_embeddings, embedding_dim)`."
@@ -512,4 +356,4 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(init.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
     def extra_repr(self): return f'{self.num_embeddings}, {self.embedding_dim}'
-    def forward(self, idx): return _F().embedding(idx, self.weight)
+    def forward(self, idx): return F.embedding(idx, self.weight)

@@ -1,7 +1,10 @@
-"""All of minima's operators: `minima.ops.add`, `minima.ops.EWiseAdd`, ... (needle's functional names)."""
+"""All of minima's operators: `minima.ops.add`, `minima.ops.EWiseAdd`, ... (needle's functional names).
+
+Every `TensorOp` lives in a module of this package; `minima.nn.functional` and `minima.nn` build on them, and
+nothing here imports `minima.nn`."""
 from .elementwise import *
 from .movement import *
 from .reduce import *
 from .linalg import *
 from .softmax_family import *
-from ..nn.functional import conv
+from .nn_ops import *

@@ -16,8 +16,9 @@ __all__ = ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal
            'MulScalar', 'mul_scalar', 'EWiseDiv', 'divide', 'DivScalar', 'divide_scalar', 'RDivScalar',
            'rdivide_scalar', 'Negate', 'negate', 'Exp', 'exp', 'Log', 'log', 'PowerScalar', 'power_scalar', 'EWisePow',
            'power', 'RPowerScalar', 'rpower_scalar', 'Sqrt', 'sqrt', 'Square', 'square', 'Sin', 'sin', 'Cos', 'cos',
-           'Tanh', 'tanh', 'Sigmoid', 'sigmoid', 'ReLU', 'relu', 'Abs', 'absolute', 'Erf', 'erf', 'SiLU', 'silu',
-           'GELU', 'gelu', 'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
+           'TanhOp', 'tanh', 'SigmoidOp', 'sigmoid', 'ReLUOp', 'relu', 'Abs', 'absolute', 'Erf', 'erf', 'SiLUOp',
+           'silu', 'GELUOp', 'gelu', 'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where',
+           'where']
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def unbroadcast(g: Tensor, shape) -> Tensor:
@@ -277,42 +278,42 @@ class Cos(TensorOp):
 
 def cos(a) -> Tensor: "Elementwise cosine."; return Cos()(_float(a, 'cos'))
 
-class Tanh(TensorOp):
+class TanhOp(TensorOp):
     "Elementwise hyperbolic tangent."
     def compute(self, a: NDArray): return a.tanh()
     def gradient(self, out_grad, node): return out_grad * (1.0 - node * node)
 
-def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; return Tanh()(_float(a, 'tanh'))
+def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; return TanhOp()(_float(a, 'tanh'))
 
 register_op('sin', sin, lambda T, a: T.sin(a), _UN, op=Sin)
 register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
-register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=Tanh)
+register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=TanhOp)
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def _sigmoid_nd(a: NDArray) -> NDArray:
     e = (-a.abs()).exp()
     return NDArray.where(a >= 0, 1.0 / (e + 1.0), e / (e + 1.0))
 
-class Sigmoid(TensorOp):
+class SigmoidOp(TensorOp):
     "Logistic sigmoid, computed without overflow."
     def compute(self, a: NDArray): return _sigmoid_nd(a)
     def gradient(self, out_grad, node): return out_grad * node * (1.0 - node)
 
 def sigmoid(a) -> Tensor:
     "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."
-    return Sigmoid()(_float(a, 'sigmoid'))
+    return SigmoidOp()(_float(a, 'sigmoid'))
 
-register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))], op=Sigmoid)
+register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))], op=SigmoidOp)
 
 # %% ../../nbs/03_ops_elementwise.ipynb
-class ReLU(TensorOp):
+class ReLUOp(TensorOp):
     "`max(a, 0)` elementwise; the gradient at exactly 0 is 0, as in PyTorch."
     def compute(self, a: NDArray): return a.maximum(0)
     def gradient(self, out_grad, node):
         a = node.inputs[0].cached_data
         return out_grad * _const((a > 0).astype(a.dtype))
 
-def relu(a) -> Tensor: "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`."; return ReLU()(a)
+def relu(a) -> Tensor: "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`."; return ReLUOp()(a)
 
 class Abs(TensorOp):
     "`|a|` elementwise; the gradient at exactly 0 is 0 (sign(0) = 0), as in PyTorch."
@@ -322,7 +323,7 @@ class Abs(TensorOp):
 def absolute(a) -> Tensor: "`|a|`. `absolute(Tensor([-2., 3]))` is `[2, 3]`; also `abs(x)`."; return Abs()(a)
 
 _kink = 'piecewise linear: the second derivative is zero away from the kink'
-register_op('relu', relu, lambda T, a: T.relu(a), _UN, op=ReLU, domain='away_from_kinks', smooth=False, skip={'second': _kink})
+register_op('relu', relu, lambda T, a: T.relu(a), _UN, op=ReLUOp, domain='away_from_kinks', smooth=False, skip={'second': _kink})
 register_op('abs', absolute, lambda T, a: T.abs(a), _UN, op=Abs, domain='away_from_kinks', smooth=False, skip={'second': _kink})
 
 # %% ../../nbs/03_ops_elementwise.ipynb
@@ -357,7 +358,7 @@ register_op('erf', erf, lambda T, a: T.erf(a), _UN + [case((7,))], op=Erf,
             make_inputs=lambda rng, shapes: [rng.uniform(-5, 5, shapes[0])])
 
 # %% ../../nbs/03_ops_elementwise.ipynb
-class SiLU(TensorOp):
+class SiLUOp(TensorOp):
     "`a * sigmoid(a)` (swish)."
     def compute(self, a: NDArray): return a * _sigmoid_nd(a)
     def gradient(self, out_grad, node):
@@ -365,11 +366,11 @@ class SiLU(TensorOp):
         s = sigmoid(a)
         return out_grad * s * (1.0 + a * (1.0 - s))
 
-def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLU()(_float(a, 'silu'))
+def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLUOp()(_float(a, 'silu'))
 
 _K, _C = math.sqrt(2.0 / math.pi), 0.044715
 
-class GELU(TensorOp):
+class GELUOp(TensorOp):
     "GELU: `approximate='tanh'` (PyTorch's `gelu(x, approximate='tanh')`) or `'none'` (exact, through erf)."
     def __init__(self, approximate='tanh'): self.approximate = approximate
     def compute(self, a: NDArray):
@@ -386,11 +387,11 @@ def gelu(a, approximate='tanh') -> Tensor:
     "GELU; `approximate='tanh'` (the default here) or `'none'` (exact). `gelu(Tensor([0.]))` is `[0.]`."
     if approximate not in ('tanh', 'none'):
         raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
-    return GELU(approximate)(_float(a, 'gelu'))
+    return GELUOp(approximate)(_float(a, 'gelu'))
 
-register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLU)
-register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELU)
-register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELU,
+register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLUOp)
+register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
+register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELUOp,
             make_inputs=lambda rng, shapes: [rng.uniform(-6, 6, shapes[0])])
 
 # %% ../../nbs/03_ops_elementwise.ipynb

@@ -8,8 +8,6 @@ from ..autograd import Tensor, TensorOp, NDArray
 from ..testing import register_op, case
 from .elementwise import unbroadcast
 
-__all__ = ['MatMul', 'matmul']
-
 # %% auto 0
 __all__ = ['MatMul', 'matmul']
 

@@ -10,7 +10,7 @@ from ..backend_ndarray.ndarray import normalize_axes
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Softmax', 'softmax', 'LogSoftmax', 'log_softmax']
+__all__ = ['SoftmaxOp', 'softmax', 'LogSoftmaxOp', 'log_softmax']
 
 # %% ../../nbs/07_ops_softmax.ipynb
 def _shifted(a: NDArray, axis):
@@ -27,7 +27,7 @@ def _check_axis(a, axis, name):
 _CASES = [case((3, 5)), case((3, 5), axis=0), case((2, 3, 4), axis=1), case((2, 3, 4), axis=-1), case((6,))]
 
 # %% ../../nbs/07_ops_softmax.ipynb
-class Softmax(TensorOp):
+class SoftmaxOp(TensorOp):
     "Softmax along `axis`, computed with the max subtracted."
     def __init__(self, axis=-1): self.axis = axis
     def compute(self, a: NDArray):
@@ -39,12 +39,12 @@ class Softmax(TensorOp):
 
 def softmax(a, axis=-1) -> Tensor:
     "Probabilities along `axis`: `exp(a) / sum(exp(a))`, stable for any scale. Rows of `softmax(x)` sum to 1."
-    return Softmax(_check_axis(a, axis, 'softmax'))(a)
+    return SoftmaxOp(_check_axis(a, axis, 'softmax'))(a)
 
-register_op('softmax', lambda a, axis=-1: softmax(a, axis), lambda T, a, axis=-1: T.softmax(a, dim=axis), _CASES, op=Softmax)
+register_op('softmax', lambda a, axis=-1: softmax(a, axis), lambda T, a, axis=-1: T.softmax(a, dim=axis), _CASES, op=SoftmaxOp)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-class LogSoftmax(TensorOp):
+class LogSoftmaxOp(TensorOp):
     "Log-softmax along `axis`: `(a - max) - log(sum(exp(a - max)))`."
     def __init__(self, axis=-1): self.axis = axis
     def compute(self, a: NDArray):
@@ -56,9 +56,9 @@ class LogSoftmax(TensorOp):
 
 def log_softmax(a, axis=-1) -> Tensor:
     "`log(softmax(a))` along `axis`, computed without forming the softmax (exact where it underflows)."
-    return LogSoftmax(_check_axis(a, axis, 'log_softmax'))(a)
+    return LogSoftmaxOp(_check_axis(a, axis, 'log_softmax'))(a)
 
-register_op('log_softmax', lambda a, axis=-1: log_softmax(a, axis), lambda T, a, axis=-1: T.log_softmax(a, dim=axis), _CASES, op=LogSoftmax)
+register_op('log_softmax', lambda a, axis=-1: log_softmax(a, axis), lambda T, a, axis=-1: T.log_softmax(a, dim=axis), _CASES, op=LogSoftmaxOp)
 
 # %% ../../nbs/07_ops_softmax.ipynb
 Tensor.softmax = lambda self, axis=-1: softmax(self, axis)
