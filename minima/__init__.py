@@ -8,3 +8,17 @@ from .ops import *
 from . import testing
 from . import init, nn, optim, data, learner
 from .ops.nn_ops import checkpoint
+
+import sys as _sys, types as _types
+
+def _api_dir(mod):
+    "`dir(mod)`, hence tab completion, lists the module's API (`__all__`) and submodules, not its own imports."
+    def __dir__():
+        subs = {k for k, v in vars(mod).items()
+                if isinstance(v, _types.ModuleType) and v.__name__.startswith(mod.__name__ + '.')}
+        return sorted(set(mod.__all__) | subs | {k for k in vars(mod) if k.startswith('__')})
+    return __dir__
+
+for _name, _mod in list(_sys.modules.items()):
+    if _name.startswith('minima.') and hasattr(_mod, '__all__') and '__dir__' not in vars(_mod):
+        _mod.__dir__ = _api_dir(_mod)

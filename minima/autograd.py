@@ -6,12 +6,13 @@
 from __future__ import annotations
 import numbers
 import numpy as np
-from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
-from .backend_ndarray.device import cpu
+from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
+from .backend_ndarray.device import cpu, DTYPES
 
 # %% auto 0
 __all__ = ['ops', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor',
-           'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple']
+           'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple',
+           'as_operand']
 
 # %% ../nbs/01_autograd.ipynb
 _GRAD = [True]
@@ -52,6 +53,8 @@ class Op:
     def __repr__(self):
         args = ', '.join(f'{k}={v!r}' for k, v in vars(self).items())
         return f'{type(self).__name__}({args})'
+    saved_inputs = None   # which inputs `gradient` reads the values of (None: all); in-place changes to them raise
+    saves_output = True   # whether `gradient` reads the output's value
 
 class TensorOp(Op):
     "An op whose result is one Tensor."
@@ -62,9 +65,23 @@ class TensorTupleOp(Op):
     def __call__(self, *args): return TensorTuple.make_from_op(self, args)
 
 # %% ../nbs/01_autograd.ipynb
+def _check_compute_result(op, data):
+    "`compute` must return an NDArray (or, for a TensorTupleOp, a tuple of them)."
+    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)): return
+    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with NDArray methods)"
+            if isinstance(data, np.ndarray) else "")
+    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; compute must return an NDArray{hint}")
+
+def _bad_gradient(op, gx):
+    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, so that it can be "
+            "differentiated again)" if isinstance(gx, (NDArray, np.ndarray)) else "")
+    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; gradient must return a Tensor "
+                    f"per input, or None for an input without a gradient{hint}")
+
+# %% ../nbs/01_autograd.ipynb
 class Value:
     "A node of the computation graph."
-    __slots__ = ('op', 'inputs', 'cached_data', 'requires_grad', '__weakref__')
+    __slots__ = ('op', 'inputs', 'cached_data', 'requires_grad', '_vers', '__weakref__')
 
     def realize_cached_data(self):
         "The node's NDArray (computed on creation; kept for needle compatibility)."
@@ -75,6 +92,7 @@ class Value:
         if requires_grad is None: requires_grad = any(x.requires_grad for x in inputs)
         self.op, self.inputs = op, tuple(inputs)
         self.cached_data, self.requires_grad = cached_data, requires_grad
+        if op is not None: self._vers = _versions(self)
 
     @classmethod
     def make_const(cls, data, requires_grad=False):
@@ -89,17 +107,44 @@ class Value:
             if not isinstance(x, Value):
                 raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
         data = op.compute(*[x.cached_data for x in inputs])
+        if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
         v = cls.__new__(cls)
+        v.cached_data = data
         if _GRAD[0] and any(x.requires_grad for x in inputs):
             v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
+            try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
+            except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
         else:
             v.op, v.inputs, v.requires_grad = None, (), False
-        v.cached_data = data
         if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
         return v
 
+def _ver(d) -> int: return d._ver[0] if d.__class__ is NDArray else 0
+def _versions(v) -> tuple:
+    "The versions of a node's output and inputs, as its op saw them in the forward pass."
+    return (_ver(v.cached_data), *[_ver(x.cached_data) for x in v.inputs])
+
+def _check_versions(node):
+    "Raise if a value that the node's gradient reads was modified in place after the forward pass."
+    op, vers = node.op, node._vers
+    try:
+        if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
+    except AttributeError: pass
+    what = [(-1, node)] if op.saves_output else []
+    what += [(i, node.inputs[i]) for i in (range(len(node.inputs)) if op.saved_inputs is None else op.saved_inputs)]
+    for i, t in what:
+        now = _ver(t.cached_data)
+        if now != vers[i + 1]:
+            role = 'its output' if i < 0 else f'its input {i}'
+            raise RuntimeError(
+                f"backward: {type(op).__name__} needs {role} (a {t.dtype} tensor of shape {t.shape}) as it was in the "
+                f"forward pass, but it was modified in place since: it is at version {now}, expected version "
+                f"{vers[i + 1]}. Modify a copy instead, or modify it after the backward pass")
+
+
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
+    if array is None: raise TypeError("Tensor: cannot make a tensor from None (as torch); pass numbers, a list or an array")
     if isinstance(array, Tensor): array = array.cached_data
     if isinstance(array, NDArray):
         a = array
@@ -134,8 +179,11 @@ class Tensor(Value):
 
     @property
     def data(self) -> 'Tensor':
-        "A detached Tensor sharing this tensor's storage. Assigning to `.data` replaces the storage, outside autograd."
-        return self.detach()
+        """A detached Tensor sharing this tensor's storage; writes through it are not counted as in-place changes
+        (torch's `.data`: the caller takes the risk). Assigning to `.data` replaces the storage, outside autograd."""
+        d = self.cached_data
+        return Tensor.make_const(NDArray.make(d.shape, strides=d.strides, device=d.device, handle=d._handle,
+                                              offset=d.offset, dtype=d.dtype))
     @data.setter
     def data(self, value):
         value = value.cached_data if isinstance(value, Tensor) else value
@@ -145,8 +193,9 @@ class Tensor(Value):
         self.cached_data = value
 
     def detach(self) -> 'Tensor':
-        "A leaf with the same data, cut from the graph."
+        "A leaf with the same data, cut from the graph (in-place writes to it count against this tensor's version)."
         return Tensor.make_const(self.cached_data)
+    _version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
     def requires_grad_(self, flag=True) -> 'Tensor':
         if flag and not is_float_dtype(self.dtype):
             raise TypeError(f"requires_grad_: only floating tensors can require gradients, got {self.dtype}")
@@ -206,10 +255,13 @@ def _backprop(outputs, out_grads, create_graph, keep):
             g = _sum_grads(gs)
             if keep(node): result[id(node)] = (node, g)
             if node.op is None: continue
+            _check_versions(node)
             for x, gx in zip(node.inputs, node.op.gradient_as_tuple(g, node)):
                 if gx is None or not x.requires_grad: continue
+                if not isinstance(gx, Value): _bad_gradient(node.op, gx)
                 if gx.shape != x.shape:
                     raise RuntimeError(f"{type(node.op).__name__}.gradient returned shape {gx.shape} for an input of shape {x.shape}")
+                if gx.dtype != x.dtype and isinstance(x, Tensor): gx = _cast(gx, x.dtype, create_graph)
                 adj.setdefault(id(x), []).append(gx)
     return result
 
@@ -224,12 +276,26 @@ def _check_out_grad(t, out_grad, what='backward'):
     if g.device != t.device: raise RuntimeError(f"{what}: out_grad is on {g.device} but the tensor is on {t.device}")
     return g
 
+def _cast(g, dtype, create_graph):
+    return ops.cast(g, dtype) if create_graph else Tensor.make_const(g.cached_data.astype(dtype))
+
+def _own(g, taken: set, create_graph):
+    "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
+    d = g.cached_data
+    if d.is_compact() and id(d._handle) not in taken:
+        taken.add(id(d._handle))
+        return g if create_graph else g.detach()
+    g = ops.add_scalar(g, 0.0) if create_graph else Tensor.make_const(d.compact() if not d.is_compact() else d + 0)
+    taken.add(id(g.cached_data._handle))
+    return g
+
 def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False):
     "Backpropagate `out_grad` from `output_tensor` and accumulate into the `.grad` of leaves (and retained nodes)."
     res = _backprop([output_tensor], [out_grad], create_graph, lambda n: n.op is None or getattr(n, '_retain', False))
+    taken = {id(out_grad.cached_data._handle)}
     for node, g in res.values():
-        if g.dtype != node.dtype: g = Tensor.make_const(g.cached_data.astype(node.dtype))
-        if node.op is not None or node.grad is None: node.grad = g if create_graph else g.detach()
+        if g.dtype != node.dtype: g = _cast(g, node.dtype, create_graph)
+        if node.grad is None: node.grad = _own(g, taken, create_graph)
         elif create_graph: node.grad = node.grad + g
         else: node.grad = Tensor.make_const(node.grad.cached_data + g.cached_data)
 
@@ -248,15 +314,22 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False):
     single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Tensor): grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    if grad_outputs is None: grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor): grad_outputs = [grad_outputs]
+    else: grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad: got {len(outputs)} outputs and {len(grad_outputs)} grad_outputs; pass one per output "
+                           "(None for an output with one element)")
     for o in outputs:
         if not o.requires_grad: raise RuntimeError(f"grad: an output (shape {o.shape}) does not require grad")
     gs = [_check_out_grad(o, g, 'grad') for o, g in zip(outputs, grad_outputs)]
     want = {id(x) for x in inputs}
     res = _backprop(outputs, gs, create_graph, lambda n: id(n) in want)
-    out = []
+    out, taken = [], {id(g.cached_data._handle) for g in gs}
     for x in inputs:
-        if id(x) in res: out.append(res[id(x)][1])
+        if id(x) in res:
+            g = res[id(x)][1]
+            out.append(_own(g if g.dtype == x.dtype else _cast(g, x.dtype, create_graph), taken, create_graph))
         else: out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
     return out[0] if single else tuple(out)
 
@@ -310,20 +383,29 @@ ops = _LazyOps()
 
 def _is_scalar(x): return isinstance(x, (numbers.Number, np.generic))
 
+def as_operand(x, like: Tensor) -> Tensor:
+    """`x` (a Tensor, number, list, numpy array or NDArray) as a constant Tensor on `like`'s device, with torch's
+    dtype for it: a number becomes a 0-d tensor of the dtype it promotes `like` to, a numpy array keeps its dtype."""
+    if isinstance(x, Tensor): return x
+    if _is_scalar(x):
+        dt = weak_result_dtype(like.dtype, scalar_dtype(x))
+        return Tensor.make_const(NDArray(np.array(x).astype(dt), device=like.device, dtype=dt))
+    if isinstance(x, NDArray): return Tensor(x, device=like.device, requires_grad=False)
+    if isinstance(x, np.ndarray) and x.dtype.name in DTYPES: return Tensor(x, device=like.device, dtype=x.dtype, requires_grad=False)
+    return Tensor(x, device=like.device, requires_grad=False)
+
 def _binop(tensor_fn, scalar_fn):
     def f(self, other):
         if isinstance(other, Tensor): return getattr(ops, tensor_fn)(self, other)
         if _is_scalar(other): return getattr(ops, scalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)):
-            return getattr(ops, tensor_fn)(self, Tensor(other, device=self.device, dtype=self.dtype, requires_grad=False))
+        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(self, as_operand(other, self))
         return NotImplemented
     return f
 
 def _rbinop(tensor_fn, rscalar_fn):
     def f(self, other):
         if _is_scalar(other): return getattr(ops, rscalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)):
-            return getattr(ops, tensor_fn)(Tensor(other, device=self.device, dtype=self.dtype, requires_grad=False), self)
+        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(as_operand(other, self), self)
         return NotImplemented
     return f
 
@@ -337,7 +419,7 @@ Tensor.__pow__ = _binop('power', 'power_scalar')
 Tensor.__rpow__ = _rbinop('power', 'rpower_scalar')
 Tensor.__neg__ = lambda self: ops.negate(self)
 Tensor.__matmul__ = lambda self, other: ops.matmul(self, other)
-Tensor.__rmatmul__ = lambda self, other: ops.matmul(Tensor(other, device=self.device, dtype=self.dtype, requires_grad=False), self)
+Tensor.__rmatmul__ = lambda self, other: ops.matmul(as_operand(other, self), self)
 for _name, _fn in [('__eq__', 'equal'), ('__ne__', 'not_equal'), ('__lt__', 'less'), ('__le__', 'less_equal'),
                    ('__gt__', 'greater'), ('__ge__', 'greater_equal')]:
     setattr(Tensor, _name, (lambda fn: lambda self, other: getattr(ops, fn)(self, other))(_fn))

@@ -81,7 +81,8 @@ def ones_like(array, *, device=None, dtype=None, requires_grad=False) -> Tensor:
 def one_hot(n, i, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "Rows of the `n x n` identity selected by the integer labels `i`. `one_hot(3, [2, 0])` is `[[0,0,1],[1,0,0]]`."
     idx = i.cached_data if isinstance(i, Tensor) else NDArray(np.asarray(i), device=get_device(device))
-    if idx.dtype != 'int64': idx = idx.astype('int64')
+    if idx.dtype != 'int64':   # a float label such as 1.7 is a bug, not a class to round (torch raises too)
+        raise TypeError(f"one_hot: labels must be integers (int64), got dtype {idx.dtype}")
     dev = get_device(device) if device is not None else idx.device
     if idx.size:
         lo, hi = idx.min().item(), idx.max().item()

@@ -6,85 +6,165 @@
 from __future__ import annotations
 import math
 from .autograd import Tensor
+from .backend_ndarray.ndarray import NDArray
 
 # %% auto 0
-__all__ = ['clip_grad_norm', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'clip_grad_norm_']
+__all__ = ['clip_grad_norm', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'LinearLR',
+           'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_']
 
 # %% ../nbs/11_optim.ipynb
+def _check_hyper(name, group):
+    "torch's checks on the hyper-parameters of one parameter group (a negative rate or decay is an error)."
+    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps'):
+        v = group.get(k)
+        if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
+    if 'betas' in group:
+        b = group['betas']
+        if len(b) != 2 or not all(0 <= x < 1 for x in b):
+            raise ValueError(f"{name}: invalid betas {tuple(b)!r}; each beta must be in [0, 1)")
+
 class Optimizer:
-    "Base class: holds the parameter list and the learning rate; `step()` updates, `reset_grad()` clears gradients."
-    def __init__(self, params, lr):
-        self.params = list(params)
+    """Base class: holds parameter groups (each a dict with `params` and its own hyper-parameters, as in torch)
+    and per-parameter state; `step()` updates, `zero_grad()` clears gradients, `state_dict()` saves both."""
+    def __init__(self, params, defaults: dict):
         name = type(self).__name__
-        if not self.params:
+        params = list(params)
+        if not params:
             raise ValueError(f"{name}: got an empty parameter list; pass model.parameters() of a model that has parameters")
-        for p in self.params:
+        groups = params if isinstance(params[0], dict) else [{'params': params}]
+        self.defaults, self.param_groups, self.state, self.step_count = dict(defaults), [], {}, 0
+        for g in groups: self.add_param_group(g)
+
+    def add_param_group(self, group: dict):
+        "Add a group of parameters with its own hyper-parameters (the missing ones come from the defaults)."
+        name = type(self).__name__
+        if not isinstance(group, dict) or 'params' not in group:
+            raise TypeError(f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r}")
+        g = {**self.defaults, **group}
+        ps = [g['params']] if isinstance(g['params'], Tensor) else list(g['params'])
+        seen = {id(p) for q in self.param_groups for p in q['params']}
+        for p in ps:
             if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
             if not p.requires_grad: raise ValueError(f"{name}: a parameter of shape {p.shape} does not require grad")
-        if lr < 0: raise ValueError(f"{name}: invalid learning rate {lr}")
-        self.lr, self.state, self.step_count = lr, {}, 0
+            if id(p) in seen: raise ValueError(f"{name}: a parameter (shape {p.shape}) appears in more than one group")
+        g['params'] = ps
+        _check_hyper(name, g)
+        self.param_groups.append(g)
 
+    @property
+    def params(self) -> list: return [p for g in self.param_groups for p in g['params']]
+    @property
+    def lr(self) -> float:
+        "The first group's learning rate; setting it sets every group's."
+        return self.param_groups[0]['lr']
+    @lr.setter
+    def lr(self, value):
+        for g in self.param_groups: g['lr'] = value
+
+    def zero_grad(self, set_to_none: bool = True):
+        "Forget every gradient (torch's default), or with `set_to_none=False` fill them with zeros in place."
+        for p in self.params:
+            if set_to_none or p.grad is None: p.grad = None
+            else: p.grad.cached_data.fill(0)
     def reset_grad(self):
-        "Forget every parameter's gradient (needle's name)."
-        for p in self.params: p.grad = None
-    zero_grad = reset_grad
+        "Forget every parameter's gradient (needle's name for `zero_grad()`)."
+        self.zero_grad()
 
     def step(self): raise NotImplementedError
 
-    def _grads(self):
-        "(parameter, gradient NDArray) for each parameter that has a gradient."
-        for p in self.params:
-            if p.grad is not None: yield p, p.grad.cached_data
+    def _grads(self, group):
+        "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
+        for p in group['params']:
+            if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
+
+    def state_dict(self) -> dict:
+        "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
+        index = {id(p): i for i, p in enumerate(self.params)}
+        state = {index[k]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
+                 for k, s in self.state.items() if k in index and s}
+        groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
+                  for g in self.param_groups]
+        return {'state': state, 'param_groups': groups}
+
+    def load_state_dict(self, state_dict: dict):
+        "Restore what `state_dict()` saved into an optimizer over parameters of the same shapes, in the same order."
+        name, ps = type(self).__name__, self.params
+        groups = state_dict['param_groups']
+        if [len(g['params']) for g in groups] != [len(g['params']) for g in self.param_groups]:
+            raise ValueError(f"{name}.load_state_dict: the saved groups hold {[len(g['params']) for g in groups]} "
+                             f"parameters, this optimizer's {[len(g['params']) for g in self.param_groups]}")
+        for g, saved in zip(self.param_groups, groups):
+            g.update({k: v for k, v in saved.items() if k != 'params'})
+        self.state = {}
+        for i, s in state_dict['state'].items():
+            p = ps[int(i)]
+            st = {}
+            for k, v in s.items():
+                if hasattr(v, 'shape') and getattr(v, 'ndim', 0) > 0:
+                    if tuple(v.shape) != p.shape:
+                        raise ValueError(f"{name}.load_state_dict: state '{k}' of parameter {i} has shape "
+                                         f"{tuple(v.shape)}, the parameter {p.shape}")
+                    v = NDArray(v, device=p.device, dtype=p.dtype)
+                st[k] = v
+            self.state[id(p)] = st
 
 # %% ../nbs/11_optim.ipynb
 class SGD(Optimizer):
     "Stochastic gradient descent with optional momentum, dampening, Nesterov momentum and weight decay (torch's rules)."
     def __init__(self, params, lr=0.01, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        super().__init__(params, lr)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum requires a positive momentum and zero dampening")
-        self.momentum, self.dampening, self.weight_decay, self.nesterov = momentum, dampening, weight_decay, nesterov
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov))
+        for g in self.param_groups:
+            if g['nesterov'] and (g['momentum'] <= 0 or g['dampening'] != 0):
+                raise ValueError("SGD: Nesterov momentum requires a positive momentum and zero dampening")
 
     def step(self):
         self.step_count += 1
-        mu, wd = self.momentum, self.weight_decay
-        for p, g in self._grads():
-            w = p.cached_data
-            if wd: g = g + w * wd
-            if mu:
-                buf = self.state.get(id(p))
-                if buf is None: buf = self.state[id(p)] = g + 0.0   # a copy: the buffer is updated in place below
-                else:
-                    buf *= mu
-                    buf += g * (1 - self.dampening) if self.dampening else g
-                g = g + buf * mu if self.nesterov else buf
-            p.cached_data = w - g * self.lr
+        for group in self.param_groups:
+            lr, mu, tau, wd = group['lr'], group['momentum'], group['dampening'], group['weight_decay']
+            for p, g, st in self._grads(group):
+                w = p.cached_data
+                if wd: g = g + w * wd
+                if mu:
+                    buf = st.get('momentum_buffer')
+                    if buf is None: buf = st['momentum_buffer'] = g + 0.0   # a copy: updated in place below
+                    else:
+                        buf *= mu
+                        buf += g * (1 - tau) if tau else g
+                    g = g + buf * mu if group['nesterov'] else buf
+                p.cached_data = w - g * lr
 
 # %% ../nbs/11_optim.ipynb
 class Adam(Optimizer):
     "Adam with bias correction; `weight_decay` is L2 added to the gradient (torch's `Adam`)."
     decoupled = False
     def __init__(self, params, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, betas=None):
-        super().__init__(params, lr)
-        if betas is not None: beta1, beta2 = betas
-        self.beta1, self.beta2, self.eps, self.weight_decay = beta1, beta2, eps, weight_decay
-        self.m, self.v = {}, {}
+        if betas is None: betas = (beta1, beta2)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    beta1 = property(lambda self: self.param_groups[0]['betas'][0])
+    beta2 = property(lambda self: self.param_groups[0]['betas'][1])
+    eps = property(lambda self: self.param_groups[0]['eps'])
+    weight_decay = property(lambda self: self.param_groups[0]['weight_decay'])
 
     def step(self):
         self.step_count += 1
-        t, b1, b2, lr, wd = self.step_count, self.beta1, self.beta2, self.lr, self.weight_decay
-        step_size = lr / (1 - b1 ** t)
-        bc2_sqrt = math.sqrt(1 - b2 ** t)
-        for p, g in self._grads():
-            w = p.cached_data
-            if wd and self.decoupled: w = w * (1 - lr * wd)
-            elif wd: g = g + w * wd
-            m, v = self.m.get(id(p)), self.v.get(id(p))
-            if m is None: self.m[id(p)], self.v[id(p)] = m, v = g * (1 - b1), g * g * (1 - b2)
-            else:   # the moment buffers are the optimizer's own: update them in place
-                m *= b1; m += g * (1 - b1)
-                v *= b2; v += g * g * (1 - b2)
-            p.cached_data = w - m / (v.sqrt() / bc2_sqrt + self.eps) * step_size
+        for group in self.param_groups:
+            (b1, b2), lr, wd, eps = group['betas'], group['lr'], group['weight_decay'], group['eps']
+            for p, g, st in self._grads(group):
+                w = p.cached_data
+                if wd and self.decoupled: w = w * (1 - lr * wd)
+                elif wd: g = g + w * wd
+                m, v = st.get('exp_avg'), st.get('exp_avg_sq')
+                if m is None:
+                    st['exp_avg'], st['exp_avg_sq'] = m, v = g * (1 - b1), g * g * (1 - b2)
+                    st['step'] = 0
+                else:   # the moment buffers are the optimizer's own: update them in place
+                    m *= b1; m += g * (1 - b1)
+                    v *= b2; v += g * g * (1 - b2)
+                st['step'] = t = st['step'] + 1   # per parameter, as in torch
+                step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
+                p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
 
 class AdamW(Adam):
     "Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before each Adam step (torch's `AdamW`)."
@@ -94,41 +174,162 @@ class AdamW(Adam):
 
 # %% ../nbs/11_optim.ipynb
 class LRScheduler:
-    "Sets `optimizer.lr = self.get_lr()` at every `step()`; `last_epoch` counts the calls."
+    """Sets each parameter group's `lr` to `get_lr()` (one rate per group) at construction and at every `step()`;
+    `last_epoch` counts the steps."""
     def __init__(self, optimizer: Optimizer):
-        self.optimizer, self.base_lr, self.last_epoch = optimizer, optimizer.lr, 0
-    def get_lr(self) -> float: raise NotImplementedError
+        self.optimizer, self.last_epoch = optimizer, 0
+        for g in optimizer.param_groups: g.setdefault('initial_lr', g['lr'])
+        self.base_lrs = [g['initial_lr'] for g in optimizer.param_groups]
+        self._set(self.get_lr())
+    def get_lr(self) -> list: return [self.lr_at(b) for b in self.base_lrs]
+    def lr_at(self, base_lr) -> float: raise NotImplementedError
+    def _set(self, lrs):
+        for g, lr in zip(self.optimizer.param_groups, lrs): g['lr'] = lr
     def step(self):
         self.last_epoch += 1
-        self.optimizer.lr = self.get_lr()
-    def get_last_lr(self) -> float: return self.optimizer.lr
+        self._set(self.get_lr())
+    def get_last_lr(self) -> list:
+        "The current rate of each group, as torch."
+        return [g['lr'] for g in self.optimizer.param_groups]
+    def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
+    def load_state_dict(self, state): vars(self).update(state)
 
 class StepLR(LRScheduler):
     "`lr = base_lr * gamma ** (epoch // step_size)`."
     def __init__(self, optimizer, step_size, gamma=0.1):
-        super().__init__(optimizer)
         if step_size < 1: raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = step_size, gamma
-    def get_lr(self): return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
+        super().__init__(optimizer)
+    def lr_at(self, base): return base * self.gamma ** (self.last_epoch // self.step_size)
 
 class CosineAnnealingLR(LRScheduler):
     "Half a cosine from the base rate to `eta_min` over `T_max` steps; past `T_max` the cosine goes on (torch's rule)."
     def __init__(self, optimizer, T_max, eta_min=0.0):
-        super().__init__(optimizer)
         if T_max < 1: raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
         self.T_max, self.eta_min = T_max, eta_min
-    def get_lr(self):
+        super().__init__(optimizer)
+    def lr_at(self, base):
         t = self.last_epoch
-        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
+        return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
 
 # %% ../nbs/11_optim.ipynb
-def clip_grad_norm_(parameters, max_norm: float) -> float:
+class LinearLR(LRScheduler):
+    "`lr = base_lr * factor`, the factor moving linearly from `start_factor` to `end_factor` over `total_iters` steps."
+    def __init__(self, optimizer, start_factor=1 / 3, end_factor=1.0, total_iters=5):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], "
+                             f"got {start_factor} and {end_factor}")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer)
+    def lr_at(self, base):
+        t = min(self.last_epoch, self.total_iters)
+        return base * (self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters)
+
+class OneCycleLR(LRScheduler):
+    """The one-cycle policy, as `torch.optim.lr_scheduler.OneCycleLR`: call `step()` after every batch, at most
+    `total_steps` (or `epochs * steps_per_epoch`) times. `OneCycleLR(opt, max_lr=0.1, total_steps=100)`."""
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+                 anneal_strategy='cos', cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
+            total_steps = epochs * steps_per_epoch
+        if total_steps < 1: raise ValueError(f"OneCycleLR: total_steps must be >= 1, got {total_steps}")
+        if not 0 <= pct_start <= 1: raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
+        if anneal_strategy not in ('cos', 'linear'):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.total_steps, self.anneal_strategy, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
+        n = len(optimizer.param_groups)
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        for g, m in zip(optimizer.param_groups, max_lrs):
+            g['initial_lr'], g['max_lr'] = m / div_factor, m
+            g['min_lr'] = g['initial_lr'] / final_div_factor
+        s1 = float(pct_start * total_steps) - 1
+        # (end step, lr from, lr to, momentum from, momentum to)
+        self.phases = ([(s1, 'initial_lr', 'max_lr', max_momentum, base_momentum),
+                        (2 * s1, 'max_lr', 'initial_lr', base_momentum, max_momentum),
+                        (total_steps - 1, 'initial_lr', 'min_lr', max_momentum, max_momentum)] if three_phase else
+                       [(s1, 'initial_lr', 'max_lr', max_momentum, base_momentum),
+                        (total_steps - 1, 'max_lr', 'min_lr', base_momentum, max_momentum)])
+        if cycle_momentum:
+            if not any(k in optimizer.defaults for k in ('momentum', 'betas')):
+                raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum or betas")
+        super().__init__(optimizer)
+
+    def _anneal(self, a, b, pct):
+        if self.anneal_strategy == 'linear': return (b - a) * pct + a
+        return b + (a - b) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+    def get_lr(self):
+        t = self.last_epoch
+        if t > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {t} times; the schedule has total_steps={self.total_steps}")
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self.phases):
+                if t <= end or i == len(self.phases) - 1:
+                    pct = (t - start) / (end - start)
+                    lrs.append(self._anneal(g[lr0], g[lr1], pct))
+                    if self.cycle_momentum:
+                        m = self._anneal(m0, m1, pct)
+                        if 'betas' in g: g['betas'] = (m, g['betas'][1])
+                        else: g['momentum'] = m
+                    break
+                start = end
+        return lrs
+
+class ReduceLROnPlateau:
+    """Multiply each group's rate by `factor` when `step(metric)` has seen no improvement (by more than
+    `threshold`) for `patience` steps; then wait `cooldown` steps. As `torch.optim.lr_scheduler.ReduceLROnPlateau`."""
+    def __init__(self, optimizer, mode='min', factor=0.1, patience=10, threshold=1e-4, threshold_mode='rel',
+                 cooldown=0, min_lr=0.0, eps=1e-8):
+        if factor >= 1.0: raise ValueError(f"ReduceLROnPlateau: factor must be < 1, got {factor}")
+        if mode not in ('min', 'max'): raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ('rel', 'abs'):
+            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got {threshold_mode!r}")
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        self.best = math.inf if mode == 'min' else -math.inf
+        self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
+
+    def _better(self, a):
+        rel, best, th = self.threshold_mode == 'rel', self.best, self.threshold
+        if self.mode == 'min': return a < (best * (1 - th) if rel else best - th)
+        return a > (best * (1 + th) if rel else best + th)
+
+    def step(self, metric):
+        current = float(metric)
+        self.last_epoch += 1
+        if self._better(current): self.best, self.num_bad_epochs = current, 0
+        else: self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g['lr'] * self.factor, lo)
+                if g['lr'] - new > self.eps: g['lr'] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+
+    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+    def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
+    def load_state_dict(self, state): vars(self).update(state)
+
+# %% ../nbs/11_optim.ipynb
+def clip_grad_norm_(parameters, max_norm: float, error_if_nonfinite: bool = False) -> float:
     "Scale all gradients so that their joint L2 norm is at most `max_norm`; returns the norm before clipping."
     ps = [p for p in parameters if p.grad is not None]
     if not ps: return 0.0
     total = math.sqrt(sum(float((p.grad.cached_data * p.grad.cached_data).sum().item()) for p in ps))
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total}, so they cannot be clipped; "
+                           "pass error_if_nonfinite=False to scale them by it anyway")
     coef = max_norm / (total + 1e-6)
-    if coef < 1:
+    if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
         for p in ps: p.grad = Tensor.make_const(p.grad.cached_data * coef)
     return total
 

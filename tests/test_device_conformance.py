@@ -12,8 +12,25 @@ def put(d, a):
 
 def sample(rng, shape, dtype):
     if dtype == 'bool': return rng.random(shape) > 0.5
-    if dtype == 'int64': return rng.integers(-5, 6, shape).astype('int64')
+    if dtype == 'uint8': return rng.integers(0, 11, shape).astype('uint8')
+    if dtype.startswith('int'): return rng.integers(-5, 6, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+def held(d, dtype):
+    "Skip a dtype the device does not hold (test_unsupported_dtypes checks that it says so clearly)."
+    if dtype not in d.dtypes: pytest.skip(f'{d.name} holds {", ".join(d.dtypes)}, not {dtype}')
+
+NUMERIC = [t for t in DTYPES if t != 'bool']
+def _rtol(dtype): return {'float16': 2e-3, 'float32': 1e-6}.get(dtype, 1e-12)
+
+def test_unsupported_dtypes(dev):
+    "Every dtype is either held (round-trips) or refused at allocation with a TypeError naming device and dtype."
+    d = get_device(dev)
+    assert set(d.dtypes) <= set(DTYPES) and {'float32', 'float64', 'int64', 'bool'} <= set(d.dtypes)
+    for dtype in DTYPES:
+        if dtype in d.dtypes: continue
+        with pytest.raises(TypeError, match=f'{d.name}: dtype {dtype} is not supported'): d.alloc(4, dtype)
+        with pytest.raises(TypeError, match=f'dtype {dtype} is not supported'): NDArray(np.zeros(4, dtype), device=dev)
 
 def test_contract_complete(dev):
     d = get_device(dev)
@@ -24,12 +41,13 @@ def test_contract_complete(dev):
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_roundtrip_fill_cast(dev, dtype, rng):
     d = get_device(dev)
+    held(d, dtype)
     x = sample(rng, (3, 5), dtype)
     h = put(d, x)
     assert d.handle_dtype(h) == dtype and d.handle_size(h) == 15
     assert np.array_equal(d.to_numpy(h, (3, 5), (5, 1), 0), x)
     d.fill(h, 1); assert np.array_equal(d.to_numpy(h, (15,), (1,), 0), np.ones(15, dtype))
-    for other in DTYPES:
+    for other in d.dtypes:
         h = put(d, x); o = d.alloc(15, other); d.cast(h, o)
         assert np.array_equal(d.to_numpy(o, (3, 5), (5, 1), 0), x.astype(other))
 
@@ -41,9 +59,10 @@ VIEWS = [  # (base shape, index) -> a strided view exercised through NDArray
     ((3, 1, 4, 2, 1, 2, 3, 2, 2), (slice(None), 0, slice(1, 3))),   # more than 8 dimensions
 ]
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('dtype', NUMERIC)
 @pytest.mark.parametrize('shape,idx', VIEWS)
 def test_compact_and_setitem(dev, dtype, shape, idx, rng):
+    held(get_device(dev), dtype)
     x = sample(rng, shape, dtype)
     a = NDArray(x, device=dev, dtype=dtype)
     v = a[idx]
@@ -68,30 +87,32 @@ def _ref(op, a, b):
              ge=np.greater_equal, rsub=lambda a, b: b - a, rdiv=lambda a, b: b / a, rpow=lambda a, b: np.power(b, a))[op]
     with np.errstate(all='ignore'): return f(a, b)
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
+@pytest.mark.parametrize('dtype', NUMERIC)
 @pytest.mark.parametrize('op', EWISE_OPS)
 def test_ewise(dev, op, dtype, rng):
     d = get_device(dev)
+    held(d, dtype)
     x, y = sample(rng, (37,), dtype), sample(rng, (37,), dtype)
-    if op == 'div' and dtype == 'int64': pytest.skip('integer division is done in float32 by NDArray, never on int buffers')
+    if op == 'div' and dtype[0] in 'iu': pytest.skip('integer division is done in float32 by NDArray, never on int buffers')
     if op == 'pow':
-        x = np.abs(x) + (1 if dtype == 'int64' else 0.5); y = np.abs(y) % 3
+        x = np.abs(x) + (1 if dtype[0] in 'iu' else 0.5); y = np.abs(y) % 3
     if op == 'div': y = np.where(np.abs(y) < 0.5, 1.0, y).astype(dtype)
     out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
     o = d.alloc(37, out_dt); d.ewise(op, put(d, x), put(d, y), o)
     got, want = d.to_numpy(o, (37,), (1,), 0), _ref(op, x, y).astype(out_dt)
-    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == 'float32' else 1e-12)
+    np.testing.assert_allclose(got, want, rtol=_rtol(dtype))
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
 @pytest.mark.parametrize('op', SCALAR_OPS)
 def test_scalar(dev, op, dtype, rng):
     d = get_device(dev)
+    held(d, dtype)
     x = sample(rng, (29,), dtype)
     if op in ('pow', 'rdiv'): x = np.abs(x) + 0.5
     s = 1.5
     out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
     o = d.alloc(29, out_dt); d.scalar(op, put(d, x), s, o)
-    np.testing.assert_allclose(d.to_numpy(o, (29,), (1,), 0), _ref(op, x, np.asarray(s, dtype)).astype(out_dt), rtol=1e-6)
+    np.testing.assert_allclose(d.to_numpy(o, (29,), (1,), 0), _ref(op, x, np.asarray(s, dtype)).astype(out_dt), rtol=_rtol(dtype) * 4)
     assert d.handle_dtype(o) == out_dt
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])
@@ -176,3 +197,33 @@ def test_matmul_strided_fast_path(dev, rng):
     # x.T (5, 7) has strides (1, 5); y.T (7, 6) has strides (1, 7)
     d.matmul_strided(put(d, x), (1, 5), 0, put(d, y), (1, 7), 0, o, 5, 7, 6)
     np.testing.assert_allclose(d.to_numpy(o, (5, 6), (6, 1), 0), x.T @ y.T, rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize('dtype', ['int32', 'int16', 'int8', 'uint8', 'float16'])
+def test_small_dtypes_scalar_wrap_and_max(dev, dtype, rng):
+    "Integer scalars outside the dtype's range wrap (as torch), and reduce_max works on every held dtype."
+    d = get_device(dev)
+    held(d, dtype)
+    x = sample(rng, (6, 9), dtype)
+    h = put(d, x)
+    o = d.alloc(6, dtype); d.reduce_max(h, o, 9)
+    assert np.array_equal(d.to_numpy(o, (6,), (1,), 0), x.max(1))
+    if dtype[0] in 'iu':
+        o = d.alloc(54, dtype); d.scalar('add', h, -1, o)
+        assert np.array_equal(d.to_numpy(o, (54,), (1,), 0), (x.astype('int64') - 1).astype(dtype).reshape(-1))
+
+def test_promotion_on_device(dev, rng):
+    "NDArray arithmetic and comparisons on the device give torch's result dtype and value for every held pair."
+    torch = pytest.importorskip('torch')
+    d = get_device(dev)
+    for da in d.dtypes:
+        for db in d.dtypes:
+            for zero_d in (False, True):
+                x, y = sample(rng, (5,), da), sample(rng, (5,), db)
+                if zero_d: y = y[0]
+                a, b = NDArray(x, device=dev, dtype=da), NDArray(np.asarray(y), device=dev, dtype=db)
+                ta, tb = torch.as_tensor(x), torch.as_tensor(np.asarray(y))
+                for f in (lambda p, q: p * q, lambda p, q: p < q, lambda p, q: p.maximum(q) if hasattr(p, 'maximum') and not
+                          isinstance(p, torch.Tensor) else torch.maximum(p, q)):
+                    got, want = f(a, b), f(ta, tb)
+                    assert got.dtype == str(want.dtype).replace('torch.', ''), (da, db, zero_d)
+                    np.testing.assert_allclose(got.numpy().astype('float64'), want.numpy().astype('float64'), rtol=_rtol(got.dtype))

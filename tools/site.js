@@ -36,7 +36,7 @@
 
 // Long listings (a whole CUDA source file, a long exported cell) show their first lines and a button for the rest.
 (function () {
-  var LIMIT = 30;   // lines; a clipped block shows about 27 (site.css)
+  var LIMIT = 28;   // lines; a clipped block shows about 24 (site.css)
   Array.prototype.forEach.call(document.querySelectorAll('main div.sourceCode, main .cell-output > pre'), function (d) {
     var n = d.textContent.replace(/\n$/, '').split('\n').length;
     if (n <= (d.closest('.cell-output') ? 12 : LIMIT)) return;   // an output listing: a preview of ~7 lines

@@ -176,6 +176,7 @@ def _scalar_args(value, dtype):
 class CudaDevice(BackendDevice):
     "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
     name = 'cuda'
+    dtypes = ('float32', 'float64', 'int64', 'bool')   # the kernels' dtype table (`_DTYPE_CODE`)
 
     def __init__(self):
         self._lib, self._ok, self._why, self._lock = None, None, '', threading.Lock()
@@ -224,6 +225,9 @@ class CudaDevice(BackendDevice):
 
     # memory
     def alloc(self, size, dtype) -> CudaBuffer:
+        if dtype not in _DTYPE_CODE:
+            raise TypeError(f"cuda: dtype {dtype} is not supported by the CUDA kernels (they hold {', '.join(self.dtypes)}); "
+                            f"keep the array on the CPU, or cast it first, e.g. `.astype('float32')`")
         lib, p = self.lib, ctypes.c_void_p()
         self._check(lib.mc_malloc(ctypes.byref(p), size * _ITEMSIZE[dtype]), f'alloc({size}, {dtype})')
         return CudaBuffer(p.value, size, dtype, lib.mc_free)
@@ -308,3 +312,8 @@ def cuda_device() -> CudaDevice:
     global _DEVICE
     if _DEVICE is None: _DEVICE = CudaDevice()
     return _DEVICE
+
+# %% ../../nbs/22_cuda.ipynb
+def __dir__():
+    "Tab completion lists this module's API (`__all__`), not the modules it imports."
+    return sorted(__all__)

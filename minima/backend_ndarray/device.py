@@ -13,7 +13,7 @@ __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'Backe
            'cuda', 'all_devices', 'get_device']
 
 # %% ../../nbs/21_numpy_device.ipynb
-DTYPES = ('float32', 'float64', 'int64', 'bool')
+DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'int8', 'uint8')
 
 @functools.lru_cache(maxsize=4096)
 def _row_major(shape):
@@ -32,6 +32,7 @@ class BackendDevice(ABC):
     Handles are opaque flat buffers of one dtype. Every shape-, stride- and offset-argument is in *elements*.
     Outputs are always preallocated by the caller (`NDArray`), so a device never decides a result's shape or dtype."""
     name: str = 'abstract'
+    dtypes: tuple = DTYPES   # the dtypes this device can hold; `alloc` raises a TypeError for any other
 
     def __repr__(self): return f'minima.{self.name}()'
     def __eq__(self, other):
@@ -122,9 +123,28 @@ _NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, po
 _NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh,
                  abs=np.abs, sign=np.sign)
 
-# Ops that can divide by zero, overflow or leave their domain run with numpy's warnings off (torch does not warn
-# either); entering `np.errstate` costs about a microsecond, so the cheap ops skip it.
-_NOISY = frozenset({'div', 'pow', 'log', 'sqrt', 'exp'})
+# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we. numpy 2 keeps
+# its error state in a context variable; setting that variable directly costs less than half of entering
+# `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine), so every arithmetic primitive
+# runs inside `_quiet`.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERR
+    with np.errstate(all='ignore'): _IGNORE = _ERR.get()
+except ImportError: _ERR = None   # another numpy: the public, slower context manager
+
+def _quiet(f):
+    "Run the device method `f` with numpy's floating-point warnings off."
+    if _ERR is None:
+        def g(*args):
+            with np.errstate(all='ignore'): return f(*args)
+    else:
+        def g(*args):
+            tok = _ERR.set(_IGNORE)
+            try: return f(*args)
+            finally: _ERR.reset(tok)
+    g.__name__, g.__doc__ = f.__name__, f.__doc__
+    return g
+
 _SCALAR_REFLECTED = dict(rsub=np.subtract, rdiv=np.divide, rpow=np.power)
 
 def _view(h, shape, strides, offset):
@@ -133,7 +153,10 @@ def _view(h, shape, strides, offset):
     rm, size = _row_major(shape)
     if strides == rm: return h[offset:offset + size].reshape(shape)   # contiguous: a cheap slice, no as_strided
     isz = h.itemsize
-    return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
+    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))   # ~0.5 us
+    except (ValueError, TypeError):
+        # numpy's own bounds check disagrees (empty views): the general, slower path
+        return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
@@ -149,7 +172,7 @@ class NumpyDevice(BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
     def enabled(self): return True
-    def alloc(self, size, dtype): return np.empty(size, dtype=dtype)
+    def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
     def from_numpy(self, a, out): out[:] = a.reshape(-1)
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
     def fill(self, out, value): out.fill(value)
@@ -159,37 +182,40 @@ class NumpyDevice(BackendDevice):
         _view(out, shape, strides, offset)[...] = a.reshape(shape)
     def scalar_setitem(self, size, value, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = value
+    @_quiet
     def ewise(self, op, a, b, out):
-        if op in _NOISY:
-            with np.errstate(all='ignore'): _NP_EWISE[op](a, b, out=out)
-        else: _NP_EWISE[op](a, b, out=out)
+        _NP_EWISE[op](a, b, out=out)
+    @_quiet
     def scalar(self, op, a, value, out):
-        v = np.asarray(value, dtype=a.dtype)
-        if op in _SCALAR_REFLECTED:
-            with np.errstate(all='ignore'): _SCALAR_REFLECTED[op](v, a, out=out)
-        elif op in _NOISY:
-            with np.errstate(all='ignore'): _NP_EWISE[op](a, v, out=out)
+        try: v = np.asarray(value, dtype=a.dtype)
+        except OverflowError: v = np.asarray(value).astype(a.dtype)   # -1 into uint8 wraps to 255, as in torch
+        if op in _SCALAR_REFLECTED: _SCALAR_REFLECTED[op](v, a, out=out)
         else: _NP_EWISE[op](a, v, out=out)
+    @_quiet
     def unary(self, op, a, out):
-        if op in _NOISY:
-            with np.errstate(all='ignore'): _NP_UNARY[op](a, out=out)
-        else: _NP_UNARY[op](a, out=out)
+        _NP_UNARY[op](a, out=out)
+    @_quiet
     def where(self, cond, a, b, out): np.copyto(out, np.where(cond, a, b))
+    @_quiet
     def cast(self, a, out): out[:] = a
+    @_quiet
     def reduce_sum(self, a, out, reduce_size): _reduce_rows(np.add, a, out, reduce_size)
+    @_quiet
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
+    @_quiet
     def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
         va, vb, o = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset), out.reshape(tuple(shape))
-        if op in _NOISY:
-            with np.errstate(all='ignore'): _NP_EWISE[op](va, vb, out=o)
-        else: _NP_EWISE[op](va, vb, out=o)
+        _NP_EWISE[op](va, vb, out=o)
+    @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):
         nd = len(shape)
         (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
                                               out=out.reshape(tuple(shape[:nd - k])))
+    @_quiet
     def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
         # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
         np.matmul(_view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset), out=out.reshape(m, p))
+    @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
     def gather(self, a, idx, out, outer, axis_len, inner, k):

@@ -9,11 +9,11 @@ import numpy as np
 from .device import DTYPES, cpu, default_device, get_device
 
 # %% auto 0
-__all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtype', 'normalize_axes', 'broadcast_shapes',
-           'NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange']
+__all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtype', 'weak_result_dtype', 'scalar_dtype',
+           'normalize_axes', 'broadcast_shapes', 'NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange']
 
 # %% ../../nbs/20_ndarray.ipynb
-_RANK = {'bool': 0, 'int64': 1, 'float32': 2, 'float64': 3}
+_KIND = {'bool': 0, 'uint8': 1, 'int8': 1, 'int16': 1, 'int32': 1, 'int64': 1, 'float16': 2, 'float32': 2, 'float64': 2}
 prod = math.prod   # product of an iterable of ints (1 for an empty one)
 @functools.lru_cache(maxsize=4096)
 def compact_strides(shape):
@@ -21,7 +21,7 @@ def compact_strides(shape):
     strides, s = [], 1
     for n in reversed(shape): strides.append(s); s *= n
     return tuple(reversed(strides))
-def is_float_dtype(dtype) -> bool: return dtype in ('float32', 'float64')
+def is_float_dtype(dtype) -> bool: return dtype in ('float32', 'float64', 'float16')
 def as_dtype(dtype) -> str:
     "Normalise `dtype` (a string, a numpy dtype or a Python type) to one of minima's dtype names."
     if dtype is None: return 'float32'
@@ -31,9 +31,25 @@ def as_dtype(dtype) -> str:
     name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
     if name not in DTYPES: raise TypeError(f"unsupported dtype {dtype!r}: minima supports {', '.join(DTYPES)}")
     return name
+def _promote(a, b):
+    if _KIND[a] != _KIND[b]: return a if _KIND[a] > _KIND[b] else b   # a higher kind wins, without widening
+    return np.promote_types(a, b).name                                # one kind: the narrowest dtype that holds both
+_PROMOTE = {(a, b): _promote(a, b) for a in _KIND for b in _KIND}
+
 def result_dtype(a: str, b: str) -> str:
-    "The dtype of a binary op between dtypes `a` and `b`."
-    return a if _RANK[a] >= _RANK[b] else b
+    "torch's `promote_types`: the dtype of a binary op between two arrays with dimensions of dtypes `a` and `b`."
+    return _PROMOTE[a, b]
+
+def weak_result_dtype(strong: str, weak: str) -> str:
+    "The result dtype when `weak` belongs to a Python number or a 0-d array: it counts only if its kind is higher."
+    return _PROMOTE[strong, weak] if _KIND[weak] > _KIND[strong] else strong
+
+def scalar_dtype(x) -> str:
+    "The dtype a Python (or numpy) number stands for in promotion: bool, int64, or float32 (torch's default)."
+    if isinstance(x, (bool, np.bool_)): return 'bool'
+    if isinstance(x, (numbers.Integral, np.integer)): return 'int64'
+    if isinstance(x, (numbers.Real, np.floating)): return 'float32'
+    raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}: minima has no complex dtypes")
 
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
@@ -68,13 +84,15 @@ def _broadcast_shapes(shapes, op):
     return tuple(out)
 
 assert broadcast_shapes((3, 1), (4,)) == (3, 4) and result_dtype('float32', 'int64') == 'float32'
+assert result_dtype('uint8', 'int8') == 'int16' and weak_result_dtype('bool', scalar_dtype(2)) == 'int64'
+assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32' and weak_result_dtype('float16', 'float64') == 'float16'
 
 # %% ../../nbs/20_ndarray.ipynb
 def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
-    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c')
+    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver')
     __array_priority__ = 1000
 
     def __init__(self, other, device=None, dtype=None):
@@ -92,12 +110,13 @@ class NDArray:
 
     def _init_from(self, o):
         self._shape, self._strides, self._offset = o._shape, o._strides, o._offset
-        self._device, self._handle, self._dtype, self._c = o._device, o._handle, o._dtype, o._c
+        self._device, self._handle, self._dtype, self._c, self._ver = o._device, o._handle, o._dtype, o._c, o._ver
 
     @staticmethod
-    def make(shape, strides=None, device=None, handle=None, offset=0, dtype='float32'):
-        "Build an array from metadata; allocates a handle when none is given."
+    def make(shape, strides=None, device=None, handle=None, offset=0, dtype='float32', ver=None):
+        "Build an array from metadata; allocates a handle when none is given. A view passes its base's `ver` counter."
         a = NDArray.__new__(NDArray)
+        a._ver = [0] if ver is None else ver
         a._shape = tuple(shape)
         a._strides = compact_strides(a._shape) if strides is None else tuple(strides)
         a._offset = offset
@@ -116,6 +135,7 @@ class NDArray:
     dtype = property(lambda self: self._dtype)
     ndim = property(lambda self: len(self._shape))
     size = property(lambda self: prod(self._shape))
+    version = property(lambda self: self._ver[0], doc="How many in-place writes the buffer (any view of it) has seen.")
     def __len__(self):
         if not self._shape: raise TypeError("len() of a 0-d NDArray")
         return self._shape[0]
@@ -148,9 +168,10 @@ class NDArray:
         return out
 
 def _default_dtype_of(a: np.ndarray) -> str:
-    "numpy input -> minima dtype: floats become float32 (needle's default), integers int64, bools stay bool."
+    "numpy input -> minima dtype: float64 becomes float32 (needle's default), float16 and minima's integers stay."
     if a.dtype == np.bool_: return 'bool'
-    if np.issubdtype(a.dtype, np.integer): return 'int64'
+    if np.issubdtype(a.dtype, np.integer): return a.dtype.name if a.dtype.name in DTYPES else 'int64'
+    if a.dtype == np.float16: return 'float16'
     if np.issubdtype(a.dtype, np.floating) or a.dtype == object: return 'float32'
     raise TypeError(f"NDArray: cannot hold numpy dtype {a.dtype}; minima supports {', '.join(DTYPES)}")
 
@@ -172,7 +193,7 @@ def _compact(self) -> NDArray:
 def _as_strided(self, shape, strides) -> NDArray:
     "A view with new shape and strides over the same handle (no checks: the caller keeps it in bounds)."
     return NDArray.make(shape, strides=strides, device=self._device, handle=self._handle, offset=self._offset,
-                        dtype=self._dtype)
+                        dtype=self._dtype, ver=self._ver)
 
 NDArray.is_compact, NDArray.compact, NDArray.as_strided = _is_compact, _compact, _as_strided
 
@@ -191,7 +212,7 @@ def _reshape(self, *new_shape) -> NDArray:
         raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
     if new_shape == self._shape: return self
     a = self.compact()
-    return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype)
+    return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
 
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
@@ -222,7 +243,7 @@ def _flip(self, axes=None) -> NDArray:
         if self._shape[ax] > 0: offset += (self._shape[ax] - 1) * strides[ax]
         strides[ax] = -strides[ax]
     return NDArray.make(self._shape, strides=tuple(strides), device=self._device, handle=self._handle,
-                        offset=offset, dtype=self._dtype)
+                        offset=offset, dtype=self._dtype, ver=self._ver)
 
 NDArray.reshape, NDArray.permute, NDArray.broadcast_to, NDArray.flip = _reshape, _permute, _broadcast_to, _flip
 NDArray.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))))
@@ -263,11 +284,16 @@ def _getitem(self, idx) -> NDArray:
     "A view selected by basic indexing: ints, slices (any step), `...` and `None`."
     shape, strides, offset = _view_for_index(self, idx)
     return NDArray.make(shape, strides=strides, device=self._device, handle=self._handle, offset=offset,
-                        dtype=self._dtype)
+                        dtype=self._dtype, ver=self._ver)
 
 def _setitem(self, idx, other):
-    "Write `other` (an NDArray or a scalar) into the view `self[idx]`."
+    """Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version. A broadcast view
+    is read-only, as in numpy."""
+    if self.size and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+        raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
+                         "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
+    self._ver[0] += 1
     if isinstance(other, NDArray):
         if other.device != self._device:
             raise RuntimeError(f"setitem: value is on {other.device} but the array is on {self._device}")
@@ -284,23 +310,48 @@ NDArray.__getitem__, NDArray.__setitem__ = _getitem, _setitem
 # %% ../../nbs/20_ndarray.ipynb
 _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
+def _pair_dtype(a, b) -> str:
+    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (see the promotion table above)."
+    if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
+    return weak_result_dtype(a._dtype, b._dtype) if b.ndim == 0 else weak_result_dtype(b._dtype, a._dtype)
+
+def _check_int_pow(dt, exponent):
+    if not is_float_dtype(dt) and exponent < 0:
+        raise ValueError(f"pow: integers to negative integer powers are not allowed (dtype {dt}, exponent {exponent})")
+
 def _prep(self, other, op):
     if other._shape == self._shape and other._dtype == self._dtype and other._device == self._device \
-            and (op not in ('div', 'pow') or is_float_dtype(self._dtype)):
+            and (op != 'div' or is_float_dtype(self._dtype)):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
         if other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
         shape = self._shape if other._shape == self._shape else broadcast_shapes(self._shape, other._shape, op=op)
-        dt = result_dtype(self._dtype, other._dtype)
-        if op in ('div', 'pow') and not is_float_dtype(dt): dt = 'float32' if op == 'div' else dt
+        dt = _pair_dtype(self, other)
+        if op == 'div' and not is_float_dtype(dt): dt = 'float32'
         return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
     raise TypeError(f"{op}: unsupported operand of type {type(other).__name__}")
+
+def _no_bool_sub(op, *dtypes):
+    if op in ('sub', 'rsub') and 'bool' in dtypes:
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
+                        "`mask == False`, or cast it first with `.astype('int64')`")
+
+def _scalar_op_dtype(self, other, op) -> str:
+    dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
+        weak_result_dtype(self._dtype, scalar_dtype(other))
+    if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
+    if op == 'pow': _check_int_pow(dt, other)
+    if op in ('sub', 'rsub'): _no_bool_sub(op, self._dtype, scalar_dtype(other))
+    return dt
+_FLOATS = frozenset(('float32', 'float64', 'float16'))
 
 def _binary(op):
     def f(self, other):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
+            if dt == 'bool' and op == 'pow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+            if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
             if out.size:
                 if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
@@ -309,9 +360,8 @@ def _binary(op):
                                                out._handle, shape)
             return out
         if not _scalar_ok(other): return NotImplemented
-        dt = self._dtype
-        if isinstance(other, (float, np.floating)) and not is_float_dtype(dt): dt = 'float32'
-        if op == 'div' and not is_float_dtype(dt): dt = 'float32'
+        dt = _scalar_op_dtype(self, other, op)
+        if dt == 'bool' and op == 'pow': return _binary(op)(self.astype('int64'), other).astype('bool')
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -322,9 +372,8 @@ def _binary(op):
 def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
-        dt = self._dtype
-        if isinstance(other, (float, np.floating)) and not is_float_dtype(dt): dt = 'float32'
-        if op == 'rdiv' and not is_float_dtype(dt): dt = 'float32'
+        dt = _scalar_op_dtype(self, other, op)
+        if dt == 'bool' and op == 'rpow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -364,6 +413,7 @@ def _inplace(op):
         if fast and isinstance(other, NDArray):
             if broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
                 raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+            self._ver[0] += 1
             if self.size:
                 b = other.broadcast_to(self._shape)
                 if b.is_compact(): self._device.ewise(op, self._handle, b._handle, self._handle)
@@ -371,6 +421,7 @@ def _inplace(op):
                                                  self._handle, self._shape)
             return self
         if fast:
+            self._ver[0] += 1
             if self.size: self._device.scalar(op, self._handle, other, self._handle)
             return self
         res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
@@ -393,7 +444,7 @@ def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     if not (cond._device == a._device == b._device):
         raise RuntimeError(f"where: arrays are on different devices ({cond._device}, {a._device}, {b._device})")
     shape = broadcast_shapes(cond._shape, a._shape, b._shape, op='where')
-    dt = result_dtype(a._dtype, b._dtype)
+    dt = _pair_dtype(a, b)
     c = cond.astype('bool').broadcast_to(shape).compact()
     a2, b2 = a.astype(dt).broadcast_to(shape).compact(), b.astype(dt).broadcast_to(shape).compact()
     out = NDArray.make(shape, device=a._device, dtype=dt)
@@ -415,7 +466,7 @@ def _reduce(self, axes, keepdims, kind):
     r = prod(self._shape[i] for i in axes)
     if kind == 'max' and r == 0: raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
     a = self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim)) else self
-    dt = self._dtype if kind == 'max' or self._dtype != 'bool' else 'int64'
+    dt = self._dtype if kind == 'max' or is_float_dtype(self._dtype) else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
     if out.size:
@@ -433,10 +484,14 @@ def _sum(self, axis=None, keepdims=False) -> NDArray:
 def _max(self, axis=None, keepdims=False) -> NDArray:
     "Maximum over `axis` (None, an int or a tuple; negatives allowed)."
     return _reduce(self, axis, keepdims, 'max')
+def _reversed_order(self) -> NDArray:
+    "An array whose order is the reverse of `self`'s: `-x` for floats, `-1 - x` for integers (no overflow), `~x` for bools."
+    if is_float_dtype(self._dtype): return -self
+    if self._dtype == 'bool': return self == False
+    return -1 - self
 def _min(self, axis=None, keepdims=False) -> NDArray:
-    "Minimum over `axis`, as `-max(-x)`."
-    if self._dtype == 'bool': return -(_max(-self.astype('int64'), axis, keepdims)) > 0
-    return -_max(-self, axis, keepdims)
+    "Minimum over `axis`, as the maximum of the order-reversed array."
+    return _reversed_order(_max(_reversed_order(self), axis, keepdims))
 def _argmax(self, axis=None, keepdims=False) -> NDArray:
     "Index (int64) of the first maximum along `axis` (over the flattened array when None)."
     a = self.reshape(-1) if axis is None else self
@@ -444,12 +499,14 @@ def _argmax(self, axis=None, keepdims=False) -> NDArray:
     n = a._shape[ax]
     m = _max(a, ax, keepdims=True)
     idx = NDArray(np.arange(n).reshape([n if i == ax else 1 for i in range(a.ndim)]), device=a._device, dtype='int64')
-    cand = _where(a == m, idx.broadcast_to(a._shape), NDArray.make((), device=a._device, dtype='int64').fill(n))
+    hit = a == m
+    if is_float_dtype(a._dtype): hit = hit + (a != a)   # NaN is the maximum (bool + is or): its first index wins
+    cand = _where(hit, idx.broadcast_to(a._shape), NDArray.make((), device=a._device, dtype='int64').fill(n))
     res = _min(cand, ax, keepdims=keepdims and axis is not None)
     return res.reshape([1] * self.ndim) if keepdims and axis is None else res
 def _argmin(self, axis=None, keepdims=False) -> NDArray:
-    "Index (int64) of the first minimum along `axis`."
-    return _argmax(-self if self._dtype != 'bool' else (self == False), axis, keepdims)
+    "Index (int64) of the first minimum along `axis` (of the first NaN, if there is one)."
+    return _argmax(_reversed_order(self), axis, keepdims)
 
 NDArray.sum, NDArray.max, NDArray.min, NDArray.argmax, NDArray.argmin = _sum, _max, _min, _argmax, _argmin
 
@@ -480,7 +537,7 @@ def _matmul(self, other) -> NDArray:
         raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) != {n2} (dim -2 of the second)")
     batch = broadcast_shapes(a._shape[:-2], b._shape[:-2], op='matmul')
     dt = result_dtype(a._dtype, b._dtype)
-    if not is_float_dtype(dt): dt = dt if dt == 'int64' else 'int64'
+    if dt == 'bool': dt = 'int64'
     a, b = a.astype(dt), b.astype(dt)
     if b.ndim == 2 and a.ndim > 2:  # fold the batch into the rows of a
         rows = prod(a._shape[:-1])

@@ -5,16 +5,23 @@
 # %% auto 0
 __all__ = ['conv', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'max_pool2d', 'avg_pool2d', 'embedding',
            'nll_loss', 'cross_entropy', 'dropout', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'take',
-           'scatter_add', 'relu', 'sigmoid', 'tanh', 'silu', 'softmax', 'log_softmax']
+           'scatter_add', 'relu', 'sigmoid', 'tanh', 'silu', 'gelu', 'softmax', 'log_softmax', 'linear', 'batch_norm',
+           'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits',
+           'layer_norm', 'one_hot']
 
 # %% ../../nbs/08b_functional.ipynb
 from ..ops.nn_ops import (conv, conv2d, conv2d_input, conv2d_weight, conv_transpose2d, max_pool2d, avg_pool2d,
                                embedding, nll_loss, cross_entropy, dropout, checkpoint, checkpoint_sequential,
-                               graph_memory, take, scatter_add)
-from ..ops.elementwise import relu, sigmoid, tanh, silu
+                               graph_memory, take, scatter_add, linear, batch_norm)
+from ..ops.elementwise import relu, sigmoid, tanh, silu, gelu
 from ..ops.softmax_family import softmax, log_softmax
+from ..ops.movement import pad
+from ..ops.nn_ops import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
+                                 layer_norm, one_hot)
 
 _all_ = [
     'conv', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'max_pool2d', 'avg_pool2d',
     'embedding', 'nll_loss', 'cross_entropy', 'dropout', 'checkpoint', 'checkpoint_sequential',
-    'graph_memory', 'take', 'scatter_add', 'relu', 'sigmoid', 'tanh', 'silu', 'softmax', 'log_softmax']
+    'graph_memory', 'take', 'scatter_add', 'relu', 'sigmoid', 'tanh', 'silu', 'gelu', 'softmax', 'log_softmax',
+    'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
+    'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot']

@@ -4,21 +4,22 @@
 
 # %% ../../nbs/10_nn.ipynb 4
 from __future__ import annotations
-import math, numbers
+import math, numbers, os
 from collections import OrderedDict
 import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray
-from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, linear, batch_norm, softmax_cross_entropy,
-                               _bn_axes, _one_hot_labels)
+from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm,
+                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair)
 from . import functional as F
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax',
-           'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding']
+           'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d',
+           'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
+           'AvgPool2d', 'Embedding']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -30,16 +31,39 @@ class Parameter(Tensor):
 
 def _is_module_container(v): return isinstance(v, (list, tuple)) or isinstance(v, dict)
 
+class _HookHandle:
+    "What `register_forward_hook` returns: `remove()` unregisters the hook."
+    _next = [0]
+    def __init__(self, hooks):
+        self.hooks, self.id = hooks, self._next[0]
+        self._next[0] += 1
+    def remove(self): self.hooks.pop(self.id, None)
+
 class Module:
     "Base class of every layer: parameters, buffers and children are found by walking the attributes."
     def __init__(self): self.training = True
 
-    def __call__(self, *args, **kwargs): return self.forward(*args, **kwargs)
+    def __call__(self, *args, **kwargs):
+        out = self.forward(*args, **kwargs)
+        hooks = self.__dict__.get('_forward_hooks')
+        if hooks:
+            for hook in list(hooks.values()):
+                r = hook(self, args, out)
+                if r is not None: out = r
+        return out
+    def register_forward_hook(self, hook) -> '_HookHandle':
+        """After every forward, call `hook(module, inputs, output)`; a result other than None replaces the output.
+        Returns a handle: `handle.remove()` takes the hook off again (as in torch)."""
+        if not callable(hook): raise TypeError(f"register_forward_hook: expected a callable, got {type(hook).__name__}")
+        hooks = self.__dict__.setdefault('_forward_hooks', {})
+        h = _HookHandle(hooks)
+        hooks[h.id] = hook
+        return h
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def register_buffer(self, name: str, tensor: Tensor):
         "Store `tensor` as state that is saved and loaded with the parameters but not trained."
-        self.__dict__.setdefault('_buffers', set()).add(name)
+        self.__dict__.setdefault('_buffers', {})[name] = None   # a dict keeps torch's registration order
         setattr(self, name, tensor)
 
     def _named_members(self):
@@ -82,7 +106,7 @@ class Module:
     def named_buffers(self, prefix=''):
         out = []
         for name, m in self.named_modules(prefix):
-            for b in sorted(m.__dict__.get('_buffers', ())):
+            for b in m.__dict__.get('_buffers', ()):
                 t = getattr(m, b)
                 if isinstance(t, Tensor): out.append((f'{name}.{b}' if name else b, t))
         return out
@@ -129,21 +153,28 @@ class Module:
     def load(self, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
 
 def save(module: Module, path):
-    "Save `module.state_dict()` to an `.npz` file (no pickles)."
-    np.savez(path, **module.state_dict())
+    "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name."
+    with open(path, 'wb') as f: np.savez(f, **module.state_dict())
 
 def load(module: Module, path, strict: bool = True) -> Module:
-    "Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an error."
+    """Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an error.
+    A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
+    if not os.path.exists(path) and os.path.exists(f'{path}.npz'): path = f'{path}.npz'
     with np.load(path, allow_pickle=False) as f: state = {k: f[k] for k in f.files}
     return module.load_state_dict(state, strict)
 
 # %% ../../nbs/10_nn.ipynb
 class Identity(Module):
+    "Returns its input; any constructor arguments are ignored, as in torch."
+    def __init__(self, *args, **kwargs): super().__init__()
     def forward(self, x): return x
 
 class Flatten(Module):
-    "`(N, d1, d2, ...) -> (N, d1*d2*...)`."
-    def forward(self, x): return x.reshape((x.shape[0], -1))
+    "Merge axes `start_dim..end_dim`: `(N, d1, d2, ...) -> (N, d1*d2*...)` by default, also for an empty batch."
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+    def forward(self, x): return ops.flatten(x, self.start_dim, self.end_dim)
 
 class ReLU(Module):
     def forward(self, x): return ops.relu(x)
@@ -155,9 +186,14 @@ class Sigmoid(Module):
     def forward(self, x): return ops.sigmoid(x)
 
 class GELU(Module):
-    "GELU with the tanh approximation (torch's `GELU(approximate='tanh')`)."
-    def extra_repr(self): return "approximate='tanh'"
-    def forward(self, x): return ops.gelu(x)
+    "GELU, exact by default (`x Φ(x)`, torch's default) or with `approximate='tanh'`."
+    def __init__(self, approximate='none'):
+        super().__init__()
+        if approximate not in ('none', 'tanh'):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+    def extra_repr(self): return f"approximate={self.approximate!r}"
+    def forward(self, x): return ops.gelu(x, self.approximate)
 
 class SiLU(Module):
     def forward(self, x): return ops.silu(x)
@@ -178,6 +214,51 @@ class Sequential(Module):
             except ValueError as e:
                 raise ValueError(f"Sequential layer {i} ({type(m).__name__}): {e}") from None
         return x
+
+class ModuleList(Module):
+    "A list of modules, registered so that `parameters()` finds them: index, iterate, `append`, as in torch."
+    def __init__(self, modules=()):
+        super().__init__()
+        self._mods = []
+        self.extend(modules)
+    def _check(self, m):
+        if not isinstance(m, Module): raise TypeError(f"{type(self).__name__}: expected a Module, got {type(m).__name__}")
+        return m
+    def _named_members(self):
+        for i, m in enumerate(self._mods): yield str(i), m
+    def append(self, m): self._mods.append(self._check(m)); return self
+    def extend(self, ms):
+        for m in ms: self.append(m)
+        return self
+    def insert(self, i, m): self._mods.insert(i, self._check(m))
+    def __getitem__(self, i): return ModuleList(self._mods[i]) if isinstance(i, slice) else self._mods[i]
+    def __setitem__(self, i, m): self._mods[i] = self._check(m)
+    def __len__(self): return len(self._mods)
+    def __iter__(self): return iter(self._mods)
+    def forward(self, *args): raise NotImplementedError("ModuleList has no forward: call the modules it holds")
+
+class ModuleDict(Module):
+    "A dict of modules (string keys, insertion order), registered so that `parameters()` finds them, as in torch."
+    def __init__(self, modules=None):
+        super().__init__()
+        self._mods = {}
+        if modules is not None: self.update(modules)
+    def _named_members(self): yield from self._mods.items()
+    def __setitem__(self, k, m):
+        if not isinstance(k, str): raise TypeError(f"ModuleDict: keys must be strings, got {k!r}")
+        if not isinstance(m, Module): raise TypeError(f"ModuleDict: expected a Module for {k!r}, got {type(m).__name__}")
+        self._mods[k] = m
+    def update(self, modules):
+        for k, m in (modules.items() if isinstance(modules, dict) else modules): self[k] = m
+    def __getitem__(self, k): return self._mods[k]
+    def __delitem__(self, k): del self._mods[k]
+    def __contains__(self, k): return k in self._mods
+    def __len__(self): return len(self._mods)
+    def __iter__(self): return iter(self._mods)
+    def keys(self): return self._mods.keys()
+    def values(self): return self._mods.values()
+    def items(self): return self._mods.items()
+    def forward(self, *args): raise NotImplementedError("ModuleDict has no forward: call the modules it holds")
 
 class Residual(Module):
     "`fn(x) + x`."
@@ -201,7 +282,7 @@ class Linear(Module):
             raise ValueError(f"Linear({self.extra_repr()}): expected input with {self.in_features} features in its "
                              f"last dimension, got {X.shape[-1]} (input shape {X.shape})")
         if self.bias is None: return X @ self.weight
-        return linear(X, self.weight, self.bias)
+        return affine(X, self.weight, self.bias)
 
 # %% ../../nbs/10_nn.ipynb
 def _check_features(layer, x, axis, n):
@@ -209,41 +290,39 @@ def _check_features(layer, x, axis, n):
         raise ValueError(f"{layer}: expected {n} features in dimension {axis}, got input of shape {x.shape}")
 
 class _BatchNorm(Module):
-    _axes, _ndim = (0,), 2
+    _ndims = (2,)
     def __init__(self, dim, eps=1e-5, momentum=0.1, device=None, dtype="float32"):
         super().__init__()
+        if momentum is not None and not 0 <= momentum <= 1:
+            raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, got {momentum!r}")
         self.dim, self.eps, self.momentum = dim, eps, momentum
         self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
         self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))
         self.register_buffer('running_mean', init.zeros(dim, device=device, dtype=dtype))
         self.register_buffer('running_var', init.ones(dim, device=device, dtype=dtype))
+        self.register_buffer('num_batches_tracked', Tensor(np.array(0), device=device, dtype='int64', requires_grad=False))
     def extra_repr(self): return f'{self.dim}, eps={self.eps}, momentum={self.momentum}'
     def forward(self, x):
-        if x.ndim != self._ndim: raise ValueError(f"{type(self).__name__}({self.dim}): expected a {self._ndim}-d input, got shape {x.shape}")
-        _check_features(f"{type(self).__name__}({self.dim})", x, 1, self.dim)
-        kshape = tuple(self.dim if i == 1 else 1 for i in range(x.ndim))
+        name = f"{type(self).__name__}({self.dim})"
+        if x.ndim not in self._ndims:
+            want = ' or '.join(f'{n}-d' for n in self._ndims)
+            raise ValueError(f"{name}: expected a {want} input, got shape {x.shape}")
+        _check_features(name, x, 1, self.dim)
+        m = self.momentum
         if self.training:
-            if x.size // self.dim <= 1:
-                raise ValueError(f"{type(self).__name__}({self.dim}): expected more than 1 value per channel when "
-                                 f"training, got input shape {x.shape}")
-            op = BatchNormOp(self.eps)
-            y = op(x, self.weight, self.bias)
-            n, m = x.size // self.dim, self.momentum
-            unbiased = op.var.reshape((self.dim,)) * (n / max(n - 1, 1))
-            self.running_mean.cached_data = self.running_mean.cached_data * (1 - m) + op.mean.reshape((self.dim,)) * m
-            self.running_var.cached_data = self.running_var.cached_data * (1 - m) + unbiased * m
-            return y
-        scale = self.weight * (self.running_var + self.eps) ** -0.5  # eval: a per-channel affine map
-        shift = self.bias - self.running_mean * scale
-        return x * scale.reshape(kshape).broadcast_to(x.shape) + shift.reshape(kshape).broadcast_to(x.shape)
+            self.num_batches_tracked.cached_data = self.num_batches_tracked.cached_data + 1
+            if m is None: m = 1.0 / self.num_batches_tracked.item()  # a cumulative moving average, as torch
+        try: return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.training, m, self.eps)
+        except (ValueError, TypeError, RuntimeError) as e:
+            raise type(e)(f"{name}: {str(e).removeprefix('batch_norm: ')}") from None
 
 class BatchNorm1d(_BatchNorm):
-    "Batch norm over the batch axis of `(N, C)` inputs, with torch's running statistics."
-    _axes, _ndim = (0,), 2
+    "Batch norm of `(N, C)` or `(N, C, L)` inputs over every axis but the channel axis 1, with torch's running statistics."
+    _ndims = (2, 3)
 
 class BatchNorm2d(_BatchNorm):
     "Batch norm over `N, H, W` of `(N, C, H, W)` inputs, with torch's running statistics."
-    _axes, _ndim = (0, 2, 3), 4
+    _ndims = (4,)
 
 # %% ../../nbs/10_nn.ipynb
 class LayerNorm1d(Module):
@@ -269,11 +348,12 @@ class Dropout(Module):
     "Zero each element with probability `p` in training (scaling the rest by `1/(1-p)`); identity in eval."
     def __init__(self, p=0.5):
         super().__init__()
-        if not 0 <= p < 1: raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"Dropout: p must be in [0, 1], got {p!r}")
         self.p = p
     def extra_repr(self): return f'p={self.p}'
     def forward(self, x):
         if not self.training or self.p == 0: return x
+        if self.p == 1: return x * 0.0   # everything dropped (torch returns zeros too)
         mask = init.randb(*x.shape, p=1 - self.p, device=x.device, dtype=x.dtype).cached_data
         return x * Tensor.make_const(mask * (1 / (1 - self.p)))
 
@@ -303,51 +383,109 @@ class SoftmaxLoss(Module):
         if y.device != logits.device: y = Tensor(y.cached_data.to(logits.device), requires_grad=False)
         return SoftmaxCrossEntropy(name)(logits, y)
 
-class CrossEntropyLoss(SoftmaxLoss):
-    "PyTorch's name for `SoftmaxLoss`."
+class CrossEntropyLoss(Module):
+    """Cross-entropy of logits `(N, C)` or `(N, C, d1, ...)` against class indices, with torch's `weight`,
+    `ignore_index`, `reduction` and `label_smoothing`. The common case (2-D, no options) takes the fused op."""
+    def __init__(self, weight=None, ignore_index=-100, reduction='mean', label_smoothing=0.0):
+        super().__init__()
+        if reduction not in ('none', 'mean', 'sum'):
+            raise ValueError(f"CrossEntropyLoss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
+        self.weight, self.ignore_index, self.reduction, self.label_smoothing = weight, ignore_index, reduction, label_smoothing
+    def extra_repr(self):
+        opts = [f'{k}={v!r}' for k, v, d in (('ignore_index', self.ignore_index, -100), ('reduction', self.reduction, 'mean'),
+                                              ('label_smoothing', self.label_smoothing, 0.0)) if v != d]
+        return ', '.join(opts + (['weight=...'] if self.weight is not None else []))
+    def forward(self, logits, y):
+        if not isinstance(y, Tensor): y = Tensor(np.asarray(y), device=logits.device, requires_grad=False)
+        plain = (logits.ndim == 2 and self.weight is None and self.reduction == 'mean' and not self.label_smoothing
+                 and y.dtype == 'int64' and y.shape == logits.shape[:1] and y.device == logits.device)
+        if plain and y.size and not (y.cached_data == self.ignore_index).max().item():
+            return SoftmaxCrossEntropy('CrossEntropyLoss')(logits, y)
+        return F.cross_entropy(logits, y, weight=self.weight, reduction=self.reduction, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing)
 
 class MSELoss(Module):
-    "Mean squared error."
-    def forward(self, x, y):
-        d = x - y
-        return (d * d).sum() / d.size
+    "Mean squared error (or its sum, or each term, with `reduction`), as `torch.nn.MSELoss`."
+    def __init__(self, reduction='mean'): super().__init__(); self.reduction = reduction
+    def forward(self, x, y): return F.mse_loss(x, y, reduction=self.reduction)
 
 # %% ../../nbs/10_nn.ipynb
 class Conv2d(Module):
-    "2-d convolution over `(N, C_in, H, W)`, weight `(C_out, C_in, k, k)` (PyTorch's layout)."
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True, device=None, dtype="float32"):
+    """2-d convolution over `(N, C_in, H, W)` with torch's options: weight `(C_out, C_in/groups, kh, kw)`, `kernel_size`,
+    `stride`, `padding` (an int, a pair, 'same' or 'valid') and `dilation` as ints or pairs, `groups`, and a
+    `padding_mode` of 'zeros', 'reflect', 'replicate' or 'circular'."""
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode='zeros', device=None, dtype="float32"):
         super().__init__()
-        if not isinstance(kernel_size, numbers.Integral): raise TypeError(f"Conv2d: kernel_size must be an int, got {kernel_size!r}")
+        k, st, d = (_pair(v, n, 'Conv2d') for v, n in ((kernel_size, 'kernel_size'), (stride, 'stride'), (dilation, 'dilation')))
+        if min(k) < 1 or min(st) < 1 or min(d) < 1:
+            raise ValueError(f"Conv2d: kernel_size, stride and dilation must be >= 1, got {k}, {st}, {d}")
+        if not isinstance(groups, numbers.Integral) or groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: groups={groups!r} must be a positive int dividing in_channels={in_channels} "
+                             f"and out_channels={out_channels}")
+        if padding_mode not in ('zeros', 'reflect', 'replicate', 'circular'):
+            raise ValueError(f"Conv2d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got {padding_mode!r}")
+        self.pads = _conv_pads(padding, k, d, st, 'Conv2d')   # ((top, bottom), (left, right)); checks 'same' too
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
-        self.stride, self.padding = stride, padding
-        fan_in, fan_out = init.conv_fans(in_channels, out_channels, kernel_size)
-        shape = (out_channels, in_channels, kernel_size, kernel_size)
+        self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
+        fan_in, fan_out = init.conv_fans(in_channels // groups, out_channels, k)
+        shape = (out_channels, in_channels // groups) + k
         self.weight = Parameter(init.kaiming_uniform(fan_in, fan_out, shape=shape, device=device, dtype=dtype))
         b = 1 / math.sqrt(fan_in)
         self.bias = Parameter(init.rand(out_channels, low=-b, high=b, device=device, dtype=dtype)) if bias else None
     def extra_repr(self):
+        extra = ''.join(f', {n}={v!r}' for n, v, dflt in (('dilation', self.dilation, 1), ('groups', self.groups, 1),
+                        ('padding_mode', self.padding_mode, 'zeros')) if v != dflt)
         return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, '
-                f'padding={self.padding}, bias={self.bias is not None}')
+                f'padding={self.padding}{extra}, bias={self.bias is not None}')
     def forward(self, x):
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"Conv2d({self.extra_repr()}): expected input (N, {self.in_channels}, H, W), got shape {x.shape}")
-        return F.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
+        if x.ndim not in (3, 4) or x.shape[-3] != self.in_channels:
+            raise ValueError(f"Conv2d({self.extra_repr()}): expected input (N, {self.in_channels}, H, W), got shape "
+                             f"{x.shape} (or an unbatched ({self.in_channels}, H, W))")
+        if self.padding_mode == 'zeros':
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        (t, b), (l, r) = self.pads
+        xp = F.pad(x, (l, r, t, b), self.padding_mode)
+        return F.conv2d(xp, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+def _pool_args(name, kernel_size, stride, padding, dilation):
+    "torch's checks, at construction: sizes are ints or pairs, stride and dilation >= 1 (`stride=None`: the kernel)."
+    k = _pair(kernel_size, 'kernel_size', name)
+    s = k if stride is None else _pair(stride, 'stride', name)
+    p, d = _pair(padding, 'padding', name), _pair(dilation, 'dilation', name)
+    if min(k) < 1 or min(s) < 1 or min(d) < 1:
+        raise ValueError(f"{name}: kernel_size, stride and dilation must be >= 1, got {k}, {s} and {d}")
+    if min(p) < 0: raise ValueError(f"{name}: padding must be non-negative, got {padding!r}")
+    return kernel_size, (kernel_size if stride is None else stride)
 
 class MaxPool2d(Module):
-    "Max over `kernel_size` windows of `(N, C, H, W)` inputs."
-    def __init__(self, kernel_size, stride=None, padding=0):
+    "Max over `kernel_size` windows of `(N, C, H, W)` inputs, with torch's `dilation`, `ceil_mode`, `return_indices`."
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
-    def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
-    def forward(self, x): return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        self.kernel_size, self.stride = _pool_args('MaxPool2d', kernel_size, stride, padding, dilation)
+        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
+    def extra_repr(self):
+        extra = ''.join(f', {n}={v!r}' for n, v, d in (('dilation', self.dilation, 1), ('ceil_mode', self.ceil_mode, False))
+                        if v != d)
+        return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}{extra}'
+    def forward(self, x):
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 class AvgPool2d(Module):
-    "Mean over `kernel_size` windows of `(N, C, H, W)` inputs."
-    def __init__(self, kernel_size, stride=None, padding=0):
+    "Mean over `kernel_size` windows of `(N, C, H, W)` inputs, with torch's `ceil_mode` and `count_include_pad`."
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
-    def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}'
-    def forward(self, x): return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+        self.kernel_size, self.stride = _pool_args('AvgPool2d', kernel_size, stride, padding, 1)
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+    def extra_repr(self):
+        extra = ''.join(f', {n}={v!r}' for n, v, d in (('ceil_mode', self.ceil_mode, False),
+                                                        ('count_include_pad', self.count_include_pad, True)) if v != d)
+        return f'kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}{extra}'
+    def forward(self, x):
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 class Embedding(Module):
     "A lookup table: integer indices of any shape -> rows of `weight` `(num_embeddings, embedding_dim)`."

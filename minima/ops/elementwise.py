@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray
+from ..autograd import Tensor, TensorOp, NDArray, as_operand
 from ..backend_ndarray.ndarray import broadcast_shapes
 from ..testing import register_op, case
 
@@ -30,8 +30,7 @@ def unbroadcast(g: Tensor, shape) -> Tensor:
     return g.sum(axes).reshape(shape) if axes else g.reshape(shape)
 
 def _tensor(x, like: Tensor) -> Tensor:
-    if isinstance(x, Tensor): return x
-    return Tensor(x, device=like.device, dtype=like.dtype, requires_grad=False)
+    return as_operand(x, like)   # torch's dtype for numbers, lists and arrays
 
 def _pair(a, b, name):
     "Both operands as Tensors on one device, with shapes that broadcast; errors name the op."
@@ -64,6 +63,7 @@ _UN = [case(()), case((5,)), case((3, 4)), case((2, 3, 4))]
 # %% ../../nbs/03_ops_elementwise.ipynb
 class EWiseAdd(TensorOp):
     "Elementwise `a + b`, with broadcasting."
+    saved_inputs, saves_output = (), False   # the gradient needs shapes only
     def compute(self, a: NDArray, b: NDArray): return a + b
     def gradient(self, out_grad, node):
         a, b = node.inputs
@@ -75,6 +75,7 @@ def add(a, b) -> Tensor:
 
 class AddScalar(TensorOp):
     "`a + scalar`."
+    saved_inputs, saves_output = (), False
     def __init__(self, scalar): self.scalar = scalar
     def compute(self, a: NDArray): return a + self.scalar
     def gradient(self, out_grad, node): return out_grad
@@ -88,6 +89,7 @@ register_op('add_scalar', lambda a, s=1.5: add_scalar(a, s), lambda T, a, s=1.5:
 # %% ../../nbs/03_ops_elementwise.ipynb
 class EWiseSub(TensorOp):
     "Elementwise `a - b`, with broadcasting."
+    saved_inputs, saves_output = (), False
     def compute(self, a: NDArray, b: NDArray): return a - b
     def gradient(self, out_grad, node):
         a, b = node.inputs
@@ -97,10 +99,16 @@ def subtract(a, b) -> Tensor:
     "`a - b` elementwise, with broadcasting. `subtract(Tensor([3., 4]), Tensor([1.]))` is `[2, 3]`."
     return EWiseSub()(*_pair(a, b, 'subtract'))
 
-def sub_scalar(a, scalar) -> Tensor: "`a - scalar`, as `add_scalar(a, -scalar)`."; return add_scalar(a, -scalar)
+def sub_scalar(a, scalar) -> Tensor:
+    "`a - scalar`, as `add_scalar(a, -scalar)`."
+    if a.dtype == 'bool' or isinstance(scalar, (bool, np.bool_)):
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
+                        "`mask == False`, or cast it first with `.astype('int64')`")
+    return add_scalar(a, -scalar)
 
 class RSubScalar(TensorOp):
     "`scalar - a` (Python's reflected `2 - x`)."
+    saved_inputs, saves_output = (), False
     def __init__(self, scalar): self.scalar = scalar
     def compute(self, a: NDArray): return self.scalar - a
     def gradient(self, out_grad, node): return -out_grad
@@ -116,6 +124,7 @@ register_op('rsub_scalar', lambda a, s=2.0: rsub_scalar(a, s), lambda T, a, s=2.
 # %% ../../nbs/03_ops_elementwise.ipynb
 class EWiseMul(TensorOp):
     "Elementwise `a * b`, with broadcasting."
+    saves_output = False
     def compute(self, a: NDArray, b: NDArray): return a * b
     def gradient(self, out_grad, node):
         a, b = node.inputs
@@ -127,6 +136,7 @@ def multiply(a, b) -> Tensor:
 
 class MulScalar(TensorOp):
     "`a * scalar`."
+    saved_inputs, saves_output = (), False
     def __init__(self, scalar): self.scalar = scalar
     def compute(self, a: NDArray): return a * self.scalar
     def gradient(self, out_grad, node): return out_grad * self.scalar
@@ -142,12 +152,13 @@ class EWiseDiv(TensorOp):
     def compute(self, a: NDArray, b: NDArray): return a / b
     def gradient(self, out_grad, node):
         a, b = node.inputs
-        return unbroadcast(out_grad / b, a.shape), unbroadcast(-out_grad * a / (b * b), b.shape)
+        return unbroadcast(out_grad / b, a.shape), unbroadcast(-out_grad * (a / b / b), b.shape)
 
 def divide(a, b) -> Tensor: "`a / b` elementwise, with broadcasting."; return EWiseDiv()(*_pair(a, b, 'divide'))
 
 class DivScalar(TensorOp):
     "`a / scalar`."
+    saved_inputs, saves_output = (), False
     def __init__(self, scalar): self.scalar = scalar
     def compute(self, a: NDArray): return a / self.scalar
     def gradient(self, out_grad, node): return out_grad / self.scalar
@@ -171,6 +182,7 @@ register_op('rdivide_scalar', lambda a, s=2.0: rdivide_scalar(a, s), lambda T, a
 # %% ../../nbs/03_ops_elementwise.ipynb
 class Negate(TensorOp):
     "`-a`."
+    saved_inputs, saves_output = (), False
     def compute(self, a: NDArray): return -a
     def gradient(self, out_grad, node): return -out_grad
 
@@ -181,6 +193,7 @@ register_op('negate', negate, lambda T, a: -a, _UN, op=Negate)
 # %% ../../nbs/03_ops_elementwise.ipynb
 class Exp(TensorOp):
     "`exp(a)` elementwise."
+    saved_inputs = ()   # the gradient reads the output only
     def compute(self, a: NDArray): return a.exp()
     def gradient(self, out_grad, node): return out_grad * node
 
@@ -216,10 +229,12 @@ class EWisePow(TensorOp):
     def gradient(self, out_grad, node):
         a, b = node.inputs
         ga = out_grad * b * power(a, b - 1.0)
-        zero = a.cached_data == 0
-        safe_a = where(_const(zero), 1.0, a) if _any(zero) else a
-        gb = out_grad * node * log(safe_a)
-        return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
+        b0 = b.cached_data == 0
+        if _any(b0): ga = where(_const(b0), 0.0, ga)   # torch: exactly 0 where b = 0, even at a = 0
+        zero = (a.cached_data == 0) * (b.cached_data >= 0)
+        if _any(zero): a = where(_const(zero), 1.0, a)   # log 1 = 0: the 0 * log 0 case
+        gb = out_grad * node * log(a)
+        return unbroadcast(ga, node.inputs[0].shape), unbroadcast(gb, b.shape)
 
 def power(a, b) -> Tensor:
     "`a ** b` elementwise. A number as `b` gives `power_scalar`, a number as `a` gives `rpower_scalar`."
@@ -234,6 +249,9 @@ class RPowerScalar(TensorOp):
     def __init__(self, scalar): self.scalar = scalar
     def compute(self, a: NDArray): return self.scalar ** a
     def gradient(self, out_grad, node):
+        if self.scalar == 0:   # torch: 0 where the exponent is >= 0 (0 * log 0), else -inf
+            ninf = _const(NDArray.make((), device=node.device, dtype=out_grad.dtype).fill(float('-inf')))
+            return where(_const(node.inputs[0].cached_data >= 0), 0.0, out_grad * node * ninf)
         return out_grad * node * (math.log(self.scalar) if self.scalar > 0 else float('nan'))
 
 def rpower_scalar(a, scalar) -> Tensor:
@@ -309,16 +327,20 @@ register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))],
 class ReLUOp(TensorOp):
     "`max(a, 0)` elementwise; the gradient at exactly 0 is 0, as in PyTorch."
     def compute(self, a: NDArray): return a.maximum(0)
+    saves_output = False
     def gradient(self, out_grad, node):
         a = node.inputs[0].cached_data
-        return out_grad * _const((a > 0).astype(a.dtype))
+        return out_grad * _const(1 - (a <= 0).astype(a.dtype))   # NaN passes, as in torch
 
 def relu(a) -> Tensor: "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`."; return ReLUOp()(a)
 
 class Abs(TensorOp):
     "`|a|` elementwise; the gradient at exactly 0 is 0 (sign(0) = 0), as in PyTorch."
     def compute(self, a: NDArray): return a.abs()
-    def gradient(self, out_grad, node): return out_grad * _const(node.inputs[0].cached_data.sign())
+    saves_output = False
+    def gradient(self, out_grad, node):
+        a = node.inputs[0].cached_data
+        return out_grad * _const(NDArray.where(a == a, a.sign(), NDArray.make((), device=a.device, dtype=a.dtype).fill(0)))
 
 def absolute(a) -> Tensor: "`|a|`. `absolute(Tensor([-2., 3]))` is `[2, 3]`; also `abs(x)`."; return Abs()(a)
 
@@ -383,14 +405,14 @@ class GELUOp(TensorOp):
         t = tanh((a + a * a * a * _C) * _K)
         return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
 
-def gelu(a, approximate='tanh') -> Tensor:
-    "GELU; `approximate='tanh'` (the default here) or `'none'` (exact). `gelu(Tensor([0.]))` is `[0.]`."
+def gelu(a, approximate='none') -> Tensor:
+    "GELU: exact (`'none'`, torch's default) or `approximate='tanh'`. `gelu(Tensor([0.]))` is `[0.]`."
     if approximate not in ('tanh', 'none'):
         raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     return GELUOp(approximate)(_float(a, 'gelu'))
 
 register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLUOp)
-register_op('gelu', gelu, lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
+register_op('gelu', lambda a: gelu(a, 'tanh'), lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
 register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELUOp,
             make_inputs=lambda rng, shapes: [rng.uniform(-6, 6, shapes[0])])
 
@@ -399,17 +421,20 @@ def _minmax_grad(kind, out_grad, node):
     a, b = node.inputs
     x, z = a.cached_data, b.cached_data
     dt = out_grad.dtype
-    wa = (x > z if kind == 'max' else x < z).astype(dt) + (x == z).astype(dt) * 0.5
-    ga = out_grad * _const(wa)
-    return unbroadcast(ga, a.shape), unbroadcast(out_grad - ga, b.shape)
+    tie = 1 - (x == z).astype(dt) * 0.5
+    lose_a, lose_b = (x < z, x > z) if kind == 'max' else (x > z, x < z)
+    ga, gb = out_grad * _const(tie * (1 - lose_a.astype(dt))), out_grad * _const(tie * (1 - lose_b.astype(dt)))
+    return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
 
 class Maximum(TensorOp):
     "Elementwise maximum; ties split the gradient evenly (as in PyTorch)."
+    saves_output = False
     def compute(self, a: NDArray, b: NDArray): return a.maximum(b)
     def gradient(self, out_grad, node): return _minmax_grad('max', out_grad, node)
 
 class Minimum(TensorOp):
     "Elementwise minimum; ties split the gradient evenly (as in PyTorch)."
+    saves_output = False
     def compute(self, a: NDArray, b: NDArray): return a.minimum(b)
     def gradient(self, out_grad, node): return _minmax_grad('min', out_grad, node)
 
@@ -443,14 +468,26 @@ class Clamp(TensorOp):
         return out_grad * _const(mask)
 
 def clamp(a, lo=None, hi=None) -> Tensor:
-    "Clip into `[lo, hi]` (PyTorch's `clamp`). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."
+    """Clip into `[lo, hi]` (PyTorch's `clamp`); the bounds are numbers, or tensors that broadcast against `a` (then
+    they get gradients too). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."""
     if lo is None and hi is None: raise ValueError("clamp: at least one of lo and hi must be given")
+    for name, v in (('lo', lo), ('hi', hi)):
+        if v is not None and not isinstance(v, (Tensor, numbers.Real)):
+            raise TypeError(f"clamp: {name} must be a number or a Tensor, got {type(v).__name__}")
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):   # torch's min(max(a, lo), hi), as two selections
+        if lo is not None: a = where(a < lo, lo, a)
+        if hi is not None: a = where(a > hi, hi, a)
+        return a
     return Clamp(lo, hi)(a)
 
 def _on_bounds(rng, shapes, **kw): return [np.round(rng.standard_normal(shapes[0]) * 2) / 2]
 register_op('clamp', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
             [case((3, 4), lo=-0.5, hi=0.5), case((5,), lo=0.0), case((2, 3), hi=0.25), case((), lo=-1.0, hi=1.0)],
             op=Clamp, smooth=False, skip={'second': _kink})
+register_op('clamp_tensor', lambda a, lo, hi: clamp(a, lo, hi), lambda T, a, lo, hi: T.clamp(a, lo, hi),
+            [case((3, 4), (3, 4), (3, 4)), case((2, 5), (5,), (2, 1))], smooth=False, skip={'second': _kink},
+            make_inputs=lambda rng, shapes: [rng.standard_normal(shapes[0]), -rng.uniform(0.2, 1, shapes[1]),
+                                             rng.uniform(0.2, 1, shapes[2])])
 register_op('clamp_bounds', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
             [case((4, 5), lo=-0.5, hi=0.5), case((6,), lo=0.0)], op=Clamp, make_inputs=_on_bounds, smooth=False,
             skip={'fd': 'inputs sit exactly on the bounds, where clamp has kinks', 'second': _kink})
@@ -461,6 +498,7 @@ _CMP = {'equal': '__eq__', 'not_equal': '__ne__', 'less': '__lt__', 'less_equal'
 
 class Compare(TensorOp):
     "Elementwise comparison `kind` (one of equal, not_equal, less, less_equal, greater, greater_equal): a bool result."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, kind):
         if kind not in _CMP:
             raise ValueError(f"Compare: unknown comparison {kind!r}; expected one of {', '.join(_CMP)}")
@@ -487,6 +525,7 @@ for _k, _f in [('equal', equal), ('not_equal', not_equal), ('less', less), ('les
 # %% ../../nbs/03_ops_elementwise.ipynb
 class Where(TensorOp):
     "`cond ? a : b` elementwise, with broadcasting; `cond` is a bool tensor and gets no gradient."
+    saved_inputs, saves_output = (0,), False
     def compute(self, c: NDArray, a: NDArray, b: NDArray): return NDArray.where(c, a, b)
     def gradient(self, out_grad, node):
         c, a, b = node.inputs
@@ -521,7 +560,7 @@ Tensor.cos = lambda self: cos(self)
 Tensor.tanh = lambda self: tanh(self)
 Tensor.sigmoid = lambda self: sigmoid(self)
 Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self, approximate='tanh': gelu(self, approximate)
+Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
 Tensor.erf = lambda self: erf(self)
 Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
 Tensor.pow = lambda self, other: power(self, other)

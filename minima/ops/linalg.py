@@ -14,6 +14,7 @@ __all__ = ['MatMul', 'matmul']
 # %% ../../nbs/06_ops_linalg.ipynb
 class MatMul(TensorOp):
     "Matrix product with numpy's broadcasting and vector rules."
+    saves_output = False
     def compute(self, a: NDArray, b: NDArray): return a @ b
     def gradient(self, out_grad, node):
         a, b = node.inputs

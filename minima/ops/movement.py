@@ -22,6 +22,7 @@ __all__ = ['cat', 'Transpose', 'transpose', 'Reshape', 'reshape', 'BroadcastTo',
 # %% ../../nbs/05_ops_movement.ipynb
 class Transpose(TensorOp):
     "Swap two axes (the last two by default)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def _perm(self, ndim):
         if ndim < 2: raise ValueError(f"transpose: needs at least 2 dimensions, got {ndim}")
@@ -45,6 +46,7 @@ register_op('transpose', lambda a, axes=None: transpose(a, axes),
 # %% ../../nbs/05_ops_movement.ipynb
 class Reshape(TensorOp):
     "View `a` with a new shape of the same size (one entry may be -1)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.reshape(self.shape)
     def gradient(self, out_grad, node): return reshape(out_grad, node.inputs[0].shape)
@@ -57,6 +59,7 @@ register_op('reshape', lambda a, shape: reshape(a, shape), lambda T, a, shape: a
 # %% ../../nbs/05_ops_movement.ipynb
 class BroadcastTo(TensorOp):
     "Broadcast `a` to `shape` (numpy rules)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.broadcast_to(self.shape)
     def gradient(self, out_grad, node): return unbroadcast(out_grad, node.inputs[0].shape)
@@ -69,6 +72,7 @@ register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape), lambda T, a
 # %% ../../nbs/05_ops_movement.ipynb
 class Permute(TensorOp):
     "Reorder the axes: `out.shape[i] == a.shape[axes[i]]`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes): self.axes = tuple(axes)
     def compute(self, a: NDArray): return a.permute(self.axes)
     def gradient(self, out_grad, node):
@@ -87,6 +91,7 @@ register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.pe
 
 class Squeeze(TensorOp):
     "Remove size-1 axes (all of them when `axes` is None)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray):
         axes = _squeeze_axes(a.shape, self.axes)
@@ -108,6 +113,7 @@ def squeeze(a, axes=None) -> Tensor:
 
 class Unsqueeze(TensorOp):
     "Insert a size-1 axis at position `axis` of the output."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, a: NDArray):
         ax = self.axis + a.ndim + 1 if self.axis < 0 else self.axis
@@ -142,6 +148,7 @@ register_op('expand', lambda a, shape: expand(a, shape), lambda T, a, shape: a.e
 # %% ../../nbs/05_ops_movement.ipynb
 class Flip(TensorOp):
     "Reverse the order of elements along `axes`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray): return a.flip(self.axes)
     def gradient(self, out_grad, node): return flip(out_grad, self.axes)
@@ -170,12 +177,14 @@ def _norm_index(idx):
 
 class GetItem(TensorOp):
     "Basic indexing `a[idx]`: ints, slices (any step), `None`, `...`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, idx): self.idx = idx
     def compute(self, a: NDArray): return a[self.idx]
     def gradient(self, out_grad, node): return getitem_grad(out_grad, self.idx, node.inputs[0].shape)
 
 class GetItemGrad(TensorOp):
     "The adjoint of `a[idx]`: zeros of `shape` with `g` written into the positions `idx` selects."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, idx, shape): self.idx, self.shape = idx, tuple(shape)
     def compute(self, g: NDArray):
         out = NDArray.make(self.shape, device=g.device, dtype=g.dtype).fill(0)
@@ -183,8 +192,17 @@ class GetItemGrad(TensorOp):
         return out
     def gradient(self, out_grad, node): return getitem(out_grad, self.idx)
 
+def _is_array_index(i):
+    "An integer array or boolean mask (numpy's advanced indexing), as opposed to ints, slices, None and `...`."
+    if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
+    return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
+
 def getitem(a, idx) -> Tensor:
-    "`a[idx]` with basic indexing; differentiable. `x[1:, ::-1]`, `x[0]`, `x[..., None]`."
+    """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; one integer array
+    or boolean mask (`x[np.array([1, 0])]`, `x[x > 0]`) gathers with `take` (chapter 8), as in torch."""
+    if any(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,))):
+        from .nn_ops import index_gather   # the gather op lives with take, further down the course
+        return index_gather(a, idx)
     return GetItem(_norm_index(idx))(a)
 
 def getitem_grad(g, idx, shape) -> Tensor:
@@ -254,6 +272,7 @@ Tensor.__setitem__ = _setitem
 # %% ../../nbs/05_ops_movement.ipynb
 class Pad(TensorOp):
     "Constant padding: `pad_width[i] = (before, after)` for every axis."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, pad_width, value=0.0):
         self.pad_width, self.value = tuple(tuple(p) for p in pad_width), value
     def _interior(self, shape): return tuple(slice(lo, lo + n) for (lo, _), n in zip(self.pad_width, shape))
@@ -265,24 +284,41 @@ class Pad(TensorOp):
     def gradient(self, out_grad, node): return getitem(out_grad, self._interior(node.inputs[0].shape))
 
 def _edge_pad(a, ax, lo, hi, mode):
-    "Reflect or replicate padding along one axis, composed of slices, flips, broadcasts and a concatenation."
+    "Reflect, replicate or circular padding along one axis: slices, flips, broadcasts and a concatenation."
     n = a.shape[ax]
     at = lambda s: (slice(None),) * ax + (s,)
     if mode == 'reflect':
         if lo >= n or hi >= n:
             raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} (shape {a.shape})")
         left, right = flip(a[at(slice(1, lo + 1))], ax), flip(a[at(slice(n - hi - 1, n - 1))], ax)
+    elif mode == 'circular':
+        if lo > n or hi > n:
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} (shape {a.shape})")
+        left, right = a[at(slice(n - lo, n))], a[at(slice(0, hi))]
     else:
         if n == 0: raise ValueError(f"pad: cannot replicate-pad the empty axis {ax} (shape {a.shape})")
         sized = lambda k: a.shape[:ax] + (k,) + a.shape[ax + 1:]
         left, right = broadcast_to(a[at(slice(0, 1))], sized(lo)), broadcast_to(a[at(slice(n - 1, n))], sized(hi))
     return concatenate([t for t, k in ((left, lo), (a, 1), (right, hi)) if k], ax)
 
+def _torch_pad_width(pad, ndim):
+    "torch's flat `pad` tuple `(last_lo, last_hi, second_last_lo, ...)` as one `(before, after)` pair per axis."
+    if len(pad) % 2 or len(pad) // 2 > ndim:
+        raise ValueError(f"pad: a flat pad tuple needs an even length of at most {2 * ndim} for {ndim} dimensions, "
+                         f"got {tuple(pad)}")
+    pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
+    return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
+
 def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
-    """Pad `a`; `pad_width` is one `(before, after)` pair per axis. `mode` is 'constant' (with `value`), 'reflect'
-    (mirror without repeating the edge; each width must be smaller than its axis) or 'replicate' (repeat the edge),
-    as in PyTorch. `pad(x, ((0, 0), (1, 1)))`."""
+    """Pad `a`. `pad_width` is one `(before, after)` pair per axis (numpy's layout), or torch's flat tuple
+    `(left, right, top, bottom, ...)` starting from the last axis; `F.pad(x, (1, 1), 'reflect')` reads as in torch.
+    `mode` is 'constant' (with `value`), 'reflect' (mirror without repeating the edge), 'replicate' (repeat the
+    edge) or 'circular' (wrap around), as in PyTorch. `pad(x, ((0, 0), (1, 1)))` equals `pad(x, (1, 1))`."""
+    if isinstance(value, str):
+        value, mode = (0.0 if mode == 'constant' else mode), value  # torch's F.pad(x, p, mode)
+    if value is None: value = 0.0
     pw = tuple(pad_width)
+    if pw and all(isinstance(v, numbers.Integral) for v in pw): pw = _torch_pad_width(pw, a.ndim)
     if len(pw) != a.ndim:
         raise ValueError(f"pad: expected {a.ndim} (before, after) pairs for shape {a.shape}, got {len(pw)}: {pw}")
     for ax, p in enumerate(pw):
@@ -291,8 +327,8 @@ def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
         if p[0] < 0 or p[1] < 0:
             raise ValueError(f"pad: widths must be non-negative, got {tuple(p)} for axis {ax}")
     if mode == 'constant': return Pad(pw, value)(a)
-    if mode not in ('reflect', 'replicate'):
-        raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect' or 'replicate'")
+    if mode not in ('reflect', 'replicate', 'circular'):
+        raise ValueError(f"pad: unknown mode {mode!r}; expected 'constant', 'reflect', 'replicate' or 'circular'")
     for ax, (lo, hi) in enumerate(pw):
         if lo or hi: a = _edge_pad(a, ax, lo, hi, mode)
     return a
@@ -315,6 +351,12 @@ register_op('pad_reflect', lambda a, pad_width: pad(a, pad_width, mode='reflect'
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='reflect'), _EDGE)
 register_op('pad_replicate', lambda a, pad_width: pad(a, pad_width, mode='replicate'),
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='replicate'), _EDGE)
+register_op('pad_circular', lambda a, pad_width: pad(a, pad_width, mode='circular'),
+            lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='circular'), _EDGE)
+register_op('pad_torch_order', lambda a, p, mode='constant': pad(a, p, mode),
+            lambda T, a, p, mode='constant': T.nn.functional.pad(a, p, mode),
+            [case((2, 3, 5), p=(1, 2)), case((1, 2, 4, 5), p=(2, 0, 1, 3), mode='reflect'),
+             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'), case((2, 3, 4), p=(0, 2), mode='replicate')])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)
@@ -326,6 +368,7 @@ def _check_same_shapes(name, shapes):
 
 class Stack(TensorOp):
     "Stack equal-shaped tensors along a new axis `axis`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, *arrays):
         shape = arrays[0].shape
@@ -359,6 +402,7 @@ def stack(args, axis=0) -> Tensor:
 
 class Split(TensorTupleOp):
     "Split along `axis`: into single slices that drop the axis (sizes=None), or into pieces of the given sizes."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis, sizes=None): self.axis, self.sizes = axis, sizes
     def compute(self, a: NDArray):
         if self.sizes is None: return tuple(a[_slab(a.ndim, self.axis, i)] for i in range(a.shape[self.axis]))
@@ -386,6 +430,7 @@ def split(a, axis=0, sizes=None) -> TensorTuple:
 
 class Concatenate(TensorOp):
     "Join tensors along an existing axis `axis`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis): self.axis = axis
     def compute(self, *arrays):
         ax, first = self.axis, arrays[0]
@@ -439,6 +484,7 @@ def _dilate_args(a, axes, dilation, name):
 
 class Dilate(TensorOp):
     "Insert `dilation` zeros after each element along `axes`."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes, dilation): self.axes, self.dilation = tuple(axes), dilation
     def compute(self, a: NDArray):
         shape = tuple(n * (self.dilation + 1) if i in self.axes else n for i, n in enumerate(a.shape))
@@ -449,6 +495,7 @@ class Dilate(TensorOp):
 
 class Undilate(TensorOp):
     "Keep every `(dilation + 1)`-th element along `axes` (the inverse of `dilate`)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes, dilation): self.axes, self.dilation = tuple(axes), dilation
     def compute(self, a: NDArray): return a[_dilate_idx(a.ndim, self.axes, self.dilation)]
     def gradient(self, out_grad, node):
@@ -478,6 +525,7 @@ register_op('undilate', lambda a, axes, dilation: undilate(a, axes, dilation),
 # %% ../../nbs/05_ops_movement.ipynb
 class Contiguous(TensorOp):
     "A compact (row-major, offset 0) copy of a strided view."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def compute(self, a: NDArray): return a.compact()
     def gradient(self, out_grad, node): return out_grad
 
@@ -487,6 +535,7 @@ def contiguous(a) -> Tensor:
 
 class Cast(TensorOp):
     "Convert to `dtype`; between float dtypes the gradient is cast back to the input's dtype."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, dtype): self.dtype = dtype
     def compute(self, a: NDArray): return a.astype(self.dtype)
     def gradient(self, out_grad, node):
@@ -504,6 +553,7 @@ def cast(a, dtype) -> Tensor:
 
 class ToDevice(TensorOp):
     "Copy to `device`; the gradient is moved back to the input's device."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, device): self.device = device
     def compute(self, a: NDArray): return a.to(self.device)
     def gradient(self, out_grad, node): return to_device(out_grad, node.inputs[0].device)

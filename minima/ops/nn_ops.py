@@ -11,12 +11,13 @@ from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad
 from ..backend_ndarray.ndarray import prod, full, zeros, arange
 from .elementwise import exp
 from .reduce import logsumexp
-from .softmax_family import log_softmax
+from .softmax_family import log_softmax, softmax
 from .linalg import matmul
+from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'LinearOp', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -31,6 +32,14 @@ def _pair(v, name, op):
 def _check_tensor(x, name, op):
     if not isinstance(x, Tensor): raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
     return x
+
+def _same_place(op, x, **others):
+    "Every tensor in `others` on `x`'s device with `x`'s dtype, or an error that names the user-facing `op`."
+    for name, t in others.items():
+        if t is None: continue
+        _check_tensor(t, name, op)
+        if t.device != x.device: raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
+        if t.dtype != x.dtype: raise TypeError(f"{op}: input dtype {x.dtype} and {name} dtype {t.dtype} differ")
 
 def _pad_nd(x: NDArray, pads, value=0.0) -> NDArray:
     "Pad the last two axes of `x` by `((top, bottom), (left, right))` with `value`; negative amounts crop."
@@ -122,7 +131,7 @@ class ConvInput(_ConvParams, TensorOp):
         return _conv_input_core(g, w, self.in_hw, self.stride, self.padding, self.dilation, self.groups)
     def gradient(self, h, node):
         g, w = node.inputs
-        return Conv(*self._params())(h, w), ConvWeight(w.shape[2:], *self._params())(h, g)
+        return _crop_to(Conv(*self._params())(h, w), g.shape), ConvWeight(w.shape[2:], *self._params())(h, g)
 
 class ConvWeight(_ConvParams, TensorOp):
     "The gradient of conv2d with respect to its weight: inputs `(x, out_grad)`."
@@ -131,7 +140,11 @@ class ConvWeight(_ConvParams, TensorOp):
         return _conv_weight_core(_pad_nd(x, self.padding), g, self.k_hw, self.stride, self.dilation, self.groups)
     def gradient(self, h, node):
         x, g = node.inputs
-        return ConvInput(x.shape[2:], *self._params())(g, h), Conv(*self._params())(x, h)
+        return ConvInput(x.shape[2:], *self._params())(g, h), _crop_to(Conv(*self._params())(x, h), g.shape)
+
+def _crop_to(y, shape):
+    "A transposed convolution with `output_padding` (stride 1) has rows its convolution never reaches: drop them."
+    return y if y.shape == tuple(shape) else y[:, :, :shape[2], :shape[3]]
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _conv_pads(padding, k, dilation, stride, op):
@@ -171,7 +184,7 @@ def _conv_setup(op, x_shape, w_shape, stride, padding, dilation, groups, x_dtype
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """2-D convolution in NCHW, as `torch.nn.functional.conv2d`: `x` (N, C, H, W), `weight` (C_out, C/groups, KH, KW).
     `conv2d(Tensor(np.ones((1, 1, 3, 3))), Tensor(np.ones((1, 1, 2, 2))))` is a (1, 1, 2, 2) tensor of 4s."""
-    _check_tensor(x, 'input', 'conv2d'); _check_tensor(weight, 'weight', 'conv2d')
+    _check_tensor(x, 'input', 'conv2d'); _same_place('conv2d', x, weight=weight, bias=bias)
     unbatched = x.ndim == 3
     if unbatched: x = x.reshape((1,) + x.shape)
     s, p, d, g, _ = _conv_setup('conv2d', x.shape, weight.shape, stride, padding, dilation, groups, x.dtype, weight.dtype)
@@ -200,16 +213,33 @@ def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
     """Transposed convolution, as `torch.nn.functional.conv_transpose2d`: `weight` is (C_in, C_out/groups, KH, KW).
     It is `conv2d_input` for the convolution it undoes; `output_padding` picks among the input sizes that give `x`."""
-    s, d, op_ = _pair(stride, 'stride', 'conv_transpose2d'), _pair(dilation, 'dilation', 'conv_transpose2d'), _pair(output_padding, 'output_padding', 'conv_transpose2d')
-    p = _pair(padding, 'padding', 'conv_transpose2d')
-    if x.ndim != 4: raise ValueError(f"conv_transpose2d: expected a 4-D input (N, C, H, W), got shape {x.shape}")
+    op = 'conv_transpose2d'
+    _check_tensor(x, 'input', op); _same_place(op, x, weight=weight, bias=bias)
+    s, d, op_ = _pair(stride, 'stride', op), _pair(dilation, 'dilation', op), _pair(output_padding, 'output_padding', op)
+    p = _pair(padding, 'padding', op)
+    unbatched = x.ndim == 3
+    if unbatched: x = x.reshape((1,) + x.shape)
+    if x.ndim != 4: raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or 3-D (C, H, W), got shape {x.shape}")
+    if weight.ndim != 4: raise ValueError(f"{op}: expected a 4-D weight (C_in, C_out/groups, KH, KW), got {weight.shape}")
+    if min(s) < 1 or min(d) < 1 or min(p) < 0 or min(op_) < 0:
+        raise ValueError(f"{op}: stride {s} and dilation {d} must be >= 1, padding {p} and output_padding {op_} >= 0")
+    if not isinstance(groups, numbers.Integral) or groups < 1 or weight.shape[0] % groups:
+        raise ValueError(f"{op}: groups={groups!r} must be a positive int dividing the weight's C_in={weight.shape[0]}")
+    if x.shape[1] != weight.shape[0]:
+        raise ValueError(f"{op}: input has {x.shape[1]} channels but weight {weight.shape} (C_in, C_out/groups, KH, KW) "
+                         f"expects {weight.shape[0]}")
     if any(o >= max(si, di) for o, si, di in zip(op_, s, d)):
-        raise ValueError(f"conv_transpose2d: output_padding {op_} must be smaller than stride {s} or dilation {d}")
+        raise ValueError(f"{op}: output_padding {op_} must be smaller than stride {s} or dilation {d}")
     k = weight.shape[2:]
     hw = tuple((n - 1) * si - 2 * pi + di * (kk - 1) + oi + 1 for n, si, pi, di, kk, oi in zip(x.shape[2:], s, p, d, k, op_))
-    y = conv2d_input((x.shape[0], weight.shape[1] * groups) + hw, weight, x, s, p, d, groups)
-    if bias is not None: y = y + bias.reshape((1, -1, 1, 1)).broadcast_to(y.shape)
-    return y
+    if min(hw) <= 0:
+        raise ValueError(f"{op}: the output size {hw} would not be positive (input {x.shape[2:]}, kernel {tuple(k)}, "
+                         f"stride {s}, padding {p}, dilation {d}, output_padding {op_})")
+    y = ConvInput(hw, s, ((p[0], p[0]), (p[1], p[1])), d, groups)(x, weight)
+    if bias is not None:
+        if bias.shape != (y.shape[1],): raise ValueError(f"{op}: bias must have shape ({y.shape[1]},), got {bias.shape}")
+        y = y + bias.reshape((1, -1, 1, 1)).broadcast_to(y.shape)
+    return y.reshape(y.shape[1:]) if unbatched else y
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _t_conv2d(T, x, w, b=None, **kw):
@@ -251,10 +281,12 @@ register_op('conv2d_input', lambda g, w, input_size, **kw: conv2d_input(input_si
             [case(_conv_out_shape(xs, ws, kw), ws, input_size=xs, **kw) for xs, ws, kw in _CONV], op=ConvInput)
 register_op('conv2d_weight', lambda x, g, weight_size, **kw: conv2d_weight(x, weight_size, g, **kw), _t_conv_weight,
             [case(xs, _conv_out_shape(xs, ws, kw), weight_size=ws, **kw) for xs, ws, kw in _CONV], op=ConvWeight)
-register_op('conv_transpose2d', lambda x, w, **kw: conv_transpose2d(x, w, **kw),
-            lambda T, x, w, **kw: T.nn.functional.conv_transpose2d(x, w, **kw),
+register_op('conv_transpose2d', lambda x, w, b=None, **kw: conv_transpose2d(x, w, b, **kw),
+            lambda T, x, w, b=None, **kw: T.nn.functional.conv_transpose2d(x, w, b, **kw),
             [case((2, 3, 4, 4), (3, 2, 3, 3)), case((1, 2, 3, 4), (2, 3, 3, 3), stride=2, padding=1, output_padding=1),
-             case((1, 4, 3, 3), (4, 1, 2, 2), stride=2, groups=2, dilation=2)]);
+             case((1, 4, 3, 3), (4, 1, 2, 2), stride=2, groups=2, dilation=2),
+             case((1, 2, 3, 3), (2, 1, 3, 3), stride=1, output_padding=1, dilation=2),
+             case((2, 3, 4), (2, 2, 2, 3), (2,), stride=(1, 2), padding=(0, 1), output_padding=(1, 1), dilation=(2, 2))]);
 
 # %% ../../nbs/08_nn_functional.ipynb
 def conv(a, b, stride=1, padding=1) -> Tensor:
@@ -318,10 +350,26 @@ class MaxPool(TensorOp):
         col = (kc + (arange(ow, device=x.device) * sw - pw).reshape(1, 1, 1, ow)).maximum(0).minimum(W - 1)
         plane = (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
         self.indices = plane + row * W + col
-        return x.reshape(-1).take(self.indices)
+        out = x.reshape(-1).take(self.indices)
+        self.pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
+        if self.pad_only is not None:   # windows that see no input: torch's -inf
+            mask = NDArray(self.pad_only, device=x.device)
+            out = NDArray.where(mask, full((), float('-inf'), dtype=x.dtype, device=x.device), out)
+            self.pad_only = _const((mask == False).astype(x.dtype))
+        return out
     def gradient(self, out_grad, node):
         x = node.inputs[0]
+        if self.pad_only is not None: out_grad = out_grad * self.pad_only
         return ScatterAdd(0, (x.size,))(out_grad, _const(self.indices)).reshape(x.shape)
+
+def _pad_only_windows(hw, kernel, stride, padding, dilation, out_hw):
+    "An (oh, ow) bool mask of the windows that lie entirely in the padding, or None when there are none."
+    masks = []
+    for n, k, s, (p, _), d, o in zip(hw, kernel, stride, padding, dilation, out_hw):
+        pos = np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
+        masks.append(~((pos >= 0) & (pos < n)).any(1))
+    m = masks[0][:, None] | masks[1][None, :]
+    return m if m.any() else None
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """2-D max pooling, as `torch.nn.functional.max_pool2d` (NCHW or CHW). `stride` defaults to `kernel_size`.
@@ -418,11 +466,18 @@ class ScatterAdd(TensorOp):
     def compute(self, src: NDArray, idx: NDArray): return src.scatter_add(idx, self.axis, self.shape)
     def gradient(self, out_grad, node): return Take(self.axis)(out_grad, node.inputs[1]), None
 
+def _no_negative(idx: Tensor, n, op, what='index'):
+    "torch's `index_select` and `embedding` reject negative indices (IndexError); numpy-style wrapping would hide bugs."
+    if idx.size and (lo := idx.cached_data.min().item()) < 0:
+        raise IndexError(f"{op}: {what} {lo} is out of range for size {n} (negative indices are not allowed)")
+
 def take(x, indices, axis=0) -> Tensor:
-    "Select slices of `x` along `axis` at `indices` (any shape). `take(Tensor([1., 2, 3]), [2, 2, 0])` is `[3, 3, 1]`."
+    """Select slices of `x` along `axis` at `indices` (any shape; 0 <= index < size, as torch's `index_select`).
+    `take(Tensor([1., 2, 3]), [2, 2, 0])` is `[3, 3, 1]`."""
     _check_tensor(x, 'x', 'take')
     ax = _norm_axis(axis, x.ndim, 'take')
     idx = _index_tensor(indices, x, 'take')
+    _no_negative(idx, x.shape[ax], 'take')
     return Take(ax)(x, idx)
 
 def scatter_add(src, indices, axis, shape) -> Tensor:
@@ -435,7 +490,62 @@ def embedding(indices, weight) -> Tensor:
     "Rows of `weight` (num_embeddings, dim) at `indices` (any shape), as `torch.nn.functional.embedding`."
     _check_tensor(weight, 'weight', 'embedding')
     if weight.ndim != 2: raise ValueError(f"embedding: weight must be 2-D (num_embeddings, dim), got shape {weight.shape}")
-    return take(weight, _index_tensor(indices, weight, 'embedding'), 0)
+    idx = _index_tensor(indices, weight, 'embedding')
+    n = weight.shape[0]
+    _no_negative(idx, n, 'embedding')
+    if idx.size and (hi := idx.cached_data.max().item()) >= n:
+        raise IndexError(f"embedding: index {hi} is out of range for {n} embeddings")
+    return Take(0)(weight, idx)
+
+# %% ../../nbs/08_nn_functional.ipynb
+def _array_axes(idx, ndim):
+    "For an index tuple with one array entry at `k`: (k, the array as numpy, how many axes it covers, its output axis)."
+    pos = [k for k, i in enumerate(idx) if _is_array_index(i)]
+    if len(pos) > 1: raise IndexError(f"getitem: only one integer-array or mask index is supported, got {len(pos)}")
+    k = pos[0]
+    arr = idx[k]
+    arr = arr.numpy() if isinstance(arr, (Tensor, NDArray)) else np.asarray(arr)
+    if arr.dtype.kind == 'f' and arr.size == 0: arr = arr.astype('int64')
+    if arr.dtype.kind not in 'biu': raise IndexError(f"getitem: index arrays must hold integers or booleans, got {arr.dtype}")
+    covers = arr.ndim if arr.dtype == bool else 1
+    n_real = sum(covers if j == k else 1 for j, i in enumerate(idx) if i is not None and i is not Ellipsis)
+    out_ax = 0
+    for i in idx[:k]:
+        if i is Ellipsis: out_ax += ndim - n_real
+        elif not isinstance(i, numbers.Integral) and not (isinstance(i, Tensor) and i.ndim == 0): out_ax += 1
+    return k, arr, covers, out_ax
+
+def index_gather(a, idx) -> Tensor:
+    "`a[idx]` where one entry of `idx` is an integer array or a boolean mask; a `take`, differentiable as torch."
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    k, arr, covers, ax = _array_axes(idx, a.ndim)
+    y = a[idx[:k] + (slice(None),) * covers + idx[k + 1:]]   # basic indexing for the other entries: a view
+    sub = y.shape[ax:ax + covers]
+    if arr.dtype == bool:
+        if arr.shape != sub:
+            raise IndexError(f"getitem: the mask of shape {arr.shape} does not match the indexed shape {sub} of a "
+                             f"tensor of shape {a.shape}")
+        y = y.reshape(y.shape[:ax] + (math.prod(sub),) + y.shape[ax + covers:])
+        arr = np.flatnonzero(arr)
+    else:
+        n = sub[0]
+        if arr.size and (arr.min() < -n or arr.max() >= n):
+            bad = arr.min() if arr.min() < -n else arr.max()
+            raise IndexError(f"getitem: index {int(bad)} is out of range for an axis of size {n} (shape {a.shape})")
+        arr = np.where(arr < 0, arr + n, arr)
+    return Take(ax)(y, Tensor.make_const(NDArray(arr.astype('int64'), device=a.device)))
+
+def _t_index(T, a, which):
+    return a[_INDEX_CASES[which](T)]
+
+_INDEX_CASES = {'ints': lambda m: m.tensor([2, 0, 2, -1]) if m is not np else np.array([2, 0, 2, -1]),
+                'mask': lambda m: (m.tensor if m is not np else np.array)([True, False, True]),
+                'mask2d': lambda m: (m.tensor if m is not np else np.array)([[True, False, True, False], [False] * 4,
+                                                                             [True] * 4]),
+                'mixed': lambda m: (slice(None), (m.tensor if m is not np else np.array)([[1, 0], [3, 3]]))}
+register_op('index_gather', lambda a, which: a[_INDEX_CASES[which](np)], _t_index,
+            [case((3, 4), which='ints'), case((3, 2), which='mask'), case((3, 4, 2), which='mask2d'),
+             case((2, 4, 3), which='mixed')], op=Take)
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _take_inputs(rng, shapes, axis=0, **kw):
@@ -482,7 +592,10 @@ def _reduce_loss(loss: NDArray, wt: NDArray, reduction):
 def _loss_scale(out_grad: Tensor, wt: NDArray, reduction) -> Tensor:
     "κ·ω from the derivation, as a Tensor shaped like the targets."
     if reduction == 'none': return out_grad * _const(wt)
-    scale = wt if reduction == 'sum' else wt / wt.sum()
+    if reduction == 'sum': scale = wt
+    else:   # mean: divide by the total weight, or by 1 when it is 0 (every target ignored: a zero gradient, as torch)
+        tot = wt.sum()
+        scale = wt / NDArray.where(tot == 0, full((), 1, dtype=wt.dtype, device=wt.device), tot)
     return out_grad.reshape((1,) * wt.ndim).broadcast_to(wt.shape) * _const(scale)
 
 class NLLLoss(TensorOp):
@@ -503,6 +616,9 @@ def _loss_setup(op, x, target, weight, reduction, ignore_index):
     if reduction not in ('none', 'mean', 'sum'): raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, requires_grad=False)
     if target.dtype != 'int64': raise TypeError(f"{op}: target must hold integer class indices (int64), got dtype {target.dtype}")
+    for name, t in (('target', target), ('weight', weight)):
+        if isinstance(t, Tensor) and t.device != x.device:
+            raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
     if x.ndim == 0: raise ValueError(f"{op}: input must have a class axis, got a 0-d tensor")
     C = x.shape[1] if x.ndim > 1 else x.shape[0]
     want = (x.shape[0],) + x.shape[2:] if x.ndim > 1 else ()
@@ -560,7 +676,8 @@ class CrossEntropy(TensorOp):
     def compute(self, x: NDArray, t: NDArray, w: NDArray):
         ax = 1 if x.ndim > 1 else 0
         m = x.max(axis=ax, keepdims=True)
-        logp = x - ((x - m).exp().sum(axis=ax, keepdims=True).log() + m)
+        z = x - m
+        logp = z - z.exp().sum(axis=ax, keepdims=True).log()
         idx, wt = _nll_parts(x.shape, t, w, self.ignore_index)
         return _reduce_loss(-(logp.reshape(-1).take(idx) * wt), wt, self.reduction)
     def gradient(self, out_grad, node):
@@ -568,17 +685,40 @@ class CrossEntropy(TensorOp):
         ax = 1 if x.ndim > 1 else 0
         idx, wt = _nll_parts(x.shape, t.cached_data, w.cached_data, self.ignore_index)
         k = _loss_scale(out_grad, wt, self.reduction)
-        p = exp(x - logsumexp(x, axes=(ax,), keepdims=True).broadcast_to(x.shape))
+        p = softmax(x, ax)
         kb = k.reshape(k.shape[:1] + (1,) + k.shape[1:]) if x.ndim > 1 else k.reshape((1,))
         return p * kb.broadcast_to(x.shape) - ScatterAdd(0, (x.size,))(k, _const(idx)).reshape(x.shape), None, None
 
-def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100) -> Tensor:
+def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, label_smoothing=0.0) -> Tensor:
     """Cross-entropy of class-index targets under logits `x` (N, C, ...) or (C,), as `torch.nn.functional.cross_entropy`
-    (fused and stable). `cross_entropy(Tensor([[0., 0.]]), Tensor([1]))` is `log 2`."""
+    (fused and stable). `cross_entropy(Tensor([[0., 0.]]), Tensor([1]))` is `log 2`. With `label_smoothing` ε the
+    target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
+    if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
-    return CrossEntropy(reduction, ignore_index)(x, target, weight)
+    loss = CrossEntropy(reduction, ignore_index)(x, target, weight)
+    return _smoothed(loss, x, target, weight, reduction, ignore_index, label_smoothing) if label_smoothing else loss
+
+def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
+    "torch's label smoothing: `(1 - ε) * loss + ε / C * Σ_c w_c (-log p_c)`, normalised like the loss itself."
+    ax = 1 if x.ndim > 1 else 0
+    C, kshape = x.shape[ax], tuple(x.shape[ax] if i == ax else 1 for i in range(x.ndim))
+    keep = Tensor.make_const((target.cached_data != ignore_index).astype(x.dtype))
+    smooth = -(log_softmax(x, ax) * weight.reshape(kshape).broadcast_to(x.shape)).sum((ax,)) * keep
+    if reduction == 'none': total = smooth
+    elif reduction == 'sum': total = smooth.sum()
+    else:
+        t = NDArray.where(keep.cached_data != 0, target.cached_data, zeros((), dtype='int64', device=x.device))
+        total = smooth.sum() / Tensor.make_const((weight.cached_data.take(t) * keep.cached_data).sum())
+    return loss * (1 - eps) + total * (eps / C)
 
 register_op('cross_entropy', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _LOSS, op=CrossEntropy,
+            make_inputs=_loss_inputs, grad=(0,))
+_SMOOTH = [case((4, 5), (4,), label_smoothing=0.1), case((6, 3), (6,), use_weight=True, label_smoothing=0.2),
+           case((7, 4), (7,), use_weight=True, ignore=True, label_smoothing=0.3),
+           case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True, label_smoothing=0.15, reduction='sum'),
+           case((5, 4), (5,), ignore=True, label_smoothing=0.4, reduction='none'), case((5,), (), label_smoothing=0.5)]
+register_op('cross_entropy_smoothed', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _SMOOTH,
             make_inputs=_loss_inputs, grad=(0,));
 
 # %% ../../nbs/08_nn_functional.ipynb
@@ -696,9 +836,163 @@ def graph_memory(t: Tensor):
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
 
+# %% ../../nbs/08b_functional.ipynb 10
+import math, numbers
+import numpy as np
+from ..autograd import Tensor, TensorOp, NDArray
+from .elementwise import sigmoid, log, clamp
+from ..testing import register_op, case
+
+# %% ../../nbs/08b_functional.ipynb 11
+class Softplus(TensorOp):
+    "`log(1 + exp(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's rule); computed stably."
+    def __init__(self, beta=1.0, threshold=20.0): self.beta, self.threshold = beta, threshold
+    def compute(self, x: NDArray):
+        z = x * self.beta
+        sp = (z.maximum(0) + ((-z.abs()).exp() + 1).log()) / self.beta
+        return NDArray.where(z > self.threshold, x, sp) if math.isfinite(self.threshold) else sp
+    def gradient(self, g, node):
+        x = node.inputs[0]
+        s = sigmoid(x * self.beta)
+        if math.isfinite(self.threshold):
+            lin = Tensor.make_const((x.cached_data * self.beta > self.threshold).astype(x.dtype))
+            s = s * (1 - lin) + lin
+        return g * s
+
+def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
+    "`log(1 + exp(beta x)) / beta`, as `torch.nn.functional.softplus`. `softplus(Tensor([0.]))` is `[log 2]`."
+    if not isinstance(x, Tensor): raise TypeError(f"softplus: input must be a Tensor, got {type(x).__name__}")
+    if not beta > 0: raise ValueError(f"softplus: beta must be positive, got {beta}")
+    return Softplus(beta, threshold)(x)
+
+def _target(op, x, target):
+    "The target as a Tensor with the input's shape, dtype and device, or an error naming `op`."
+    if not isinstance(x, Tensor): raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, dtype=x.dtype, requires_grad=False)
+    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if target.dtype != x.dtype: raise TypeError(f"{op}: target has dtype {target.dtype} but the input has dtype {x.dtype}")
+    if target.shape != x.shape:
+        raise ValueError(f"{op}: target shape {target.shape} differs from input shape {x.shape} (torch would broadcast "
+                         "with a warning; minima refuses, since that is almost always a bug)")
+    return target
+
+def _reduce(loss, reduction, op):
+    if reduction == 'none': return loss
+    if reduction == 'sum': return loss.sum()
+    if reduction == 'mean': return loss.sum() / loss.size
+    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+def mse_loss(input, target, reduction='mean') -> Tensor:
+    "Squared error, as `torch.nn.functional.mse_loss`. `mse_loss(Tensor([1., 2]), Tensor([1., 4]))` is `2`."
+    d = input - _target('mse_loss', input, target)
+    return _reduce(d * d, reduction, 'mse_loss')
+
+def l1_loss(input, target, reduction='mean') -> Tensor:
+    "Absolute error, as `torch.nn.functional.l1_loss`. `l1_loss(Tensor([1., 2]), Tensor([1., 4]))` is `1`."
+    return _reduce((input - _target('l1_loss', input, target)).abs(), reduction, 'l1_loss')
+
+def _weights(op, x, weight, name='weight'):
+    if weight is None: return None
+    if not isinstance(weight, Tensor): weight = Tensor(np.asarray(weight), device=x.device, dtype=x.dtype, requires_grad=False)
+    if weight.device != x.device: raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {x.device}")
+    try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
+    except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
+
+def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
+    """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
+    `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
+    t = _target('binary_cross_entropy', input, target)
+    if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
+        raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
+                         "binary_cross_entropy_with_logits")
+    loss = -(t * clamp(log(input), lo=-100.0) + (1 - t) * clamp(log(1 - input), lo=-100.0))
+    w = _weights('binary_cross_entropy', input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Tensor:
+    """Binary cross-entropy of `sigmoid(input)`, computed stably from the logits, as torch's function of that name;
+    `pos_weight` weighs the positive term (one value per class, the last axis)."""
+    op = 'binary_cross_entropy_with_logits'
+    t = _target(op, input, target)
+    sp = Softplus(1.0, math.inf)(-input)
+    pw = _weights(op, input, pos_weight, 'pos_weight')
+    loss = (1 - t) * input + (sp if pw is None else (1 + (pw - 1) * t) * sp)
+    w = _weights(op, input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, op)
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """Standardise over the trailing `normalized_shape` axes, then scale by `weight` and shift by `bias` (both of
+    that shape), as `torch.nn.functional.layer_norm`. `layer_norm(x, (x.shape[-1],))`."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    if not isinstance(input, Tensor): raise TypeError(f"layer_norm: input must be a Tensor, got {type(input).__name__}")
+    if not ns or input.shape[input.ndim - len(ns):] != ns or len(ns) > input.ndim:
+        raise ValueError(f"layer_norm: normalized_shape {ns} must be the trailing shape of the input {input.shape}")
+    for name, t in (('weight', weight), ('bias', bias)):
+        if t is not None and t.shape != ns: raise ValueError(f"layer_norm: {name} must have shape {ns}, got {t.shape}")
+        if t is not None and t.device != input.device:
+            raise RuntimeError(f"layer_norm: {name} is on {t.device} but the input is on {input.device}")
+    axes = tuple(range(input.ndim - len(ns), input.ndim))
+    xc = input - input.mean(axes, keepdims=True).broadcast_to(input.shape)
+    var = (xc * xc).mean(axes, keepdims=True)
+    y = xc * ((var + eps) ** -0.5).broadcast_to(input.shape)
+    if weight is not None: y = y * weight.broadcast_to(input.shape)
+    return y if bias is None else y + bias.broadcast_to(input.shape)
+
+def one_hot(tensor, num_classes=-1) -> Tensor:
+    """int64 one-hot rows for class indices, as `torch.nn.functional.one_hot`: shape `tensor.shape + (C,)`, with
+    `C = max + 1` when `num_classes` is -1. `one_hot(Tensor([2, 0]), 3)` is `[[0, 0, 1], [1, 0, 0]]`."""
+    if not isinstance(tensor, Tensor): tensor = Tensor(np.asarray(tensor), requires_grad=False)
+    if tensor.dtype != 'int64': raise TypeError(f"one_hot: expects integer class indices (int64), got dtype {tensor.dtype}")
+    idx = tensor.cached_data
+    if num_classes == -1:
+        if not idx.size: raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
+        num_classes = idx.max().item() + 1
+    if idx.size:
+        lo, hi = idx.min().item(), idx.max().item()
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"one_hot: class {lo if lo < 0 else hi} is out of range for {num_classes} classes")
+    eye = NDArray(np.eye(num_classes, dtype='int64'), device=tensor.device)
+    return Tensor.make_const(eye.take(idx, 0))
+
+# %% ../../nbs/08b_functional.ipynb 12
+def _pair_inputs(rng, shapes, kind='real', **kw):
+    x = rng.uniform(0.05, 0.95, shapes[0]) if kind == 'prob' else rng.standard_normal(shapes[0]) * 2
+    t = rng.uniform(0, 1, shapes[1]) if kind in ('prob', 'logit') else rng.standard_normal(shapes[1])
+    return [x, t] + [rng.uniform(0.5, 2, s) for s in shapes[2:]]
+
+def _no_kind(f): return lambda *a, kind=None, **kw: f(*a, **kw)
+def _t(name): return lambda T, *a, kind=None, **kw: getattr(T.nn.functional, name)(*a, **kw)
+
+register_op('softplus', lambda x, **kw: softplus(x, **kw), lambda T, x, **kw: T.nn.functional.softplus(x, **kw),
+            [case((4, 5)), case((3, 4), beta=2.0), case((6,), beta=0.5, threshold=1.0)], op=Softplus,
+            make_inputs=lambda rng, shapes, **kw: [rng.uniform(-6, 6, shapes[0])])
+register_op('mse_loss', _no_kind(mse_loss), _t('mse_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,))
+register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,), smooth=False, skip={'second': '|x - t| is piecewise linear'})
+register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
+            lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
+            [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
+             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,))
+register_op('binary_cross_entropy_with_logits',
+            lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            lambda T, x, t, w=None, kind=None, pw=False, **kw: T.nn.functional.binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            [case((4, 3), (4, 3), kind='logit'), case((6,), (6,), (6,), kind='logit', reduction='sum'),
+             case((5, 3), (5, 3), (3,), kind='logit', pw=True), case((2, 3), (2, 3), kind='logit', reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,))
+register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
+            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, ns if isinstance(ns, tuple) else (ns,), *wb, **kw),
+            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)],
+            rtol=1e-4, atol=1e-4);
+
 # %% ../../nbs/10_nn.ipynb 5
 from ..autograd import TensorOp
 from .softmax_family import softmax
+from ..backend_ndarray.ndarray import arange
 from ..testing import register_op, case
 
 # %% ../../nbs/10_nn.ipynb 12
@@ -725,15 +1019,33 @@ class LinearOp(TensorOp):
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
         return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
 
-def linear(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` (needle's layout: weight `(in, out)`, bias `(1, out)`)."
+def affine(x, weight, bias) -> Tensor:
+    "`x @ weight + bias` in needle's layout, weight `(in, out)` and bias `(1, out)`: the fused op behind `nn.Linear`."
+    if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
+    _same_place('affine', x, weight=weight, bias=bias)
     out = weight.shape[-1]
     if bias.shape != (1, out):
-        raise ValueError(f"linear: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
+        raise ValueError(f"affine: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
     return LinearOp()(x, weight, bias)
 
-register_op('linear', linear, lambda T, x, w, b: x @ w + b,
-            [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp);
+def linear(x, weight, bias=None) -> Tensor:
+    """`x @ weight.T + bias` in torch's layout, as `torch.nn.functional.linear`: `weight` `(out, in)`, `bias`
+    `(out,)` or None. `linear(Tensor(np.ones((2, 3))), Tensor(np.ones((4, 3))))` has shape (2, 4)."""
+    if not isinstance(x, Tensor): raise TypeError(f"linear: input must be a Tensor, got {type(x).__name__}")
+    _same_place('linear', x, weight=weight, bias=bias)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input {x.shape} and weight {weight.shape} do not fit: expected a weight "
+                         f"(out_features, {x.shape[-1] if x.ndim else '?'})")
+    if bias is None: return x @ weight.transpose()
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
+                         f"got {bias.shape}")
+    return LinearOp()(x, weight.transpose(), bias.reshape((1, -1)))
+
+register_op('affine', affine, lambda T, x, w, b: x @ w + b,
+            [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp)
+register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=None: T.nn.functional.linear(x, w, b),
+            [case((5, 4), (3, 4), (3,)), case((2, 5, 4), (3, 4), (3,)), case((4, 6), (2, 6))]);
 
 # %% ../../nbs/10_nn.ipynb 17
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
@@ -769,16 +1081,53 @@ class BatchNormOp(TensorOp):
         dx = (g - (gsum / n).broadcast_to(shape) - xhat * (gx / n).broadcast_to(shape)) * (r * w.reshape(kshape)).broadcast_to(shape)
         return dx, gx.reshape(w.shape), gsum.reshape(b.shape)
 
-def batch_norm(x, weight, bias, eps=1e-5) -> Tensor:
-    "Training-mode batch norm (batch statistics) over every axis but 1. `batch_norm(x, ones(C), zeros(C))`."
-    return BatchNormOp(eps)(x, weight, bias)
+def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1,
+               eps=1e-5) -> Tensor:
+    """Batch norm over every axis but 1, as `torch.nn.functional.batch_norm`. With `training`, batch statistics,
+    and the running ones (if given) move toward them by `momentum` in place (the variance unbiased); else the
+    running statistics. `batch_norm(x, None, None, training=True)` standardises each channel of `x`."""
+    if not isinstance(x, Tensor): raise TypeError(f"batch_norm: input must be a Tensor, got {type(x).__name__}")
+    if x.ndim < 2: raise ValueError(f"batch_norm: expected an input (N, C, ...), got shape {x.shape}")
+    C = x.shape[1]
+    stats = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    _same_place('batch_norm', x, **stats)
+    for name, t in stats.items():
+        if t is not None and t.shape != (C,):
+            raise ValueError(f"batch_norm: {name} must have shape ({C},) for an input {x.shape}, got {t.shape}")
+    one = lambda v: Tensor.make_const(NDArray.make((C,), device=x.device, dtype=x.dtype).fill(v))
+    weight, bias = one(1) if weight is None else weight, one(0) if bias is None else bias
+    if training:
+        n = x.size // C
+        if n <= 1: raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input shape {x.shape}")
+        op = BatchNormOp(eps)
+        y = op(x, weight, bias)
+        if running_mean is not None:
+            running_mean.cached_data = running_mean.cached_data * (1 - momentum) + op.mean.reshape((C,)) * momentum
+        if running_var is not None:
+            unbiased = op.var.reshape((C,)) * (n / (n - 1))
+            running_var.cached_data = running_var.cached_data * (1 - momentum) + unbiased * momentum
+        return y
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var are needed when training=False")
+    kshape = (1, C) + (1,) * (x.ndim - 2)
+    scale = weight * (running_var + eps) ** -0.5  # eval: a per-channel affine map
+    shift = bias - running_mean * scale
+    return x * scale.reshape(kshape).broadcast_to(x.shape) + shift.reshape(kshape).broadcast_to(x.shape)
 
-register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, w, b, eps),
+def _t_bn_eval(T, x, m, v, w, b, eps=1e-5):
+    return T.nn.functional.batch_norm(x, m.detach(), v.detach(), w, b, training=False, eps=eps)
+
+register_op('batch_norm_eval', lambda x, m, v, w, b, eps=1e-5: batch_norm(x, m.detach(), v.detach(), w, b, eps=eps),
+            _t_bn_eval, [case((6, 3), (3,), (3,), (3,), (3,)), case((2, 3, 4), (3,), (3,), (3,), (3,), eps=1e-3)],
+            make_inputs=lambda rng, shapes, eps=1e-5: [rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1]),
+                                                       rng.uniform(0.5, 2, shapes[2]), rng.standard_normal(shapes[3]),
+                                                       rng.standard_normal(shapes[4])], grad=(0, 3, 4))
+register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, None, None, w, b, True, eps=eps),
             lambda T, x, w, b, eps=1e-5: T.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=eps),
             [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
             op=BatchNormOp, rtol=1e-4, atol=1e-4);
 
-# %% ../../nbs/10_nn.ipynb 29
+# %% ../../nbs/10_nn.ipynb 31
 _EYES = {}
 def _eye(n, device, dtype):
     "The identity matrix, cached: one-hot rows are `take`n from it."
@@ -825,7 +1174,8 @@ class SoftmaxCrossEntropy(TensorOp):
         e = zc.exp()
         s = e.sum(1, keepdims=True)
         self.onehot, self.p = hit.astype(z.dtype), e / s
-        return ((s.log() - zc) * self.onehot).sum() / N             # row i: log s_i - (z_iy - m_i)
+        zy = zc.reshape(-1).take(y + arange(N, device=z.device) * C)  # row i: z_iy - m_i, picked (no -inf * 0)
+        return (s.log().reshape(N) - zy).sum() / N                  # row i: log s_i - (z_iy - m_i)
     def gradient(self, out_grad, node):
         z = node.inputs[0]
         N = z.shape[0]

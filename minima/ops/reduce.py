@@ -36,6 +36,7 @@ _RED = [case((3, 4)), case((3, 4), axes=0), case((2, 3, 4), axes=(0, 2)), case((
 # %% ../../nbs/04_ops_reduce.ipynb
 class Summation(TensorOp):
     "Sum over `axes` (None for all; an int or a tuple; negative axes allowed), optionally keeping them as size 1."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
     def compute(self, a: NDArray): return a.sum(self.axes, keepdims=self.keepdims)
     def gradient(self, out_grad, node):
@@ -55,12 +56,17 @@ register_op('summation', lambda a, axes=None, keepdims=False: summation(a, axes,
 class LogSumExp(TensorOp):
     "Numerically stable `log(sum(exp(a), axes))`."
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
+    saved_inputs = (0,)
     def compute(self, a: NDArray):
+        axes = normalize_axes(self.axes, a.ndim)
+        if any(a.shape[i] == 0 for i in axes) or (a.size == 0 and not axes):   # an empty sum: log 0
+            shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape)) if self.keepdims else \
+                tuple(n for i, n in enumerate(a.shape) if i not in axes)
+            return NDArray.make(shape, device=a.device, dtype=a.dtype).fill(float('-inf'))
         m = a.max(self.axes, keepdims=True)
-        m = NDArray.where(m == float('-inf'), NDArray.make((), device=a.device, dtype=a.dtype).fill(0), m)
+        m = NDArray.where(m.abs() == float('inf'), NDArray.make((), device=a.device, dtype=a.dtype).fill(0), m)
         out = (a - m).exp().sum(self.axes, keepdims=True).log() + m
-        if not self.keepdims:
-            out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in normalize_axes(self.axes, a.ndim)))
+        if not self.keepdims: out = out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in axes))
         return out
     def gradient(self, out_grad, node):
         x = node.inputs[0]
@@ -70,6 +76,7 @@ class LogSumExp(TensorOp):
 def logsumexp(a, axes=None, keepdims=False) -> Tensor:
     "`log(sum(exp(a)))` over `axes`, computed stably. `logsumexp(Tensor([1000., 1000.]))` is `1000 + log 2`."
     _axes(a, axes, 'logsumexp')
+    if a.dtype in ('bool', 'int64'): a = a.astype('float32')  # as torch: integers and bools give a float result
     return LogSumExp(axes, keepdims)(a)
 
 register_op('logsumexp', lambda a, axes=None, keepdims=False: logsumexp(a, axes, keepdims),
@@ -79,6 +86,7 @@ register_op('logsumexp', lambda a, axes=None, keepdims=False: logsumexp(a, axes,
 # %% ../../nbs/04_ops_reduce.ipynb
 class Mean(TensorOp):
     "Mean over `axes` (None for all), optionally keeping them as size 1."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axes=None, keepdims=False): self.axes, self.keepdims = axes, keepdims
     def compute(self, a: NDArray):
         axes = normalize_axes(self.axes, a.ndim, 'mean')
@@ -150,12 +158,14 @@ for _n, _f, _op in [('amax', amax, Max), ('amin', amin, Min)]:
 # %% ../../nbs/04_ops_reduce.ipynb
 class ArgMax(TensorOp):
     "Index of the first maximum along `axis` (int64, no gradient)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis=None, keepdims=False): self.axis, self.keepdims = axis, keepdims
     def compute(self, a: NDArray): return a.argmax(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
 
 class ArgMin(TensorOp):
     "Index of the first minimum along `axis` (int64, no gradient)."
+    saved_inputs, saves_output = (), False   # the gradient needs no values
     def __init__(self, axis=None, keepdims=False): self.axis, self.keepdims = axis, keepdims
     def compute(self, a: NDArray): return a.argmin(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
@@ -164,7 +174,10 @@ def _arg_axis(a, axis, name):
     if axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
     ax = _axes(a, axis, name)
-    if a.size == 0: raise ValueError(f"{name}: cannot take the {name} of an empty tensor (shape {a.shape})")
+    if a.size == 0 and axis is None:   # torch's errors, word for word
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+    if a.ndim and axis is not None and a.shape[ax[0]] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {ax[0]} to have non-zero size.")
     return ax
 
 def argmax(a, axis=None, keepdims=False) -> Tensor:
@@ -192,3 +205,21 @@ Tensor.amax, Tensor.amin = Tensor.max, Tensor.min
 Tensor.logsumexp = lambda self, axes=None, keepdims=False: logsumexp(self, axes, keepdims)
 Tensor.argmax = lambda self, axis=None, keepdims=False: argmax(self, axis, keepdims)
 Tensor.argmin = lambda self, axis=None, keepdims=False: argmin(self, axis, keepdims)
+
+# %% ../../nbs/04_ops_reduce.ipynb
+def _axes_method(fn, name):
+    "A reduction method that takes the axes as `axes`, `axis` or `dim` and the flag as `keepdims` or `keepdim`."
+    def method(self, axes=None, keepdims=False, *, axis=None, dim=None, keepdim=None):
+        given = [v for v in (axes, axis, dim) if v is not None]
+        if len(given) > 1: raise TypeError(f"{name}: give the axes once (as axes, axis or dim), got {given}")
+        return fn(self, given[0] if given else None, keepdims if keepdim is None else keepdim)
+    method.__name__ = name
+    return method
+
+Tensor.sum = _axes_method(summation, 'sum')
+Tensor.mean = _axes_method(mean, 'mean')
+Tensor.max = Tensor.amax = _axes_method(amax, 'max')
+Tensor.min = Tensor.amin = _axes_method(amin, 'min')
+Tensor.logsumexp = _axes_method(logsumexp, 'logsumexp')
+Tensor.argmax = _axes_method(argmax, 'argmax')
+Tensor.argmin = _axes_method(argmin, 'argmin')

@@ -30,16 +30,25 @@ _CASES = [case((3, 5)), case((3, 5), axis=0), case((2, 3, 4), axis=1), case((2, 
 class SoftmaxOp(TensorOp):
     "Softmax along `axis`, computed with the max subtracted."
     def __init__(self, axis=-1): self.axis = axis
+    saved_inputs = ()   # the gradient reads the output only
     def compute(self, a: NDArray):
+        if a.shape[self.axis] == 0: return a + 0
         _, e, s = _shifted(a, self.axis)
         return e / s
     def gradient(self, out_grad, node):
         dot = (out_grad * node).sum(self.axis, keepdims=True).broadcast_to(node.shape)
         return node * (out_grad - dot)
 
-def softmax(a, axis=-1) -> Tensor:
-    "Probabilities along `axis`: `exp(a) / sum(exp(a))`, stable for any scale. Rows of `softmax(x)` sum to 1."
-    return SoftmaxOp(_check_axis(a, axis, 'softmax'))(a)
+def _dim(axis, dim, op):
+    "torch's keyword `dim` as an alias of `axis`."
+    if dim is None: return axis
+    if axis != -1 and axis != dim: raise TypeError(f"{op}: give the axis once (axis={axis}, dim={dim})")
+    return dim
+
+def softmax(a, axis=-1, *, dim=None) -> Tensor:
+    """Probabilities along `axis` (torch's `dim` works too): `exp(a) / sum(exp(a))`, stable for any scale.
+    Rows of `softmax(x)` sum to 1."""
+    return SoftmaxOp(_check_axis(a, _dim(axis, dim, 'softmax'), 'softmax'))(a)
 
 register_op('softmax', lambda a, axis=-1: softmax(a, axis), lambda T, a, axis=-1: T.softmax(a, dim=axis), _CASES, op=SoftmaxOp)
 
@@ -47,19 +56,21 @@ register_op('softmax', lambda a, axis=-1: softmax(a, axis), lambda T, a, axis=-1
 class LogSoftmaxOp(TensorOp):
     "Log-softmax along `axis`: `(a - max) - log(sum(exp(a - max)))`."
     def __init__(self, axis=-1): self.axis = axis
+    saved_inputs = ()
     def compute(self, a: NDArray):
+        if a.shape[self.axis] == 0: return a + 0
         z, _, s = _shifted(a, self.axis)
         return z - s.log()
     def gradient(self, out_grad, node):
         total = out_grad.sum(self.axis, keepdims=True).broadcast_to(node.shape)
         return out_grad - node.exp() * total
 
-def log_softmax(a, axis=-1) -> Tensor:
-    "`log(softmax(a))` along `axis`, computed without forming the softmax (exact where it underflows)."
-    return LogSoftmaxOp(_check_axis(a, axis, 'log_softmax'))(a)
+def log_softmax(a, axis=-1, *, dim=None) -> Tensor:
+    "`log(softmax(a))` along `axis` (or torch's `dim`), computed without forming the softmax (exact where it underflows)."
+    return LogSoftmaxOp(_check_axis(a, _dim(axis, dim, 'log_softmax'), 'log_softmax'))(a)
 
 register_op('log_softmax', lambda a, axis=-1: log_softmax(a, axis), lambda T, a, axis=-1: T.log_softmax(a, dim=axis), _CASES, op=LogSoftmaxOp)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-Tensor.softmax = lambda self, axis=-1: softmax(self, axis)
-Tensor.log_softmax = lambda self, axis=-1: log_softmax(self, axis)
+Tensor.softmax = lambda self, axis=-1, *, dim=None: softmax(self, axis, dim=dim)
+Tensor.log_softmax = lambda self, axis=-1, *, dim=None: log_softmax(self, axis, dim=dim)
