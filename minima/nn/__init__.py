@@ -1,3 +1,4 @@
-"""minima.nn: modules (`minima.nn.modules`) and the functional API (`minima.nn.functional`)."""
+"""minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`) and the functional API (`minima.nn.functional`)."""
 from .modules import *
+from .transformer import *
 from . import functional

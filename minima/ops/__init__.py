@@ -8,3 +8,4 @@ from .reduce import *
 from .linalg import *
 from .softmax_family import *
 from .nn_ops import *
+from .attention import *

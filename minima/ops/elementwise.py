@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, as_operand
+from ..autograd import Tensor, TensorOp, NDArray, as_operand, is_grad_enabled
 from ..backend_ndarray.ndarray import broadcast_shapes
 from ..testing import register_op, case
 
@@ -397,11 +397,16 @@ class GELUOp(TensorOp):
     def __init__(self, approximate='tanh'): self.approximate = approximate
     def compute(self, a: NDArray):
         if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
-        return (((a + a * a * a * _C) * _K).tanh() + 1.0) * a * 0.5
+        self.t = ((a + a * a * a * _C) * _K).tanh()
+        return (self.t + 1.0) * a * 0.5
     def gradient(self, out_grad, node):
         a = node.inputs[0]
         if self.approximate == 'none':
             return out_grad * ((erf(a / math.sqrt(2.0)) + 1.0) * 0.5 + a * exp(a * a * -0.5) / math.sqrt(2 * math.pi))
+        if not is_grad_enabled():   # plain backward: the same formula on arrays, reusing the forward's tanh
+            x, t = a.cached_data, self.t
+            d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
+            return Tensor.make_const(out_grad.cached_data * d)
         t = tanh((a + a * a * a * _C) * _K)
         return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
 
