@@ -1,4 +1,5 @@
 """minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`) and the functional API (`minima.nn.functional`)."""
 from .modules import *
+from .recurrent import *
 from .transformer import *
 from . import functional

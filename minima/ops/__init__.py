@@ -8,4 +8,5 @@ from .reduce import *
 from .linalg import *
 from .softmax_family import *
 from .nn_ops import *
+from .recurrent import *
 from .attention import *

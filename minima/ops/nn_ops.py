@@ -1047,7 +1047,7 @@ register_op('affine', affine, lambda T, x, w, b: x @ w + b,
 register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=None: T.nn.functional.linear(x, w, b),
             [case((5, 4), (3, 4), (3,)), case((2, 5, 4), (3, 4), (3,)), case((4, 6), (2, 6))]);
 
-# %% ../../nbs/10_nn.ipynb 17
+# %% ../../nbs/10_nn.ipynb 18
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
 class BatchNormOp(TensorOp):
@@ -1127,7 +1127,7 @@ register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, None, None, w,
             [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
             op=BatchNormOp, rtol=1e-4, atol=1e-4);
 
-# %% ../../nbs/10_nn.ipynb 31
+# %% ../../nbs/10_nn.ipynb 33
 _EYES = {}
 def _eye(n, device, dtype):
     "The identity matrix, cached: one-hot rows are `take`n from it."
