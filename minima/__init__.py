@@ -6,7 +6,7 @@ from .viz import draw_graph
 from . import ops
 from .ops import *
 from . import testing
-from . import init, nn, optim, data, learner, text
+from . import init, nn, optim, data, datasets, learner, text
 from .ops.nn_ops import checkpoint
 
 import sys as _sys, types as _types

@@ -9,7 +9,6 @@ import http.client, urllib.error, urllib.request
 from pathlib import Path
 import numpy as np
 from .autograd import Tensor
-from .init import generator
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize',
@@ -28,7 +27,7 @@ class RandomFlipHorizontal(Transform):
     "Flip `(..., H, W)` left-right with probability `p`."
     def __init__(self, p=0.5): self.p = p
     def __call__(self, img):
-        return np.ascontiguousarray(img[..., ::-1]) if generator().random() < self.p else img
+        return np.ascontiguousarray(img[..., ::-1]) if np.random.rand() < self.p else img
 
 class RandomCrop(Transform):
     "Zero-pad `(..., H, W)` by `padding`, then crop `(H, W)` at a random offset (a random shift of up to `padding`)."
@@ -37,7 +36,7 @@ class RandomCrop(Transform):
         p = self.padding
         if p == 0: return img
         H, W = img.shape[-2:]
-        dy, dx = generator().integers(-p, p + 1, size=2)
+        dy, dx = np.random.randint(low=-p, high=p + 1, size=2)
         padded = np.pad(img, [(0, 0)] * (img.ndim - 2) + [(p, p), (p, p)])
         return padded[..., p + dy:p + dy + H, p + dx:p + dx + W]
 
@@ -61,11 +60,12 @@ class Compose(Transform):
 # %% ../nbs/12_data.ipynb
 class Dataset:
     "An indexable collection of examples; `transforms` apply to the input (the first field)."
+    transforms = None   # a subclass that never calls `super().__init__` has no transforms
     def __init__(self, transforms=None): self.transforms = list(transforms) if transforms else []
     def __getitem__(self, index): raise NotImplementedError
     def __len__(self) -> int: raise NotImplementedError
     def apply_transforms(self, x):
-        for t in self.transforms: x = t(x)
+        for t in self.transforms or (): x = t(x)
         return x
 
 class NDArrayDataset(Dataset):
@@ -105,7 +105,7 @@ class DataLoader:
 
     def _batches(self):
         n = len(self.dataset)
-        order = generator().permutation(n) if self.shuffle else np.arange(n)
+        order = np.random.permutation(n) if self.shuffle else np.arange(n)
         for i in range(len(self)): yield order[i * self.batch_size:(i + 1) * self.batch_size]
 
     def __iter__(self):

@@ -11,21 +11,23 @@ from .backend_ndarray.ndarray import NDArray, as_dtype
 from .backend_ndarray.device import get_device
 
 # %% auto 0
-__all__ = ['manual_seed', 'generator', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like',
+__all__ = ['generator', 'manual_seed', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like',
            'one_hot', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',
            'kaiming_normal']
 
 # %% ../nbs/09_init.ipynb
-_GEN = [np.random.default_rng(0)]
-
-def manual_seed(seed: int) -> np.random.Generator:
-    "Reseed the generator behind every random draw in minima (init, dropout, shuffling, transforms)."
-    _GEN[0] = np.random.default_rng(seed)
-    return _GEN[0]
+_GEN = []
 
 def generator() -> np.random.Generator:
-    "The current global generator (use it for any extra randomness so that `manual_seed` covers it)."
+    "A `numpy.random.Generator` over numpy's global stream: `manual_seed` and `np.random.seed` cover its draws."
+    bg = np.random.get_bit_generator()
+    if not _GEN or _GEN[0].bit_generator is not bg: _GEN[:] = [np.random.Generator(bg)]
     return _GEN[0]
+
+def manual_seed(seed: int) -> np.random.Generator:
+    "Seed every random draw in minima (init, dropout, shuffling, transforms): `np.random.seed(seed)`."
+    np.random.seed(seed)
+    return generator()
 
 def _make(a: np.ndarray, device, dtype, requires_grad) -> Tensor:
     "A leaf Tensor holding the host array `a` converted to `dtype` on `device`."
@@ -44,11 +46,11 @@ def _shape(shape):
 # %% ../nbs/09_init.ipynb
 def rand(*shape, low=0.0, high=1.0, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "Uniform samples in `[low, high)`. `rand(2, 3)`."
-    return _make(generator().uniform(low, high, _shape(shape)), device, dtype, requires_grad)
+    return _make(np.random.rand(*_shape(shape)) * (high - low) + low, device, dtype, requires_grad)
 
 def randn(*shape, mean=0.0, std=1.0, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "Normal samples with `mean` and `std`. `randn(4, mean=1.0)`."
-    return _make(generator().normal(mean, std, _shape(shape)), device, dtype, requires_grad)
+    return _make(np.random.randn(*_shape(shape)) * std + mean, device, dtype, requires_grad)
 
 def constant(*shape, c=1.0, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "A tensor filled with `c`."
@@ -67,7 +69,7 @@ def zeros(*shape, device=None, dtype="float32", requires_grad=False) -> Tensor:
 def randb(*shape, p=0.5, device=None, dtype="bool", requires_grad=False) -> Tensor:
     "Bernoulli samples: True (1) with probability `p`. Dropout masks are made this way."
     if not 0.0 <= p <= 1.0: raise ValueError(f"randb: p must be in [0, 1], got {p}")
-    return _make(generator().random(_shape(shape)) < p, device, dtype, False if dtype == "bool" else requires_grad)
+    return _make(np.random.rand(*_shape(shape)) <= p, device, dtype, False if dtype == "bool" else requires_grad)
 
 def zeros_like(array, *, device=None, dtype=None, requires_grad=False) -> Tensor:
     "Zeros with the shape (and by default the dtype and device) of `array`."

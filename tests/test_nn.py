@@ -162,4 +162,21 @@ def test_fused_loss_and_linear_reject_bad_input():
     with pytest.raises(TypeError, match='labels must be integers'): softmax_cross_entropy(z, np.array([0., 1., 2.]))
     with pytest.raises(ValueError, match='label 4 is out of range for 4 classes'): softmax_cross_entropy(z, np.array([0, 4, 1]))
     with pytest.raises(ValueError, match=r'bias must have shape \(1, 2\)'):
-        affine(mi.Tensor(np.ones((5, 3), 'float32')), mi.Tensor(np.ones((3, 2), 'float32')), mi.Tensor(np.ones(2, 'float32')))
+        affine(mi.Tensor(np.ones((5, 3), 'float32')), mi.Tensor(np.ones((3, 2), 'float32')), mi.Tensor(np.ones(3, 'float32')))
+
+def test_affine_accepts_a_torch_shaped_bias():
+    "A `(out,)` bias (torch's shape, also needle's `.bias.data` assignments) gives torch's values and gradients."
+    import torch
+    from minima.ops import affine
+    rng = np.random.default_rng(0)
+    x, w, b, g = (rng.standard_normal(s).astype('float32') for s in ((5, 3), (3, 2), (2,), (5, 2)))
+    X, W, B = (mi.Tensor(a) for a in (x, w, b))
+    y = affine(X, W, B)
+    y.backward(mi.Tensor(g))
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    ty = tx @ tw + tb
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for m, t in ((X, tx), (W, tw), (B, tb)):
+        assert m.grad.shape == tuple(t.shape)
+        np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -595,6 +595,38 @@ def _scatter_add(self, indices, axis, shape) -> NDArray:
 NDArray.take, NDArray.scatter_add = _take, _scatter_add
 
 # %% ../../nbs/20_ndarray.ipynb
+class _Flat:
+    "Row-major element access that writes through to the array's storage, as numpy's `ndarray.flat`."
+    def __init__(self, a: NDArray): self.a = a
+    def __len__(self): return self.a.size
+    def _index(self, j):
+        n = self.a.size
+        if not isinstance(j, numbers.Integral): raise TypeError(f"flat: index must be an int, got {j!r}")
+        if not -n <= j < n: raise IndexError(f"flat: index {j} is out of bounds for an array of size {n}")
+        return tuple(int(i) for i in np.unravel_index(j % n, self.a.shape))
+    def __getitem__(self, j): return self.a[self._index(j)].item()
+    def __setitem__(self, j, value): self.a[self._index(j)] = value
+
+def _pad(self, axes) -> NDArray:
+    "A zero-padded copy: `axes` holds one `(before, after)` pair per axis. `a.pad(((0, 0), (1, 1)))`."
+    axes = tuple(tuple(int(v) for v in p) for p in axes)
+    if len(axes) != self.ndim or any(len(p) != 2 or min(p) < 0 for p in axes):
+        raise ValueError(f"pad: expected {self.ndim} non-negative (before, after) pairs for shape {self._shape}, "
+                         f"got {axes}")
+    out = NDArray.make(tuple(n + b + a for n, (b, a) in zip(self._shape, axes)), device=self._device,
+                       dtype=self._dtype).fill(0)
+    out[tuple(slice(b, b + n) for n, (b, _) in zip(self._shape, axes))] = self
+    return out
+
+def _process_slice(self, sl: slice, dim: int) -> slice:
+    "`sl` with its defaults filled in for axis `dim` (needle's helper)."
+    start, stop, step = sl.indices(self._shape[dim])
+    return slice(start, stop, step)
+
+NDArray.flat = property(lambda self: _Flat(self))
+NDArray.pad, NDArray.process_slice = _pad, _process_slice
+
+# %% ../../nbs/20_ndarray.ipynb
 def array(a, dtype=None, device=None) -> NDArray: "An NDArray copied from `a`."; return NDArray(a, device=device, dtype=dtype)
 def empty(shape, dtype='float32', device=None) -> NDArray:
     "An uninitialised array."

@@ -31,6 +31,14 @@ class Parameter(Tensor):
 
 def _is_module_container(v): return isinstance(v, (list, tuple)) or isinstance(v, dict)
 
+def _members_in(name, v):
+    "(name, module or parameter) found in `v`, looking inside lists, tuples and dicts at any depth."
+    if isinstance(v, (Module, Parameter)): yield name, v
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v): yield from _members_in(f'{name}.{i}', x)
+    elif isinstance(v, dict):
+        for i, x in v.items(): yield from _members_in(f'{name}.{i}', x)
+
 class _HookHandle:
     "What `register_forward_hook` returns: `remove()` unregisters the hook."
     _next = [0]
@@ -71,13 +79,8 @@ class Module:
         bufs = self.__dict__.get('_buffers', ())
         for k, v in self.__dict__.items():
             if k.startswith('_'): continue
-            if isinstance(v, (Module, Parameter)) or k in bufs: yield k, v
-            elif isinstance(v, (list, tuple)):
-                for i, x in enumerate(v):
-                    if isinstance(x, (Module, Parameter)): yield f'{k}.{i}', x
-            elif isinstance(v, dict):
-                for i, x in v.items():
-                    if isinstance(x, (Module, Parameter)): yield f'{k}.{i}', x
+            if k in bufs: yield k, v
+            else: yield from _members_in(k, v)
 
     def named_children(self):
         "Direct sub-modules with their names."

@@ -1015,17 +1015,19 @@ class LinearOp(TensorOp):
         if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
             g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
             gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(_ones_row(g2) @ g2)
+            gb = (_ones_row(g2) @ g2).reshape(b.shape)
+            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(gb)
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True)
+        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True).reshape(b.shape)
 
 def affine(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` in needle's layout, weight `(in, out)` and bias `(1, out)`: the fused op behind `nn.Linear`."
+    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: the op behind `nn.Linear`."
     if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
     _same_place('affine', x, weight=weight, bias=bias)
     out = weight.shape[-1]
-    if bias.shape != (1, out):
-        raise ValueError(f"affine: bias must have shape (1, {out}) for a weight of shape {weight.shape}, got {bias.shape}")
+    if bias.shape not in ((1, out), (out,)):
+        raise ValueError(f"affine: bias must have shape (1, {out}) or ({out},) for a weight of shape "
+                         f"{weight.shape}, got {bias.shape}")
     return LinearOp()(x, weight, bias)
 
 def linear(x, weight, bias=None) -> Tensor:
