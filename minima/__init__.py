@@ -6,7 +6,7 @@ from .viz import draw_graph
 from . import ops
 from .ops import *
 from . import testing
-from . import init, nn, optim, data, datasets, learner, text
+from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.nn_ops import checkpoint
 
 import sys as _sys, types as _types
@@ -19,6 +19,10 @@ def _api_dir(mod):
         return sorted(set(mod.__all__) | subs | {k for k in vars(mod) if k.startswith('__')})
     return __dir__
 
-for _name, _mod in list(_sys.modules.items()):
-    if _name.startswith('minima.') and hasattr(_mod, '__all__') and '__dir__' not in vars(_mod):
-        _mod.__dir__ = _api_dir(_mod)
+def _install_api_dirs():
+    "Give every loaded minima module with an `__all__` the `__dir__` above (again after a lazy import)."
+    for _name, _mod in list(_sys.modules.items()):
+        if _name.startswith('minima.') and hasattr(_mod, '__all__') and '__dir__' not in vars(_mod):
+            _mod.__dir__ = _api_dir(_mod)
+
+_install_api_dirs()

@@ -8,3 +8,6 @@ from minima.backend_ndarray.device import cuda, default_device, all_devices, Bac
 from .core import cpu
 cpu_numpy = cpu
 globals().update({k: v for k, v in vars(ops).items() if not k.startswith('_') and k not in globals()})
+
+from minima import _install_api_dirs
+_install_api_dirs()   # minima.needle.core: tab completion shows its API
