@@ -14,7 +14,7 @@
 import argparse, cProfile, math, pstats, time
 import numpy as np
 
-from _common import blas_threads
+from _common import blas_threads, timeit_pair
 
 V, L, H, C, T, B, BLOCK = 65, 4, 4, 128, 128, 16, 256
 
@@ -77,17 +77,6 @@ def make_steps(torch):
     return mi_step, torch_step
 
 
-def timeit_pair(a, b, repeat, steps, clock):
-    for _ in range(2): a(); b()
-    ta, tb = [], []
-    for _ in range(repeat):
-        s = clock()
-        for _ in range(steps): a()
-        ta.append((clock() - s) / steps)
-        s = clock()
-        for _ in range(steps): b()
-        tb.append((clock() - s) / steps)
-    return min(ta), min(tb)
 
 
 def gen_curve(torch, clock, rounds=3, n=BLOCK, bucket=32):

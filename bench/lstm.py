@@ -13,7 +13,7 @@ within 2x). `--reference` runs minima's layers as the loop of ops (`recurrence_r
 import argparse, cProfile, pstats, statistics, time
 import numpy as np
 
-from _common import blas_threads
+from _common import blas_threads, timeit_pair
 
 V, E, H, L, T, B = 65, 64, 256, 2, 64, 32
 
@@ -49,18 +49,6 @@ def make_steps(torch, reference=False):
         loss.backward(); topt.step(); return loss.item()
     return mi_step, torch_step
 
-def median_pair(a, b, repeat, steps, clock):
-    "Median seconds per step of `a` and `b` over `repeat` interleaved rounds (background load hits both alike)."
-    a(); b()
-    ta, tb = [], []
-    for _ in range(repeat):
-        t0 = clock()
-        for _ in range(steps): a()
-        ta.append((clock() - t0) / steps)
-        t0 = clock()
-        for _ in range(steps): b()
-        tb.append((clock() - t0) / steps)
-    return statistics.median(ta), statistics.median(tb)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -84,7 +72,7 @@ def main():
     l_mi, l_t = mi_step(), torch_step()
     print(f"first-step loss: minima {l_mi:.6f}, torch {l_t:.6f}")
     clock = time.process_time if args.cpu_time else time.perf_counter
-    ta, tb = median_pair(mi_step, torch_step, args.repeat, args.steps, clock)
+    ta, tb = timeit_pair(mi_step, torch_step, args.repeat, args.steps, clock, stat=statistics.median, warmup=1)
     impl = 'loop of ops (recurrence_reference)' if args.reference else 'fused recurrence op'
     print(f"\nLSTM language-model training step (embedding {V}->{E}, {L}x LSTM {H}, head {H}->{V}; T={T}, B={B}; "
           f"Adam), minima {impl}, {nt} thread(s), median of {args.repeat} x {args.steps} steps, "

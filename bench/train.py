@@ -14,7 +14,7 @@ cProfile top functions of minima's step instead. Never gates CI.
 import argparse, cProfile, pstats, time
 import numpy as np
 
-from _common import blas_threads
+from _common import blas_threads, timeit_pair
 
 def mlp_sizes(name): return {'mlp': ([64, 128, 10], 128), 'mlp_big': ([784, 512, 512, 10], 256)}[name]
 
@@ -64,18 +64,6 @@ def make_steps(name, torch):
 
 def tnn_loss(torch): return torch.nn.CrossEntropyLoss()
 
-def timeit_pair(a, b, repeat, steps, clock=time.perf_counter):
-    "Best-of-`repeat` seconds per step for `a` and `b`, interleaved so that background load hits both alike."
-    for _ in range(3): a(); b()
-    ta, tb = [], []
-    for _ in range(repeat):
-        t = clock()
-        for _ in range(steps): a()
-        ta.append((clock() - t) / steps)
-        t = clock()
-        for _ in range(steps): b()
-        tb.append((clock() - t) / steps)
-    return min(ta), min(tb)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -105,7 +93,7 @@ def main():
     print('|---|---:|---:|---:|---:|')
     for name in ('mlp', 'cnn', 'mlp_big'):
         a, b = make_steps(name, torch)
-        ta, tb = timeit_pair(a, b, args.repeat, args.steps, clock)
+        ta, tb = timeit_pair(a, b, args.repeat, args.steps, clock, warmup=3)
         print(f"| {labels[name]} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | {ta / tb:.2f}x | {targets[name]}x |")
 
 if __name__ == '__main__': main()
