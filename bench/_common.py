@@ -25,3 +25,12 @@ def timeit_pair(a, b, repeat, steps, clock=time.perf_counter, stat=min, warmup=2
         for _ in range(steps): b()
         tb.append((clock() - t0) / steps)
     return stat(ta), stat(tb)
+
+def profile(step, warmup=2, calls=5, rows=25):
+    "Print where `step` spends its time: cProfile over `calls` calls after `warmup`, sorted by own time."
+    import cProfile, pstats
+    for _ in range(warmup): step()
+    pr = cProfile.Profile(); pr.enable()
+    for _ in range(calls): step()
+    pr.disable()
+    pstats.Stats(pr).sort_stats('tottime').print_stats(rows)

@@ -11,10 +11,10 @@
    the per-token cost should not grow with the position.
 `--profile` prints the cProfile top functions of minima's training step instead. Never gates CI.
 """
-import argparse, cProfile, math, pstats, time
+import argparse, math, time
 import numpy as np
 
-from _common import blas_threads, timeit_pair
+from _common import blas_threads, profile, timeit_pair
 
 V, L, H, C, T, B, BLOCK = 65, 4, 4, 128, 128, 16, 256
 
@@ -117,12 +117,7 @@ def main():
     torch.set_num_threads(nt)
     clock = time.process_time if args.cpu_time else time.perf_counter
     if args.profile:
-        step, _ = make_steps(torch)
-        for _ in range(2): step()
-        pr = cProfile.Profile(); pr.enable()
-        for _ in range(5): step()
-        pr.disable()
-        pstats.Stats(pr).sort_stats('tottime').print_stats(25)
+        profile(make_steps(torch)[0])
         return
     print(f"GPT: {L} layers, {H} heads, d={C}, vocabulary {V}; {nt} thread(s), "
           f"{'process CPU' if args.cpu_time else 'wall'} time\n")

@@ -10,10 +10,10 @@ the median time per step of `--repeat` interleaved rounds of `--steps` steps and
 within 2x). `--reference` runs minima's layers as the loop of ops (`recurrence_reference`) instead of the fused
 `recurrence` op, to show what the op buys; `--profile` prints cProfile's top functions of minima's step. Never gates CI.
 """
-import argparse, cProfile, pstats, statistics, time
+import argparse, statistics, time
 import numpy as np
 
-from _common import blas_threads, timeit_pair
+from _common import blas_threads, profile, timeit_pair
 
 V, E, H, L, T, B = 65, 64, 256, 2, 64, 32
 
@@ -63,11 +63,7 @@ def main():
     torch.set_num_threads(nt)
     mi_step, torch_step = make_steps(torch, args.reference)
     if args.profile:
-        for _ in range(2): mi_step()
-        pr = cProfile.Profile(); pr.enable()
-        for _ in range(5): mi_step()
-        pr.disable()
-        pstats.Stats(pr).sort_stats('tottime').print_stats(25)
+        profile(mi_step)
         return
     l_mi, l_t = mi_step(), torch_step()
     print(f"first-step loss: minima {l_mi:.6f}, torch {l_t:.6f}")

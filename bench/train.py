@@ -11,10 +11,10 @@ Both libraries start from the same weights and see the same batch. Prints a mark
 step of `--repeat` interleaved rounds of `--steps` steps, and the ratio minima / torch. `--profile NAME` prints the
 cProfile top functions of minima's step instead. Never gates CI.
 """
-import argparse, cProfile, pstats, time
+import argparse, time
 import numpy as np
 
-from _common import blas_threads, timeit_pair
+from _common import blas_threads, profile, timeit_pair
 
 def mlp_sizes(name): return {'mlp': ([64, 128, 10], 128), 'mlp_big': ([784, 512, 512, 10], 256)}[name]
 
@@ -77,12 +77,7 @@ def main():
     nt = blas_threads()
     torch.set_num_threads(nt)
     if args.profile:
-        step, _ = make_steps(args.profile, torch)
-        for _ in range(5): step()
-        pr = cProfile.Profile(); pr.enable()
-        for _ in range(100): step()
-        pr.disable()
-        pstats.Stats(pr).sort_stats('tottime').print_stats(30)
+        profile(make_steps(args.profile, torch)[0], warmup=5, calls=100, rows=30)
         return
     targets = {'mlp': 1.5, 'cnn': 3.0, 'mlp_big': 1.5}
     labels = {'mlp': 'MLP 64-128-10, batch 128', 'cnn': 'CNN (digits), batch 64', 'mlp_big': 'MLP 784-512-512-10, batch 256'}
