@@ -82,6 +82,7 @@ def _bad_gradient(op, gx):
 class Value:
     "A node of the computation graph."
     __slots__ = ('op', 'inputs', 'cached_data', 'requires_grad', '_vers', '__weakref__')
+    _result_classes = None   # a subclass may map a result class to its own: {Tensor: MyTensor}
 
     def realize_cached_data(self):
         "The node's NDArray (computed on creation; kept for needle compatibility)."
@@ -103,12 +104,15 @@ class Value:
 
     @classmethod
     def make_from_op(cls, op: Op, inputs):
+        out = cls
         for x in inputs:
             if not isinstance(x, Value):
                 raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
+            r = x._result_classes
+            if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
         data = op.compute(*[x.cached_data for x in inputs])
         if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
-        v = cls.__new__(cls)
+        v = out.__new__(out)
         v.cached_data = data
         if _GRAD[0] and any(x.requires_grad for x in inputs):
             v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
@@ -233,7 +237,7 @@ def find_topo_sort(node_list) -> list:
             if id(node) in visited: continue
             visited.add(id(node))
             stack.append((node, True))
-            for x in node.inputs:
+            for x in reversed(node.inputs):   # so the first input is visited first
                 if id(x) not in visited: stack.append((x, False))
     return order
 

@@ -250,3 +250,94 @@ def test_import_minima_keeps_torch_semantics():
     assert mi.optim.SGD is not ndl.optim.SGD and mi.nn.BatchNorm1d is not ndl.nn.BatchNorm1d
     x = mi.Tensor(np.ones((2, 2), 'float32'))
     with pytest.raises(RuntimeError, match='out_grad can be omitted only'): (x * 2).backward()
+
+# --- needle's autograd rules on needle Tensors: results stay needle Tensors, `a - b` is two nodes,
+# --- backward replaces `.grad` with a graph (so a gradient can be differentiated again)
+
+def _recursive_topo(root):
+    "The textbook recursive post-order DFS, inputs first to last (needle's reference order)."
+    order, seen = [], set()
+    def visit(n):
+        if id(n) in seen: return
+        seen.add(id(n))
+        for x in n.inputs: visit(x)
+        order.append(n)
+    visit(root)
+    return order
+
+def test_topo_order_visits_inputs_first_to_last_in_both_namespaces():
+    rng = np.random.default_rng(3)
+    for T in (mi.Tensor, ndl.Tensor):
+        a, b = T(rng.standard_normal((2, 2))), T(rng.standard_normal((2, 2)))
+        e = ((a @ b + b * 3 - a) @ a).exp() * (b - 1.5)
+        got = mi.autograd.find_topo_sort([e])
+        assert [id(n) for n in got] == [id(n) for n in _recursive_topo(e)]
+
+def test_needle_subtraction_is_add_of_negate_and_minimas_is_one_op():
+    a, b = ndl.Tensor(np.array([[0.88282157]])), ndl.Tensor(np.array([[0.90170084]]))
+    c = 3 * a * a + 4 * b * a - a
+    assert len(ndl.autograd.find_topo_sort([c])) == 9                      # needle's graph: a + (-a)
+    assert type(c.op).__name__ == 'EWiseAdd' and type(c.inputs[1].op).__name__ == 'Negate'
+    ma, mb = mi.Tensor(a.numpy(), dtype='float64'), mi.Tensor(b.numpy(), dtype='float64')
+    assert len(mi.autograd.find_topo_sort([3 * ma * ma + 4 * mb * ma - ma])) == 8
+    np.testing.assert_allclose(c.numpy(), (3 * ma * ma + 4 * mb * ma - ma).numpy(), rtol=1e-12)
+    assert (2.0 - a).numpy()[0, 0] == pytest.approx(2.0 - 0.88282157)   # scalar on the left: unchanged
+
+def test_ops_on_needle_tensors_return_needle_tensors_and_minima_stays_minima():
+    x, m = ndl.Tensor(np.ones((2, 3), 'float32')), mi.Tensor(np.ones((2, 3), 'float32'))
+    w = mi.nn.Parameter(mi.Tensor(np.ones((3, 2), 'float32')))
+    assert type(x * 2) is ndl.Tensor and type(ndl.ops.exp(x)) is ndl.Tensor and type(x @ w) is ndl.Tensor
+    assert type(m + x) is ndl.Tensor and type(x.sum()) is ndl.Tensor       # either operand makes it needle's
+    assert type(m * 2) is mi.Tensor and type(w * 2) is mi.Tensor and type(m @ w) is mi.Tensor   # as in torch
+    assert type(x.detach()) is ndl.Tensor and type(x.data) is ndl.Tensor
+
+def test_needle_backward_replaces_grad_and_keeps_it_a_graph():
+    x2, x3 = ndl.Tensor([6]), ndl.Tensor([0])                  # Python ints: float32, as needle's NDArray
+    assert x2.dtype == 'float32' and x2.requires_grad
+    y = x2 * x2 + x2 * x3
+    y.backward()
+    g2, g3 = x2.grad, x3.grad
+    assert g2.numpy().tolist() == [12.0] and g3.numpy().tolist() == [6.0] and g2.requires_grad
+    y.backward()                                               # needle replaces .grad: still 12, not 24
+    assert x2.grad.numpy().tolist() == [12.0]
+    g2.backward()                                              # d(2 x2 + x3)/dx2 = 2, /dx3 = 1
+    assert x2.grad.numpy().tolist() == [2.0] and x3.grad.numpy().tolist() == [1.0]
+    assert y.grad is not None and y.grad.numpy().tolist() == [1.0]   # every node gets a .grad, as in needle
+    m = mi.Tensor([6.0])                                       # import minima: torch's rules
+    (m * m).backward(); (m * m).backward()
+    assert m.grad.numpy().tolist() == [24.0] and not m.grad.requires_grad
+
+def test_needle_backward_matches_torch_on_a_random_upstream_gradient():
+    rng = np.random.default_rng(7)
+    A, B, G = (rng.standard_normal(s) for s in ((4, 3), (3, 5), (4, 5)))
+    a, b = ndl.Tensor(A), ndl.Tensor(B)
+    out = ndl.ops.tanh(a @ b) - a.sum(axes=(1,)).reshape((4, 1)).broadcast_to((4, 5))
+    out.backward(ndl.Tensor(G, requires_grad=False))
+    ta, tb = torch.tensor(A, requires_grad=True), torch.tensor(B, requires_grad=True)
+    (torch.tanh(ta @ tb) - ta.sum(1, keepdim=True)).backward(torch.tensor(G))
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert a.grad.cached_data._handle is not b.grad.cached_data._handle
+
+def test_needle_cpu_buffers_know_their_address_and_views_share_it():
+    nd = ndl.backend_ndarray
+    A = nd.array(np.arange(24.0).reshape(4, 6), device=nd.cpu())
+    p = A._handle.ptr()
+    assert isinstance(p, int) and p == A.permute((1, 0))._handle.ptr() == A[1:3, ::2]._handle.ptr()
+    A[1:3, 0:2] = nd.array(np.ones((2, 2)), device=nd.cpu())   # an assignment writes in place
+    assert A._handle.ptr() == p and A.numpy()[1:3, 0:2].tolist() == [[1, 1], [1, 1]]
+    assert type(A.numpy()) is np.ndarray and (A + 1)._handle.ptr() != p
+
+@pytest.mark.parametrize('m,n,p', [(1, 1, 1), (2, 3, 1), (3, 2, 4)])
+def test_needle_matmul_tiled_multiplies_tiled_matrices(m, n, p):
+    nd = ndl.backend_ndarray
+    dev = nd.cpu(); t = dev.__tile_size__
+    rng = np.random.default_rng(m * 100 + n * 10 + p)
+    A, B = rng.standard_normal((m, n, t, t)).astype('float32'), rng.standard_normal((n, p, t, t)).astype('float32')
+    a, b = nd.array(A, device=dev), nd.array(B, device=dev)
+    c = nd.NDArray.make((m, p, t, t), device=dev)
+    dev.matmul_tiled(a._handle, b._handle, c._handle, m * t, n * t, p * t)
+    untile = lambda X: X.transpose(0, 2, 1, 3).reshape(X.shape[0] * t, X.shape[1] * t)
+    np.testing.assert_allclose(untile(c.numpy()), untile(A) @ untile(B), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r'matmul_tiled: m, n, p = 9'):
+        dev.matmul_tiled(a._handle, b._handle, c._handle, 9, n * t, p * t)

@@ -29,25 +29,47 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
     return m
 
 # %% auto 0
-__all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'as_needle',
-           'live_tensors', 'NeedleNumpyDevice', 'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar',
-           'power_scalar', 'make_tuple', 'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d',
-           'BatchNorm2d', 'Conv', 'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'TransformerLayer',
-           'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset',
-           'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
+__all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'TensorTuple',
+           'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
+           'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'make_tuple', 'tuple_get_item',
+           'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss',
+           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'TransformerLayer', 'Transformer', 'SGD', 'Adam',
+           'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset', 'DataLoader',
+           'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
-    "minima's Tensor with needle's `backward()` (seeded with ones) that keeps float64 input float64."
+    "minima's Tensor with needle's rules; ops on it return needle Tensors (`_result_classes`)."
     __slots__ = ()
     def __init__(self, array, *, device=None, dtype=None, requires_grad=True):
-        plain = not isinstance(array, (_ag.Tensor, NDArray))
-        if dtype is None and plain and np.asarray(array).dtype == np.float64: dtype = 'float64'
+        if dtype is None and not isinstance(array, (_ag.Tensor, NDArray)):
+            a = np.asarray(array)   # float64 arrays stay float64; Python ints become float32
+            if a.dtype == np.float64: dtype = 'float64'
+            elif not isinstance(array, np.ndarray) and a.dtype.kind in 'iu': dtype = 'float32'
         super().__init__(array, device=device, dtype=dtype, requires_grad=requires_grad)
     def backward(self, out_grad=None):
+        "needle's backward: seeded with ones of any shape; every `.grad` is replaced, as a graph."
         if out_grad is None:
             out_grad = NDArray.make(self.shape, device=self.device, dtype=self.dtype).fill(1)
-        return _ag.Tensor.backward(self, out_grad)
+        compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
+    def detach(self): return Tensor.make_const(self.cached_data)
+    data = property(lambda self: as_needle(_ag.Tensor.data.fget(self)), _ag.Tensor.data.fset)
+    def __sub__(self, other):
+        "needle's `a - b` is two nodes, `a + (-b)`."
+        return self + (-other) if isinstance(other, _ag.Tensor) else super().__sub__(other)
+    def __rsub__(self, other):
+        return other + (-self) if isinstance(other, _ag.Tensor) else super().__rsub__(other)
+class TensorTuple(_ag.TensorTuple):
+    "A tuple result of ops on needle Tensors; its items are needle Tensors."
+    __slots__ = ()
+Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor, _ag.TensorTuple: TensorTuple}
+
+def compute_gradient_of_variables(output_tensor, out_grad):
+    "needle's rule: each node's `.grad` becomes the sum of its adjoints (not added to), and stays a graph."
+    grads = _ag._backprop([output_tensor], [out_grad], True, lambda node: True)
+    taken = {id(out_grad.cached_data._handle)}
+    for node, g in grads.values():   # a leaf's `.grad` gets its own buffer, as in minima
+        node.grad = _ag._own(g, taken, True) if node.op is None else g
 
 def as_needle(t: _ag.Tensor) -> Tensor:
     "The same tensor as a needle Tensor (data and graph shared). `as_needle(x.sum(0)).backward()`."
@@ -62,13 +84,30 @@ class _Autograd(types.ModuleType):
     "needle's `autograd` module, whose `TENSOR_COUNTER` is counted when read."
     TENSOR_COUNTER = property(lambda self: live_tensors())
 
-autograd = namespace('autograd', _ag, Tensor, as_needle, live_tensors)
+autograd = namespace('autograd', _ag, Tensor, TensorTuple, as_needle, live_tensors,
+                     compute_gradient_of_variables)
 autograd.__class__ = _Autograd
 
 # %% ../../nbs/30_needle.ipynb
+class Buffer(np.ndarray):
+    "A flat numpy buffer that, like needle's C++ handle, tells its address: `ptr()`."
+    def ptr(self) -> int: return self.__array_interface__['data'][0]
+
 class NeedleNumpyDevice(type(_mnd.cpu())):
-    "minima's numpy device, printed as needle prints it: `cpu()`."
+    "minima's numpy device as needle's `cpu()`: printed `cpu()`, buffers with `ptr()`, `matmul_tiled`."
+    __tile_size__ = 8
     def __repr__(self): return f'{self.name}()'
+    def alloc(self, size, dtype): return super().alloc(size, dtype).view(Buffer)
+    def to_numpy(self, a, shape, strides, offset):
+        return np.asarray(super().to_numpy(a, shape, strides, offset))   # a plain ndarray
+    def matmul_tiled(self, a, b, out, m, n, p):
+        "`out = a @ b` for `(m, n) @ (n, p)` matrices stored as `t x t` tiles: `(m/t, n/t, t, t)` and so on."
+        t = self.__tile_size__
+        if m % t or n % t or p % t or (a.size, b.size, out.size) != (m * n, n * p, m * p):
+            raise ValueError(f"matmul_tiled: m, n, p = {m}, {n}, {p} must be multiples of the tile size {t}, "
+                             f"with buffers of m*n, n*p, m*p elements; got {a.size}, {b.size}, {out.size}")
+        A, B = a.reshape(m // t, n // t, t, t), b.reshape(n // t, p // t, t, t)
+        out.reshape(m // t, p // t, t, t)[...] = np.einsum('ikab,kjbc->ijac', A, B)   # tile (i,j) += A_ik B_kj
 
 _CPU = NeedleNumpyDevice()
 def cpu() -> NeedleNumpyDevice:
@@ -114,7 +153,16 @@ def _calculate_fans(tensor):
         return shape[2] * k, shape[3] * k
     raise ValueError(f"_calculate_fans: expected a weight (in, out) or (k, k, in, out), got {shape}")
 
-init = namespace('init', _minit, _calculate_fans=_calculate_fans)
+def _needle_result(f):
+    "`f` with its Tensor result made a needle Tensor."
+    def g(*args, **kwargs): return as_needle(f(*args, **kwargs))
+    g.__name__, g.__qualname__, g.__doc__ = f.__name__, f.__qualname__, f.__doc__
+    return g
+
+_MAKERS = ('rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like', 'one_hot',
+           'xavier_uniform', 'xavier_normal', 'kaiming_uniform', 'kaiming_normal')
+init = namespace('init', _minit, _calculate_fans=_calculate_fans,
+                 **{k: _needle_result(getattr(_minit, k)) for k in _MAKERS})
 
 # %% ../../nbs/30_needle.ipynb
 class Linear(_mnn.Linear):
