@@ -302,7 +302,7 @@ def test_needle_backward_replaces_grad_and_keeps_it_a_graph():
     assert x2.grad.numpy().tolist() == [12.0]
     g2.backward()                                              # d(2 x2 + x3)/dx2 = 2, /dx3 = 1
     assert x2.grad.numpy().tolist() == [2.0] and x3.grad.numpy().tolist() == [1.0]
-    assert y.grad is not None and y.grad.numpy().tolist() == [1.0]   # every node gets a .grad, as in needle
+    assert y.grad is None                                      # leaves only (needle: every node; see the chapter)
     m = mi.Tensor([6.0])                                       # import minima: torch's rules
     (m * m).backward(); (m * m).backward()
     assert m.grad.numpy().tolist() == [24.0] and not m.grad.requires_grad
@@ -341,3 +341,16 @@ def test_needle_matmul_tiled_multiplies_tiled_matrices(m, n, p):
     np.testing.assert_allclose(untile(c.numpy()), untile(A) @ untile(B), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r'matmul_tiled: m, n, p = 9'):
         dev.matmul_tiled(a._handle, b._handle, c._handle, 9, n * t, p * t)
+
+def test_needle_backward_fills_retained_nodes_and_frees_old_gradient_graphs():
+    import gc, weakref
+    x = ndl.Tensor(np.array([1.0, -2.0]))
+    h = (x * 3).retain_grad()
+    (h * h).backward()
+    np.testing.assert_allclose(h.grad.numpy(), 2 * h.numpy()) ; np.testing.assert_allclose(x.grad.numpy(), 18 * x.numpy())
+    old = weakref.ref(x.grad)
+    gc.disable()
+    try:
+        (x * x).backward()                  # replacing .grad frees the old graph by reference counting alone
+        assert old() is None
+    finally: gc.enable()

@@ -65,11 +65,11 @@ class TensorTuple(_ag.TensorTuple):
 Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor, _ag.TensorTuple: TensorTuple}
 
 def compute_gradient_of_variables(output_tensor, out_grad):
-    "needle's rule: each node's `.grad` becomes the sum of its adjoints (not added to), and stays a graph."
-    grads = _ag._backprop([output_tensor], [out_grad], True, lambda node: True)
+    "needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a graph."
+    keep = lambda node: node.op is None or node._retain   # leaves, and nodes with retain_grad()
+    grads = _ag._backprop([output_tensor], [out_grad], True, keep)
     taken = {id(out_grad.cached_data._handle)}
-    for node, g in grads.values():   # a leaf's `.grad` gets its own buffer, as in minima
-        node.grad = _ag._own(g, taken, True) if node.op is None else g
+    for node, g in grads.values(): node.grad = _ag._own(g, taken, True)   # its own buffer, as in minima
 
 def as_needle(t: _ag.Tensor) -> Tensor:
     "The same tensor as a needle Tensor (data and graph shared). `as_needle(x.sum(0)).backward()`."
