@@ -48,7 +48,7 @@ class Tensor(_ag.Tensor):
             elif not isinstance(array, np.ndarray) and a.dtype.kind in 'iu': dtype = 'float32'
         super().__init__(array, device=device, dtype=dtype, requires_grad=requires_grad)
     def backward(self, out_grad=None):
-        "needle's backward: seeded with ones of any shape; every `.grad` is replaced, as a graph."
+        "needle's backward: seeded with ones of any shape; the leaves' `.grad` is replaced, as a graph."
         if out_grad is None:
             out_grad = NDArray.make(self.shape, device=self.device, dtype=self.dtype).fill(1)
         compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
@@ -59,6 +59,7 @@ class Tensor(_ag.Tensor):
         return self + (-other) if isinstance(other, _ag.Tensor) else super().__sub__(other)
     def __rsub__(self, other):
         return other + (-self) if isinstance(other, _ag.Tensor) else super().__rsub__(other)
+
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
     __slots__ = ()
