@@ -68,9 +68,9 @@ def bench_mlp(dev, torch, reps, batch=1024, steps=20):
     x, y = rng.standard_normal((batch, 64)).astype('float32'), rng.integers(0, 10, batch)
     X, Y = minima.Tensor(x, device=dev, requires_grad=False), minima.Tensor(y, device=dev, requires_grad=False)
     model = nn.Sequential(nn.Linear(64, 100, device=dev), nn.ReLU(), nn.Linear(100, 10, device=dev))
-    opt, loss_fn = optim.SGD(model.parameters(), lr=0.1), nn.SoftmaxLoss()
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss()
     def step():
-        opt.reset_grad(); loss = loss_fn(model(X), Y); loss.backward(); opt.step()
+        opt.zero_grad(); loss = loss_fn(model(X), Y); loss.backward(); opt.step()
     ms = dev.time_ms(lambda: [step() for _ in range(steps)], warmup=1, reps=reps) / steps
     tm = torch.nn.Sequential(torch.nn.Linear(64, 100), torch.nn.ReLU(), torch.nn.Linear(100, 10)).cuda()
     topt, tloss = torch.optim.SGD(tm.parameters(), lr=0.1), torch.nn.CrossEntropyLoss()
@@ -81,10 +81,84 @@ def bench_mlp(dev, torch, reps, batch=1024, steps=20):
     return dict(name=f'MLP training step, batch {batch} (64-100-10)', minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms',
                 ratio=ms / tms, ratio_text=f'{ms / tms:.2f}x torch time', target='≤ 2x torch time', ok=ms / tms <= 2)
 
+def bench_softmax(dev, torch, reps, rows=4096, cols=4096):
+    "Softmax over the last axis of a (rows, cols) float32 matrix, forward only: minima's composed op vs torch's kernel."
+    import minima.nn.functional as F
+    x = np.random.default_rng(3).standard_normal((rows, cols)).astype('float32')
+    X = minima.Tensor(x, device=dev, requires_grad=False)
+    with minima.no_grad():
+        ms = dev.time_ms(lambda: F.softmax(X, dim=-1), reps=reps)
+        got = F.softmax(X, dim=-1).numpy()
+    tx = torch.from_numpy(x).cuda()
+    tms = torch_ms(torch, lambda: torch.softmax(tx, -1), reps=reps)
+    err = float(np.abs(got - torch.softmax(tx, -1).cpu().numpy()).max())
+    r = tms / ms
+    return dict(name=f'softmax over rows, ({rows}, {cols}) float32', minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms',
+                ratio=r, ratio_text=f'{r:.0%} of torch speed', target='≥ 50% of torch', ok=r >= 0.5, max_abs_diff=err)
+
+def bench_gpt(dev, torch, reps, steps=5):
+    "One AdamW training step of bench/gpt.py's GPT (4 layers, 4 heads, d=128, T=128, batch 16) on the GPU."
+    import gpt as g   # bench/gpt.py: the same model shapes and torch's twin
+    from minima import nn, optim
+    rng = np.random.default_rng(0)
+    xb, yb = rng.integers(0, g.V, (g.B, g.T)), rng.integers(0, g.V, (g.B * g.T,))
+    m = nn.GPT(g.V, g.BLOCK, g.L, g.H, g.C, device=dev)
+    x, y = minima.Tensor(xb, device=dev, requires_grad=False), minima.Tensor(yb, device=dev, requires_grad=False)
+    opt, lossf = optim.AdamW(m.parameters(), lr=1e-3), nn.CrossEntropyLoss()
+    def step():
+        opt.zero_grad(); loss = lossf(m(x).reshape((g.B * g.T, g.V)), y); loss.backward(); opt.step()
+    ms = dev.time_ms(lambda: [step() for _ in range(steps)], warmup=1, reps=reps) / steps
+    t = g.torch_gpt(torch).cuda()
+    tx, ty = torch.tensor(xb).cuda(), torch.tensor(yb).cuda()
+    topt = torch.optim.AdamW(t.parameters(), lr=1e-3)
+    def tstep():
+        topt.zero_grad(); loss = torch.nn.functional.cross_entropy(t(tx).view(g.B * g.T, g.V), ty); loss.backward()
+        topt.step()
+    tms = torch_ms(torch, lambda: [tstep() for _ in range(steps)], warmup=1, reps=reps) / steps
+    return dict(name=f'GPT training step ({g.L} layers, d={g.C}, T={g.T}, batch {g.B}, AdamW)', minima=f'{ms:.2f} ms',
+                torch=f'{tms:.2f} ms', ratio=ms / tms, ratio_text=f'{ms / tms:.2f}x torch time',
+                target='≤ 3x torch time', ok=ms / tms <= 3)
+
+def bench_ladder(dev, torch, M=4096):
+    "GFLOP/s of each matmul kernel of the chapter's ladder at M³, and cuBLAS (TF32 off)."
+    rng = np.random.default_rng(0)
+    A = NDArray(rng.standard_normal((M, M), dtype='float32'), device=dev)
+    B = NDArray(rng.standard_normal((M, M), dtype='float32'), device=dev)
+    C, flop, out = dev.alloc(M * M, 'float32'), 2 * M ** 3, []
+    for algo, reps in [('naive_uncoalesced', 2), ('naive', 3), ('smem', 5), ('reg64', 10), ('reg128', 10)]:
+        ms = dev.time_ms(lambda: dev.matmul(A._handle, B._handle, C, 1, M, M, M, algo=algo), warmup=1, reps=reps)
+        out.append(dict(kernel=algo, ms=ms, gflops=flop / ms / 1e6))
+    ta, tb = torch.from_numpy(A.numpy()).cuda(), torch.from_numpy(B.numpy()).cuda()
+    ms = torch_ms(torch, lambda: torch.matmul(ta, tb))
+    out.append(dict(kernel='cuBLAS', ms=ms, gflops=flop / ms / 1e6))
+    for r in out: r['pct_cublas'] = 100 * r['gflops'] / out[-1]['gflops']
+    return out
+
+def profile_kernels(dev, torch, what, fn, steps=3, top=12):
+    "CUPTI's view (through torch.profiler) of the CUDA kernels that `fn` launches: where device time goes."
+    from torch.profiler import profile, ProfilerActivity
+    fn(); dev.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps): fn()
+        dev.synchronize()
+    ev = [e for e in prof.key_averages() if e.device_type.name == 'CUDA' or getattr(e, 'self_device_time_total', 0) > 0]
+    kern = sorted(ev, key=lambda e: -getattr(e, 'self_device_time_total', 0))
+    total = sum(getattr(e, 'self_device_time_total', 0) for e in kern) / steps / 1000
+    launches = sum(e.count for e in kern) / steps
+    wall = dev.time_ms(fn, warmup=1, reps=5)
+    print(f"\nprofile of {what}: {launches:.0f} kernel launches per call, {total:.3f} ms of kernel time, "
+          f"{wall:.3f} ms between events ({100 * total / wall:.0f}% of it busy)")
+    print('| kernel | calls per step | device ms per step |\n|---|---|---|')
+    for e in kern[:top]:
+        print(f"| {e.key[:70]} | {e.count / steps:.0f} | {getattr(e, 'self_device_time_total', 0) / steps / 1000:.3f} |")
+    return dict(what=what, launches=launches, kernel_ms=total, event_ms=wall)
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--json', help='also write the results to this file')
     ap.add_argument('--reps', type=int, default=10)
+    ap.add_argument('--profile', action='store_true', help='also profile the softmax and the GPT step (torch.profiler)')
+    ap.add_argument('--plot', help='draw the matmul ladder into this PNG')
     args = ap.parse_args(argv)
     dev = minima.cuda()
     if not dev.enabled():
@@ -95,13 +169,41 @@ def main(argv=None):
     torch.backends.cudnn.allow_tf32 = False
     info = dev.device_info()
     print(f"GPU: {info['name']} (compute capability {info['compute_capability']}, {info['sms']} SMs), torch {torch.__version__}\n")
-    rows = [bench_matmul(dev, torch, args.reps)] + bench_bandwidth(dev, torch, args.reps) + [bench_mlp(dev, torch, args.reps)]
+    rows = ([bench_matmul(dev, torch, args.reps)] + bench_bandwidth(dev, torch, args.reps) +
+            [bench_softmax(dev, torch, args.reps), bench_mlp(dev, torch, args.reps), bench_gpt(dev, torch, args.reps)])
+    ladder = bench_ladder(dev, torch)
     print('| benchmark | minima | torch CUDA | ratio | target | met |\n|---|---|---|---|---|---|')
     for r in rows:
         print(f"| {r['name']} | {r['minima']} | {r['torch']} | {r['ratio_text']} | {r['target']} | "
               f"{'' if not r['target'] else ('yes' if r['ok'] else 'no')} |")
+    print('\n| matmul kernel (4096³ float32) | ms | GFLOP/s | % of cuBLAS |\n|---|---|---|---|')
+    for r in ladder: print(f"| {r['kernel']} | {r['ms']:.2f} | {r['gflops']:,.0f} | {r['pct_cublas']:.1f}% |")
+    if args.plot:
+        import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(7, 2.6))
+        names, gf = [r['kernel'] for r in ladder][::-1], [r['gflops'] / 1000 for r in ladder][::-1]
+        ax.barh(names, gf, color=['#888' if n == 'cuBLAS' else '#3a7' for n in names])
+        for i, (v, r) in enumerate(zip(gf, ladder[::-1])): ax.text(v, i, f" {v:.1f} ({r['pct_cublas']:.0f}%)", va='center')
+        ax.set_xlabel('TFLOP/s, float32 4096³ (TF32 off)'); ax.set_xlim(0, max(gf) * 1.3)
+        ax.set_title(f"matmul ladder on {info['name']}"); fig.tight_layout(); fig.savefig(args.plot, dpi=120)
+    if args.profile:
+        import minima.nn.functional as F
+        X = minima.Tensor(np.random.default_rng(3).standard_normal((4096, 4096)).astype('float32'), device=dev,
+                          requires_grad=False)
+        with minima.no_grad(): profile_kernels(dev, torch, 'minima softmax (4096, 4096)', lambda: F.softmax(X, dim=-1))
+        import gpt as g
+        from minima import nn, optim
+        rng = np.random.default_rng(0)
+        m = nn.GPT(g.V, g.BLOCK, g.L, g.H, g.C, device=dev)
+        x = minima.Tensor(rng.integers(0, g.V, (g.B, g.T)), device=dev, requires_grad=False)
+        y = minima.Tensor(rng.integers(0, g.V, (g.B * g.T,)), device=dev, requires_grad=False)
+        opt, lossf = optim.AdamW(m.parameters(), lr=1e-3), nn.CrossEntropyLoss()
+        def step():
+            opt.zero_grad(); loss = lossf(m(x).reshape((g.B * g.T, g.V)), y); loss.backward(); opt.step()
+        profile_kernels(dev, torch, 'minima GPT training step', step, steps=2, top=15)
     if args.json:
-        with open(args.json, 'w') as f: json.dump(dict(device=info, torch=torch.__version__, rows=rows), f, indent=1)
+        with open(args.json, 'w') as f:
+            json.dump(dict(device=info, torch=torch.__version__, rows=rows, ladder=ladder), f, indent=1)
     return 0
 
 if __name__ == '__main__': sys.exit(main())

@@ -255,8 +255,14 @@ template <class T> __device__ __forceinline__ T m_div(T a, T b) {
 template <class T> __device__ __forceinline__ T m_max(T a, T b) { return (a > b || is_nan(a)) ? a : b; }
 template <class T> __device__ __forceinline__ T m_min(T a, T b) { return (a < b || is_nan(a)) ? a : b; }
 
+// The result type is spelled out, not deduced (`auto`): a kernel's template arguments must be the same in nvcc's
+// host and device passes, and a return type deduced from a __device__ body is not (the host stub then registers a
+// kernel the GPU does not have: cudaErrorInvalidDeviceFunction, found on the first real GPU, an H100).
+template <int OP, class T> struct BinOut {
+    typedef typename std::conditional<(OP >= OP_EQ && OP <= OP_GE), bool, T>::type type;
+};
 template <int OP> struct Bin {
-    template <class T> __device__ __forceinline__ auto operator()(T a, T b) const {
+    template <class T> __device__ __forceinline__ typename BinOut<OP, T>::type operator()(T a, T b) const {
         if constexpr (OP == OP_ADD) return (T)(a + b);
         else if constexpr (OP == OP_SUB) return (T)(a - b);
         else if constexpr (OP == OP_MUL) return (T)(a * b);
@@ -298,7 +304,7 @@ __global__ void ewise_kernel(const T* __restrict__ a, const T* __restrict__ b, T
 
 template <class T, int OP, bool SC>
 static int launch_bin(const void* a, const void* b, T s, void* out, i64 n, int dt) {
-    typedef decltype(Bin<OP>()(T(), T())) O;
+    typedef typename BinOut<OP, T>::type O;
     ewise_kernel<T, O, Bin<OP>, SC><<<grid_for(n, 256, UNROLL), 256>>>((const T*)a, (const T*)b, s, (O*)out, n, Bin<OP>());
     char name[64];
     snprintf(name, sizeof name, "%s_%s_kernel", SC ? "scalar" : "ewise", BIN_NAMES[OP]);

@@ -749,7 +749,7 @@ def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
     return DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
 
 register_op('dropout', lambda x, p, seed: dropout(x, p, seed=seed),
-            lambda T, x, p, seed: x * T.from_numpy(_keep_mask(np.random.default_rng(seed), x.shape, p)).to(x.dtype) / (1 - p),
+            lambda T, x, p, seed: x * T.from_numpy(_keep_mask(np.random.default_rng(seed), x.shape, p)).to(x.device, x.dtype) / (1 - p),
             [case((4, 5), p=0.5, seed=0), case((2, 3, 4), p=0.2, seed=1), case((10,), p=0.9, seed=2)], op=DropoutOp);
 
 # %% ../../nbs/08_nn_functional.ipynb
