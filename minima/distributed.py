@@ -80,7 +80,7 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
     if comm.Get_size() > 1:
         _WORLD[0].prev_hook, sys.excepthook = sys.excepthook, _excepthook
 
-def is_initialized() -> bool: "Whether `init_process_group` was called (and not yet destroyed)."; return _WORLD[0] is not None
+def is_initialized() -> bool: "Whether `init_process_group` was called (and not undone)."; return _WORLD[0] is not None
 def get_rank() -> int: "This process's rank, 0 to world size - 1."; return _group('get_rank').rank
 def get_world_size() -> int: "How many processes there are."; return _group('get_world_size').size
 def get_backend() -> str: _group('get_backend'); return 'mpi'
@@ -108,7 +108,8 @@ def _wait_all(reqs, op, g):
 
 class Work:
     "A collective in flight (`async_op=True`): `wait()` finishes it, within the process group's timeout."
-    def __init__(self, reqs, op, g, finish=None): self.reqs, self.op, self.g, self.finish, self.done = reqs, op, g, finish, False
+    def __init__(self, reqs, op, g, finish=None):
+        self.reqs, self.op, self.g, self.finish, self.done = reqs, op, g, finish, False
     def is_completed(self) -> bool:
         if not self.done and _mpi().Request.Testall(self.reqs): self._finish()
         return self.done
@@ -175,7 +176,7 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op=False):
     return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op)
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
-    "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; every rank's tensor must have the same shape and dtype."
+    "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; the tensors must agree in shape and dtype."
     g = _group('all_gather'); _check_tensor(tensor, 'all_gather')
     if len(tensor_list) != g.size:
         raise ValueError(f"all_gather: tensor_list must hold world_size = {g.size} tensors, got {len(tensor_list)}")
@@ -217,7 +218,8 @@ def all_gather_object(object_list: list, obj, group=None):
     "Fill `object_list[r]` with rank r's `obj` (any picklable object), on every rank."
     g = _group('all_gather_object')
     if len(object_list) != g.size:
-        raise ValueError(f"all_gather_object: object_list must hold world_size = {g.size} items, got {len(object_list)}")
+        raise ValueError(f"all_gather_object: object_list must hold world_size = {g.size} items, "
+                         f"got {len(object_list)}")
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
     sizes = np.empty(g.size, np.int64)
     _wait_all([g.comm.Iallgather(np.array([data.size], np.int64), sizes)], 'all_gather_object', g)
@@ -243,7 +245,7 @@ def launch(source: str, nprocs: int = 2, timeout: float = 300, env=None) -> str:
     own, started by the launcher, so the code goes to a temporary script first."""
     here = Path(sys.executable).with_name('mpiexec')
     mpiexec = str(here) if here.exists() else shutil.which('mpiexec')
-    if mpiexec is None: raise RuntimeError("launch: no mpiexec next to this Python or on PATH; pip install mpich mpi4py")
+    if mpiexec is None: raise RuntimeError("launch: no mpiexec next to this Python or on PATH; pip install mpich")
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / 'script.py'
         script.write_text(source)

@@ -54,7 +54,8 @@ class DistributedDataParallel(Module):
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a minima nn.Module, got {type(module).__name__}")
         g = dist._group('DistributedDataParallel')
-        self.module, self.broadcast_buffers, self.find_unused_parameters = module, broadcast_buffers, find_unused_parameters
+        self.module, self.broadcast_buffers = module, broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
         named = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
         self._names, self._params = [k for k, _ in named], [p for _, p in named]
         self._check_same_model(g)
