@@ -200,6 +200,12 @@ def check_unused():
 
 def check_mismatch():
     r = dist.get_rank()
+    frozen = mlp(seed=r)
+    frozen[0].weight.requires_grad_(False)   # not trained, but every replica must still start from rank 0's
+    DDP(frozen)
+    every = [None] * 2
+    dist.all_gather_object(every, frozen[0].weight.numpy())
+    np.testing.assert_array_equal(every[0], every[1])
     try: DDP(nn.Linear(4, 3 + r))
     except ValueError as e:
         assert 'on rank 1' in str(e) and 'on rank 0' in str(e) and 'same model' in str(e), e

@@ -59,7 +59,7 @@ class DistributedDataParallel(Module):
         named = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
         self._names, self._params = [k for k, _ in named], [p for _, p in named]
         self._check_same_model(g)
-        for t in self._params + [t for _, t in module.named_buffers()]: dist.broadcast(t, 0)
+        for _, t in module.named_parameters() + module.named_buffers(): dist.broadcast(t, 0)   # frozen ones too
         self._buckets = self._make_buckets(bucket_cap_mb)
         self._loc = {i: (b, j) for b in self._buckets for j, i in enumerate(b.idx)}
         self._slots, self._sync, self._root = _slots(module), True, Tensor(np.zeros((), 'float32'))
@@ -69,8 +69,7 @@ class DistributedDataParallel(Module):
         self._pending = None
 
     def _check_same_model(self, g):
-        mine = [(k, tuple(p.shape), p.dtype) for k, p in zip(self._names, self._params)]
-        mine += [(k, tuple(t.shape), t.dtype) for k, t in self.module.named_buffers()]
+        mine = [(k, tuple(t.shape), t.dtype) for k, t in self.module.named_parameters() + self.module.named_buffers()]
         every = [None] * g.size
         dist.all_gather_object(every, mine)
         for r, theirs in enumerate(every):
