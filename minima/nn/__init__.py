@@ -3,3 +3,4 @@ from .modules import *
 from .recurrent import *
 from .transformer import *
 from . import functional
+from . import parallel

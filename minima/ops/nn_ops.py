@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'GradHook', 'grad_hook']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -1201,3 +1201,24 @@ def _sce_inputs(rng, shapes):
 register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
+
+# %% ../../nbs/18b_ddp.ipynb 6
+class GradHook(TensorOp):
+    """Identity in the forward pass. In backward, `fn(grad)` is called with the input's whole gradient (every use
+    summed) and returns the gradient to pass on (None passes nothing). The extra inputs `after` get a zero gradient,
+    so their own hooks run after this one: the engine visits a node only once every node that uses it is done."""
+    saves_output, saved_inputs = False, ()
+    def __init__(self, fn): self.fn = fn
+    def compute(self, x, *after): return x
+    def gradient(self, out_grad, node):
+        zeros = tuple(Tensor.make_const(NDArray.make(a.shape, device=a.device, dtype=a.dtype).fill(0))
+                      for a in node.inputs[1:])
+        return (self.fn(out_grad), *zeros)
+
+def grad_hook(x: Tensor, fn, *after: Tensor) -> Tensor:
+    """`x` unchanged, with `fn(grad)` called in backward on x's whole gradient (torch's `register_hook`, as an op).
+    >>> w = Tensor([1.0, 2.0]); (grad_hook(w, lambda g: g * 2) * 3).sum().backward(); w.grad   # [6., 6.]"""
+    return GradHook(fn)(x, *after)
+
+register_op('grad_hook', lambda a, b: grad_hook(a, lambda g: g, b), lambda T, a, b: a + 0 * b.sum(),
+            [case((3, 4), (2,)), case((), ())], op=GradHook);

@@ -1,0 +1,133 @@
+"""All-reduce bandwidth and data-parallel step time on MPI ranks, minima against torch.distributed (gloo) in the same
+processes. Never gates CI.
+
+    python bench/allreduce.py [--repeat 5] [--max-mb 64]
+
+The script launches itself with the mpiexec next to this Python (the mpich wheel's):
+  1. `mpiexec -n 2`: all-reduce of float32 messages from 1 KB to 64 MB, best of `--repeat` timed calls (more for small
+     messages), for minima's hand-written ring (`ring_all_reduce`, MPI Sendrecv), minima's `all_reduce`
+     (MPI Iallreduce, waited with a deadline) and torch.distributed's gloo `all_reduce`; prints time and algorithm
+     bandwidth N/T.
+  2. `mpiexec -n 1` and `-n 2`: one training step of the digits CNN (bench/train.py's, global batch 64, SGD momentum)
+     with minima's DistributedDataParallel and torch's DistributedDataParallel (gloo), same weights and data; best of
+     `--repeat` rounds of 10 steps.
+Each rank uses one BLAS thread (2 ranks on this 2-core machine).
+"""
+import argparse, json, os, socket, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+
+HERE = Path(__file__).resolve()
+
+
+def mpiexec():
+    exe = Path(sys.executable).with_name('mpiexec')
+    return str(exe) if exe.exists() else 'mpiexec'
+
+
+def worker_init():
+    import minima.distributed as dist
+    import torch, torch.distributed as tdist
+    torch.set_num_threads(1)
+    dist.init_process_group('mpi', timeout=600)
+    r, p = dist.get_rank(), dist.get_world_size()
+    port = dist.broadcast_object(_free_port() if r == 0 else None)
+    tdist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=r, world_size=p)
+    return dist, torch, tdist, r, p
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def best(f, reps, dist):
+    t = []
+    for _ in range(reps):
+        dist.barrier()
+        t0 = time.perf_counter(); f(); t.append(time.perf_counter() - t0)
+    return min(t)
+
+
+def comm(args):
+    dist, torch, tdist, r, p = worker_init()
+    sizes = [2 ** k for k in range(10, 27, 2) if 2 ** k <= args.max_mb * 2 ** 20]
+    for n in sizes:
+        x = np.ones(n // 4, 'float32')
+        tx = torch.ones(n // 4)
+        reps = max(args.repeat, min(200, 2 ** 22 // n))
+        row = dict(bytes=n,
+                   ring=best(lambda: dist.ring_all_reduce(x), reps, dist),
+                   mpi=best(lambda: dist.all_reduce_array(x), reps, dist),
+                   torch=best(lambda: tdist.all_reduce(tx), reps, dist))
+        if r == 0: print(json.dumps(row), flush=True)
+    tdist.destroy_process_group()
+
+
+def cnn(args):
+    dist, torch, tdist, r, p = worker_init()
+    sys.path.insert(0, str(HERE.parent))
+    import minima as mi
+    from minima import nn, optim, init
+    from minima.nn.parallel import DistributedDataParallel
+    from train import build
+    init.manual_seed(0)
+    m, t, shape, bs = build('cnn', mi, nn, torch)
+    bs //= p
+    m, t = DistributedDataParallel(m), torch.nn.parallel.DistributedDataParallel(t)
+    rng = np.random.default_rng(r)
+    xn = rng.standard_normal((bs,) + shape).astype('float32'); yn = rng.integers(0, 10, bs)
+    x, y, tx, ty = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn), torch.tensor(xn), torch.tensor(yn)
+    opt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    topt = torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    lossf, tlossf = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+    def mi_steps():
+        for _ in range(10): opt.zero_grad(); lossf(m(x), y).backward(); opt.step()
+    def torch_steps():
+        for _ in range(10): topt.zero_grad(); tlossf(t(tx), ty).backward(); topt.step()
+    mi_steps(); torch_steps()
+    tm, tt = [], []
+    for _ in range(args.repeat):   # interleaved, so background load hits both alike
+        tm.append(best(mi_steps, 1, dist) / 10); tt.append(best(torch_steps, 1, dist) / 10)
+    if r == 0: print(json.dumps(dict(ranks=p, batch_per_rank=bs, minima=min(tm), torch=min(tt))), flush=True)
+    tdist.destroy_process_group()
+
+
+def launch(n, what, args):
+    env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1', MKL_NUM_THREADS='1')
+    cmd = [mpiexec(), '-n', str(n), sys.executable, str(HERE), '--worker', what,
+           '--repeat', str(args.repeat), '--max-mb', str(args.max_mb)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    if out.returncode: sys.exit(f'{" ".join(cmd)} failed:\n{out.stdout}{out.stderr}')
+    return [json.loads(l) for l in out.stdout.splitlines() if l.startswith('{')]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--repeat', type=int, default=5)
+    ap.add_argument('--max-mb', type=int, default=64)
+    ap.add_argument('--worker', choices=['comm', 'cnn'])
+    args = ap.parse_args()
+    if args.worker: return {'comm': comm, 'cnn': cnn}[args.worker](args)
+    print('All-reduce of float32 on 2 ranks, best time (ms) and algorithm bandwidth N/T (GB/s)\n')
+    print('| size | ring ms | ring GB/s | minima all_reduce (MPI) ms | MPI GB/s | torch gloo ms | gloo GB/s | MPI / gloo |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|')
+    for row in launch(2, 'comm', args):
+        n = row['bytes']
+        size = f'{n // 2**20} MB' if n >= 2**20 else f'{n // 1024} KB'
+        print(f"| {size} | {row['ring'] * 1e3:.3f} | {n / row['ring'] / 1e9:.2f} | {row['mpi'] * 1e3:.3f} | "
+              f"{n / row['mpi'] / 1e9:.2f} | {row['torch'] * 1e3:.3f} | {n / row['torch'] / 1e9:.2f} | "
+              f"{row['mpi'] / row['torch']:.2f} |")
+    print('\nDigits CNN, one training step with DistributedDataParallel, global batch 64, best of '
+          f'{args.repeat} x 10 steps (ms)\n')
+    print('| ranks | batch per rank | minima ms | torch ms | ratio |')
+    print('|---|---:|---:|---:|---:|')
+    for n in (1, 2):
+        for row in launch(n, 'cnn', args):
+            print(f"| {row['ranks']} | {row['batch_per_rank']} | {row['minima'] * 1e3:.2f} | {row['torch'] * 1e3:.2f} | "
+                  f"{row['minima'] / row['torch']:.2f} |")
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,116 @@
+"""minima.distributed and DistributedDataParallel on 2 MPI ranks: each test launches `mpiexec -n 2` on
+tests/mpi_worker.py (skipped, with the reason, only when MPI cannot start). In one process: the sampler against
+torch's, and the grad_hook op that DDP's gradient averaging rides on."""
+import os, shutil, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import pytest
+import minima as mi
+
+WORKER = Path(__file__).with_name('mpi_worker.py')
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mpiexec():
+    "The mpiexec next to this Python (the venv's, from the mpich wheel), else the one on PATH."
+    here = Path(sys.executable).with_name('mpiexec')
+    return str(here) if here.exists() else shutil.which('mpiexec')
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1')
+    env['PYTHONPATH'] = os.pathsep.join([str(ROOT)] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+    return env
+
+
+def launch(*args, timeout=60):
+    "(return code, stdout + stderr, seconds) of `mpiexec -n 2 python tests/mpi_worker.py ARGS`."
+    t0 = time.monotonic()
+    r = subprocess.run([_mpiexec(), '-n', '2', sys.executable, str(WORKER), *args], capture_output=True, text=True,
+                       timeout=timeout, env=_env(), cwd=ROOT)
+    return r.returncode, r.stdout + r.stderr, time.monotonic() - t0
+
+
+@pytest.fixture(scope='module')
+def mpi():
+    "Skip, saying why, when mpi4py or mpiexec is missing or cannot start 2 ranks."
+    try: import mpi4py  # noqa: F401
+    except ImportError: pytest.skip('mpi4py is not installed (pip install mpi4py mpich)')
+    if _mpiexec() is None: pytest.skip('no mpiexec next to this Python or on PATH (pip install mpich)')
+    try:
+        r = subprocess.run([_mpiexec(), '-n', '2', sys.executable, '-c',
+                            'from mpi4py import MPI; c = MPI.COMM_WORLD; c.Get_rank() or print(c.Get_size())'],
+                           capture_output=True, text=True, timeout=60, env=_env())
+    except subprocess.TimeoutExpired: pytest.skip('mpiexec -n 2 did not start within 60 s')
+    if r.returncode != 0 or r.stdout.split() != ['2']:
+        pytest.skip(f'mpiexec -n 2 cannot start MPI here: {(r.stdout + r.stderr).strip()[-300:]}')
+
+
+CHECKS = ['collectives', 'ring', 'sampler', 'ddp mlp', 'ddp mlp small buckets', 'ddp cnn', 'no_sync', 'unused',
+          'mismatch', 'checkpoint']
+
+
+def test_two_ranks(mpi):
+    """Collectives against their definition; the hand-written ring against MPI's all-reduce (sizes 1 to 100,003,
+    most not divisible by 2); the sampler partitions the indices; DDP on 2 ranks gives the weights of one process on
+    the whole batch to 1e-5 after 10 SGD steps (an MLP, with one bucket and with many, and a CNN with batch norm,
+    whose statistics stay per rank); no_sync accumulates; unused parameters, shape mismatches and failed
+    checkpoints raise on every rank."""
+    rc, out, _ = launch('main')
+    assert rc == 0, out[-3000:]
+    for c in CHECKS:
+        for r in (0, 1): assert f'OK {c} rank {r}' in out, f'{c} did not pass on rank {r}:\n{out[-3000:]}'
+
+
+def test_a_failing_rank_ends_every_rank(mpi):
+    rc, out, secs = launch('raise')   # rank 0 waits in a barrier with a 600 s timeout meanwhile
+    assert rc != 0 and secs < 30, (rc, secs)
+    assert 'ValueError: rank one fails on purpose' in out and 'rank 1 of 2 failed' in out, out[-2000:]
+
+
+def test_a_collective_times_out(mpi):
+    rc, out, secs = launch('timeout')   # rank 1 sleeps 120 s instead of joining; the timeout is 2 s
+    assert rc != 0 and secs < 30, (rc, secs)
+    assert 'TimeoutError: all_reduce: rank 0 of 2 waited 2 s' in out, out[-2000:]
+
+
+def test_sampler_matches_torch():
+    "Without shuffling, the indices are torch's exactly (padding and drop_last included); no process group needed."
+    torch = pytest.importorskip('torch')
+    from torch.utils.data import DistributedSampler as TorchSampler
+    from minima.distributed import DistributedSampler
+    for n in [1, 5, 10, 11, 13]:
+        for p in [1, 2, 3, 4]:
+            for drop_last in [False, True]:
+                if drop_last and n < p: continue
+                for r in range(p):
+                    ours = DistributedSampler(range(n), num_replicas=p, rank=r, shuffle=False, drop_last=drop_last)
+                    theirs = TorchSampler(range(n), num_replicas=p, rank=r, shuffle=False, drop_last=drop_last)
+                    assert list(ours) == list(theirs) and len(ours) == len(theirs), (n, p, r, drop_last)
+    s = DistributedSampler(range(20), num_replicas=2, rank=0, seed=5)
+    a = list(s); s.set_epoch(1); b = list(s); s.set_epoch(0)
+    assert a != b and list(s) == a and sorted(a) != a
+    with pytest.raises(ValueError, match='rank must be in'): DistributedSampler(range(4), num_replicas=2, rank=2)
+
+
+def test_grad_hook_sees_the_whole_gradient_and_runs_in_order():
+    "grad_hook: identity forward; its fn gets the gradient summed over every use; hooks of `after` inputs run later."
+    rng = np.random.default_rng(0)
+    w = mi.Tensor(rng.standard_normal((3, 2)).astype('float32'))
+    up = rng.standard_normal((3, 2)).astype('float32')
+    seen = []
+    last = mi.ops.grad_hook(mi.Tensor(np.zeros((), 'float32')), lambda g: seen.append('last'))
+    h = mi.ops.grad_hook(w, lambda g: (seen.append(g.numpy().copy()), g * 2)[1], last)
+    assert h.shape == w.shape and h.dtype == 'float32' and np.array_equal(h.numpy(), w.numpy())
+    (h * 3 + h * h).backward(mi.Tensor(up))
+    np.testing.assert_allclose(seen[0], up * (3 + 2 * w.numpy()), rtol=1e-6)
+    assert seen[1] == 'last' and len(seen) == 2
+    np.testing.assert_allclose(w.grad.numpy(), 2 * up * (3 + 2 * w.numpy()), rtol=1e-6)
+
+
+def test_no_process_group_errors():
+    import minima.distributed as dist
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match='all_reduce: the default process group is not initialized'):
+        dist.all_reduce(mi.Tensor([1.0]))
+    with pytest.raises(ValueError, match="backend 'gloo' is not available"): dist.init_process_group('gloo')
