@@ -11,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT / 'nbs' / '22_cuda.ipynb'
+NB_MEASURED = ROOT / 'nbs' / '22b_cuda_measured.ipynb'   # its sequel: the whole stack on the GPU, measured
+CHAPTERS = [NB, NB_MEASURED]
 SKIP_PREFIX = 'skipped (this cell needs a GPU): '
 _FLAG = re.compile(r'^\s*#\|\s*cuda\s*$')
 
@@ -34,17 +36,18 @@ def no_gpu_reason():
     if cc is not None: pytest.skip(f'this machine has a GPU (compute capability {cc}): tools/cuda_gpu_check runs the chapter')
     return why
 
-@pytest.fixture(scope='module')
-def executed(no_gpu_reason, tmp_path_factory):
+@pytest.fixture(scope='module', params=CHAPTERS, ids=lambda p: p.stem)
+def executed(no_gpu_reason, tmp_path_factory, request):
     "The chapter executed cell by cell with execnb, every cell included (no nbdev test flags), in a fresh process."
-    dest = tmp_path_factory.mktemp('cuda_chapter') / '22_cuda.ipynb'
+    nb_path = request.param
+    dest = tmp_path_factory.mktemp('cuda_chapter') / nb_path.name
     env = {k: v for k, v in os.environ.items() if k != 'MINIMA_CUDA_LIB'}   # not the CPU emulator: a plain machine
     env['PYTHONPATH'] = os.pathsep.join([str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
     env.setdefault('MPLBACKEND', 'Agg')
     run = 'import sys; from execnb.shell import CaptureShell; CaptureShell().execute(sys.argv[1], sys.argv[2], exc_stop=True)'
-    r = subprocess.run([sys.executable, '-c', run, NB.name, str(dest)], cwd=NB.parent, env=env, capture_output=True,
+    r = subprocess.run([sys.executable, '-c', run, nb_path.name, str(dest)], cwd=nb_path.parent, env=env, capture_output=True,
                        text=True, timeout=600)
-    assert r.returncode == 0, f'"Run All" of {NB.name} stopped with an error:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}'
+    assert r.returncode == 0, f'"Run All" of {nb_path.name} stopped with an error:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}'
     return json.loads(dest.read_text())
 
 def test_chapter_runs_every_cell_without_gpu(executed):
@@ -57,7 +60,7 @@ def test_chapter_runs_every_cell_without_gpu(executed):
 
 def test_gpu_cells_print_one_skip_line(executed, no_gpu_reason):
     gpu = [c for c in executed['cells'] if _is_gpu_cell(c)]
-    assert len(gpu) >= 5, f'expected the chapter\'s GPU cells (flagged `#| cuda`), found {len(gpu)}'
+    assert len(gpu) >= 2, f'expected the chapter\'s GPU cells (flagged `#| cuda`), found {len(gpu)}'
     for c in gpu:
         assert _src(c).startswith('%%gpu\n'), f'a `#| cuda` cell does not start with %%gpu:\n{_src(c)[:200]}'
         outs = c.get('outputs', [])
@@ -70,6 +73,7 @@ def test_kernel_source_is_shown_as_cpp_code(executed):
     "Each `show_kernel` cell displays its section as one fenced ```cpp block, which the site highlights."
     from minima.backend_ndarray.cuda import kernel_source
     shown = [c for c in executed['cells'] if c['cell_type'] == 'code' and _src(c).lstrip().startswith('show_kernel(')]
+    if _src(executed['cells'][0]).startswith('# The CUDA device, measured'): return   # the sequel shows no kernels
     assert len(shown) >= 10, f'expected the chapter to show its kernels, found {len(shown)} show_kernel cells'
     for c in shown:
         md = [_text(o['data']['text/markdown']) for o in c['outputs'] if 'text/markdown' in o.get('data', {})]
@@ -137,9 +141,10 @@ def test_reexecution_without_gpu_keeps_measured_outputs():
     assert tool.keep_gpu_outputs(before, after) == 1
     assert [c['outputs'] for c in after['cells']] == [measured, skip, skip, out('2\n')]
 
-def test_chapter_says_whether_gpu_numbers_were_measured():
+@pytest.mark.parametrize('path', CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_says_whether_gpu_numbers_were_measured(path):
     "The committed chapter either shows measured GPU outputs, or says plainly that there are none yet."
-    nb = json.loads(NB.read_text())
+    nb = json.loads(path.read_text())
     gpu = [c for c in nb['cells'] if _is_gpu_cell(c)]
     measured = [c for c in gpu if c.get('outputs') and not _tool().is_skip(c['outputs'])]
     prose = ' '.join(_src(c) for c in nb['cells'] if c['cell_type'] == 'markdown')
