@@ -31,7 +31,8 @@ MAX_PAGE_HEIGHT = 20_000     # px at 1280 wide, checks folded: no chapter longer
 # ...and a page stays this far below it: a chapter at the limit is split now, before one more paragraph or the next
 # Chromium tips it over (split it where the story allows; do not raise the limit)
 PAGE_HEIGHT_MARGIN = 0.05
-# The fonts every piece of text must be drawn with: the site's own (@font-face in tools/site.css), as Chromium names them
+# The fonts every piece of text must be drawn with: the site's own (@font-face in tools/site.css), as Chromium names
+# them
 SITE_FONTS = {'DejaVu Sans', 'DejaVu Sans Mono', 'STIX Two Math'}
 MAX_SCROLLING = {1280: 0.02, 1920: 0.0}    # fraction of code/output blocks that scroll sideways
 # Blocks with a line longer than the column, wrapped with a hanging indent instead of scrolling. Measured when this
@@ -116,9 +117,13 @@ def server(docs, site):
 
 # Rendering settings for Chromium, whatever the machine's fontconfig says (Debian's defaults): with full hinting, say,
 # glyph advances are whole pixels and lines wrap elsewhere (measured: 7 more wrapped code blocks, pages 50 px taller).
-_RENDER = ''.join(f"""<match target="{t}"><edit name="antialias" mode="assign"><bool>true</bool></edit>
-<edit name="hinting" mode="assign"><bool>true</bool></edit><edit name="hintstyle" mode="assign"><const>hintslight</const></edit>
-<edit name="rgba" mode="assign"><const>none</const></edit><edit name="autohint" mode="assign"><bool>false</bool></edit></match>
+_RENDER = ''.join(f"""<match target="{t}">
+  <edit name="antialias" mode="assign"><bool>true</bool></edit>
+  <edit name="hinting" mode="assign"><bool>true</bool></edit>
+  <edit name="hintstyle" mode="assign"><const>hintslight</const></edit>
+  <edit name="rgba" mode="assign"><const>none</const></edit>
+  <edit name="autohint" mode="assign"><bool>false</bool></edit>
+</match>
 """ for t in ('pattern', 'font'))
 
 def fontconfig(folder, fonts):
@@ -136,8 +141,9 @@ def pw(server):
 
 @pytest.fixture(scope='module')
 def browser(pw, tmp_path_factory):
-    "Chromium with the machine's fonts (a page that falls back to one of them is caught: `test_text_uses_only_the_sites_fonts`)."
-    env = fontconfig(tmp_path_factory.mktemp('fontconfig'), '<include ignore_missing="yes">/etc/fonts/fonts.conf</include>')
+    "Chromium with the machine's fonts (text that falls back to one is caught: `test_text_uses_only_the_sites_fonts`)."
+    machine = '<include ignore_missing="yes">/etc/fonts/fonts.conf</include>'
+    env = fontconfig(tmp_path_factory.mktemp('fontconfig'), machine)
     b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True, env=env)
     yield b
     b.close()
@@ -155,7 +161,8 @@ _MARK_TEXT = r"""() => {
     const text = [...e.childNodes].filter(c => c.nodeType === 3).map(c => c.data).join('').replace(/\s+/g, '');
     if (!text || e.getClientRects().length === 0) continue;
     const cs = getComputedStyle(e);
-    const key = [cs.fontFamily, cs.fontWeight, cs.fontStyle, e.namespaceURI.endsWith('MathML') ? e.localName + cs.textTransform : ''].join('|');
+    const math = e.namespaceURI.endsWith('MathML') ? e.localName + cs.textTransform : '';
+    const key = [cs.fontFamily, cs.fontWeight, cs.fontStyle, math].join('|');
     if (!seen.has(key)) seen.set(key, new Set());
     const fresh = [...new Set(text)].filter(c => !seen.get(key).has(c));
     if (!fresh.length) continue;
@@ -479,8 +486,9 @@ def test_no_chapter_is_too_tall(site, visits):
                       f'margin): {tall}. Split the chapter where its story allows')
 
 def test_text_uses_only_the_sites_fonts(docs, site, visits, server, browser):
-    """Every piece of text, code and math on every page is drawn with the site's own fonts (site.css's @font-face, copied
-    into fonts/ with their licenses), never with a font of the machine; math with STIX Two Math, an OpenType MATH font."""
+    """Every piece of text, code and math on every page is drawn with the site's own fonts (site.css's @font-face,
+    copied into fonts/ with their licenses), never with a font of the machine; math with STIX Two Math, an OpenType
+    MATH font."""
     for f in ('LICENSE_DEJAVU', 'LICENSE_STIXTwoMath.txt'): assert (docs / 'fonts' / f).is_file(), f'fonts/{f} missing'
     css = (docs / 'site.css').read_text()
     for url in re.findall(r'url\("?([^")]+)"?\)', css):
