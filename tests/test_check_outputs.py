@@ -96,9 +96,11 @@ def test_timing_cell_is_exempt(tmp_path):
     nb = mk_nb(tmp_path / 'timing.ipynb', [(src, '1.0 2.0\n')])
     rc, out = check(nb)
     assert rc == 1 and 'timing.ipynb cell 0' in out                    # without the directive: drift
-    nb = mk_nb(tmp_path / 'timing.ipynb', [('#| timing\n' + src, '1.0 2.0\n'), ('print(3)', '3\n')])
+    nb = mk_nb(tmp_path / 'timing.ipynb', [('#| timing\n' + src, '1.0 2.0\n'), ('print(3)', '3\n'),
+                                          ('#| varies\nimport os; print(os.getpid())', '1\n')])
     rc, out = check(nb)
     assert rc == 0, out
+    assert '2 exempt' in out
 
 def test_raising_cell_fails_with_traceback(tmp_path):
     nb = mk_nb(tmp_path / 'boom.ipynb', [('print(1)', '1\n'), 'def f(): raise ValueError("boom 42")\nf()',
