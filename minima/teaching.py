@@ -11,7 +11,8 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade', 'format_report',
-           'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle']
+           'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle', 'nbgrader_source',
+           'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
 @dataclass
@@ -712,6 +713,104 @@ def gradescope_bundle(dest_zip, edition, root='.') -> Path:
         for p in files(edition): z.write(p, f'edition/{p.relative_to(edition)}')
         for p in files(root / _LIB): z.write(p, f'reference/{_LIB}/{p.relative_to(root / _LIB)}')
     return dest_zip
+
+# %% ../nbs/40_teaching.ipynb
+_BEGIN, _END = '### BEGIN SOLUTION', '### END SOLUTION'
+
+def nbgrader_source(source: str) -> str:
+    "The cell with nbgrader's solution markers around each body its `#| solution` directive names."
+    spec = parse_solution(source)
+    if spec is None: return source
+    tree = ast.parse(source)
+    lines = [l if l.endswith('\n') else l + '\n' for l in source.splitlines(keepends=True)]
+    edits = []
+    for qual, f, cls in _targets_in(tree, spec[0]):
+        body = f.body[1:] if _is_doc(f.body[0]) else f.body
+        if not body: continue
+        if f.body[0].lineno == f.lineno:      # a one-line def: its statements go on lines of their own
+            ind = ' ' * (f.col_offset + 4)
+            segs = [ast.get_source_segment(source, s) for s in f.body]
+            head = lines[f.lineno - 1].encode()[:f.body[0].col_offset].decode().rstrip()
+            doc = segs[:len(f.body) - len(body)]
+            new = [head + '\n'] + [ind + s + '\n' for s in doc] + [ind + _BEGIN + '\n'] + \
+                  [ind + s + '\n' for s in segs[len(doc):]] + [ind + _END + '\n']
+            edits.append((f.lineno, f.end_lineno, new))
+        else:
+            ind = ' ' * body[0].col_offset
+            edits.append((body[0].lineno, f.end_lineno,
+                          [ind + _BEGIN + '\n'] + lines[body[0].lineno - 1:f.end_lineno] + [ind + _END + '\n']))
+    for l0, l1, new in sorted(edits, reverse=True): lines[l0 - 1:l1] = new
+    out = ''.join(lines)
+    return out if source.endswith('\n') else out.rstrip('\n')
+
+def _nbgrader_meta(grade_id, solution=False, points=None):
+    m = dict(schema_version=3, grade=points is not None, solution=solution, locked=not solution, grade_id=grade_id)
+    if points is not None: m['points'] = points
+    return m
+
+_NBGRADER_CONFIG = '''c = get_config()
+# the first autograded cell of a notebook grades the whole notebook with minima-grade (about half a minute)
+c.Execute.timeout = 1800
+'''
+
+def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list:
+    """An nbgrader course directory at `dest` for the chosen `chapters`: `source/<assignment>/` holds those notebooks
+    with nbgrader's solution markers around every marked body and, after each marked cell, one locked autograded test
+    cell per unit worth the unit's points; `edition/` is the student edition the tests grade against (with the
+    grader's reference solutions for every other unit, as `minima-grade` does). Then, in `dest`:
+    `nbgrader generate_assignment <assignment>` and, for the submissions, `nbgrader autograde <assignment>`."""
+    dest, root, chapters = Path(dest).resolve(), Path(root).resolve(), _chapter_list(chapters)
+    units = student_edition(dest / 'edition', root, chapters=chapters)
+    out = dest / 'source' / assignment
+    if out.exists(): shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for p in sorted((root / 'nbs').glob('*.ipynb')):
+        if not _in_chapters(p.name, chapters): continue
+        nb, cells, graded = json.loads(p.read_text()), [], False
+        for i, c in enumerate(nb['cells']):
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or parse_solution(src) is None: cells.append(c); continue
+            _, us = strip_solution(src, p.name)
+            cells.append(dict(c, source=nbgrader_source(src).splitlines(keepends=True), outputs=[],
+                              execution_count=None,
+                              metadata={**c['metadata'], 'nbgrader': _nbgrader_meta(f'solution-{i}', True)}))
+            for u in us:
+                test = (f'# autograded: {u.name}, {u.points} point(s), the checks of `minima-grade`\n'
+                        f'from minima.teaching import nbgrader_check\nnbgrader_check({u.name!r}, {p.name!r})')
+                gid = 'test-' + re.sub(r'[^A-Za-z0-9_-]', '-', u.name)
+                cell = dict(cell_type='code', execution_count=None, outputs=[], source=test.splitlines(True),
+                            metadata={'nbgrader': _nbgrader_meta(gid, points=u.points)})
+                if 'id' in c: cell['id'] = gid
+                cells.append(cell)
+            graded = True
+        if graded: (out / p.name).write_text(json.dumps(dict(nb, cells=cells), indent=1, ensure_ascii=False) + '\n')
+    (dest / 'nbgrader_config.py').write_text(_NBGRADER_CONFIG)
+    return units
+
+def nbgrader_check(unit: str, notebook: str):
+    """An nbgrader test cell: grade the notebook file `notebook` (in the working directory, where nbgrader runs it) with
+    `grade`, in a copy of the course's `edition/` (found above the working directory), and raise unless `unit`
+    passes. The notebook is graded once; the other test cells read the saved report."""
+    import hashlib, tempfile
+    nb = (Path.cwd() / notebook).resolve()
+    ed = next((d / 'edition' for d in [nb.parent, *nb.parents] if (d / 'edition' / 'grading_units.json').exists()),
+              None)
+    if ed is None: raise RuntimeError(f'nbgrader_check: no edition/ above {nb.parent}; this cell runs in nbgrader '
+                                      'autograde, in the course directory of `nbgrader_release`')
+    key = hashlib.sha256(nb.read_bytes() + str(ed).encode()).hexdigest()[:20]
+    cache = Path(tempfile.gettempdir()) / f'minima-nbgrader-{key}.json'
+    if not cache.exists():
+        with tempfile.TemporaryDirectory() as d:
+            copy = Path(d) / 'copy'
+            shutil.copytree(ed, copy, ignore=shutil.ignore_patterns('.grading', '__pycache__'))
+            shutil.copy(nb, copy / 'nbs' / nb.name)
+            rep = grade(copy, chapters=[nb.name], quiet=True)
+        cache.write_text(json.dumps(rep))
+    rep = json.loads(cache.read_text())
+    row = next((r for r in rep['units'] if r['name'] == unit), None)
+    if row is None: raise AssertionError(f'{unit}: not graded ({rep.get("error") or "no such unit"})')
+    print(f"{unit}: {row['status']} ({row['checks']} checks)")
+    if row['status'] != 'pass': raise AssertionError(f"{unit}: {row['status']}\n" + '\n'.join(row['failed']))
 
 # %% ../nbs/40_teaching.ipynb
 def __dir__():

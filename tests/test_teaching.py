@@ -277,3 +277,72 @@ def test_gradescope_bundle_round_trip(tmp_path):
     assert len(res['tests']) == len(units) and all(GRADESCOPE_TEST_KEYS <= set(t) for t in res['tests'])
     assert res['score'] == sum(t['max_score'] for t in res['tests']) == sum(u.points for u in units)
     assert [t['name'] for t in res['tests']] == [f'{u.chapter}: {u.name}' for u in units]
+
+
+def _nbgrader_env(tmp_root: Path):
+    "An environment with nbgrader: this one's if it has it, else nbgrader installed from PyPI into a cached folder."
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    if subprocess.run([sys.executable, '-c', 'import nbgrader'], env=env, capture_output=True).returncode == 0:
+        return env
+    target = tmp_root / 'minima-test-nbgrader'
+    if not (target / 'nbgrader').exists():
+        r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--target', str(target), 'nbgrader'],
+                           capture_output=True, text=True)
+        if r.returncode: pytest.skip(f'pip could not install nbgrader from the package registry: {r.stderr[-500:]}')
+    env['PYTHONPATH'] = os.pathsep.join([str(target), env['PYTHONPATH']])
+    env['PATH'] = os.pathsep.join([str(target / 'bin'), str(Path(sys.executable).parent), env.get('PATH', '')])
+    return env
+
+
+def test_nbgrader_round_trip(tmp_path):
+    "generate_assignment, a submission with two units right and one wrong, autograde: the scores of minima-grade."
+    import tempfile
+    from minima.teaching import nbgrader_release
+    env = _nbgrader_env(Path(tempfile.gettempdir()))
+    course = tmp_path / 'course'
+    units = nbgrader_release(course, ROOT, chapters=['03'], assignment='ps1')
+    nb = '03_ops_elementwise.ipynb'
+    src = json.loads((course / 'source' / 'ps1' / nb).read_text())
+    assert sum('### BEGIN SOLUTION' in ''.join(c['source']) for c in src['cells']) == \
+        sum(c['metadata'].get('nbgrader', {}).get('solution', False) for c in src['cells']) > 0
+    tests = [c for c in src['cells'] if c['metadata'].get('nbgrader', {}).get('grade')]
+    assert [c['metadata']['nbgrader']['grade_id'] for c in tests] == [f'test-{u.name}' for u in units]
+    def nbgrader(*args):
+        r = subprocess.run([sys.executable, '-m', 'nbgrader', *args], cwd=course, env=env, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    nbgrader('generate_assignment', 'ps1', '--force')
+    released = json.loads((course / 'release' / 'ps1' / nb).read_text())
+    text = json.dumps(released)
+    assert '### BEGIN SOLUTION' not in text and 'unbroadcast(out_grad * b, a.shape)' not in text
+    # the student writes EWiseMul and Exp right and EWiseDiv with a flipped sign
+    (course / 'submitted' / 'alice' / 'ps1').mkdir(parents=True)
+    sub = course / 'submitted' / 'alice' / 'ps1' / nb
+    sub.write_text(json.dumps(released))
+    flip = ('\n_div_gradient = EWiseDiv.gradient\n'
+            'def _flipped(self, out_grad, node):\n'
+            '    ga, gb = _div_gradient(self, out_grad, node)\n'
+            '    return ga, -gb\n'
+            'EWiseDiv.gradient = _flipped\n')
+    s = json.loads(sub.read_text())
+    ref = json.loads((ROOT / 'nbs' / nb).read_text())
+    for cls in ('EWiseMul', 'Exp', 'EWiseDiv'):
+        s['cells'][_cells(s, cls)]['source'] = ref['cells'][_cells(ref, cls)]['source']
+    i = _cells(s, 'EWiseDiv')
+    s['cells'][i]['source'] = ''.join(s['cells'][i]['source']) + flip
+    sub.write_text(json.dumps(s))
+    nbgrader('autograde', 'ps1', '--create', '--force')
+    code = ('import json, sys\nfrom nbgrader.api import Gradebook\n'
+            'with Gradebook("sqlite:///gradebook.db") as gb:\n'
+            '    n = gb.find_submission_notebook(sys.argv[1], "ps1", "alice")\n'
+            '    print(json.dumps({g.name: [g.score, g.max_score] for g in n.grades}))\n')
+    r = subprocess.run([sys.executable, '-c', code, nb[:-6]], cwd=course, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    scores = json.loads(r.stdout.strip().splitlines()[-1])
+    # minima-grade on the same notebook
+    copy = tmp_path / 'copy'
+    shutil.copytree(course / 'edition', copy)
+    shutil.copy(sub, copy / 'nbs' / nb)
+    rep = grade(copy, quiet=True)
+    assert {f"test-{u['name']}": [float(u['score']), float(u['points'])] for u in rep['units']} == scores
+    assert scores['test-EWiseMul'][0] == scores['test-Exp'][0] == 1 and scores['test-EWiseDiv'][0] == 0
