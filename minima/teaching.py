@@ -4,7 +4,7 @@
 
 # %% ../nbs/40_teaching.ipynb 3
 from __future__ import annotations
-import ast, importlib, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
+import ast, importlib, importlib.util, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -184,6 +184,8 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
             h.parent.mkdir(parents=True, exist_ok=True)
             h.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
         else: shutil.copy2(src, out)
+    readme = dest / 'README.md'
+    if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units))
     if export: _export(dest)
     (dest / 'grading_units.json').write_text(json.dumps([asdict(u) for u in units], indent=1) + '\n')
     return units
@@ -194,6 +196,20 @@ def _export(path):
     r = subprocess.run([sys.executable, '-c', 'from nbdev.doclinks import nbdev_export as export; export()'], cwd=path,
                        capture_output=True, text=True)
     if r.returncode: raise RuntimeError(f'nbdev_export failed in {path}:\n{r.stderr[-2000:]}')
+
+_ORDER = ('Write the units in the order of the course (03, 04, 05, 06, 07, 08, 10, 11, 12, then 20). Each unit is '
+          'graded on its own, with the reference solution standing in for every other one, so a unit scores the '
+          'moment it is right, whatever else is still empty. The check cells in the notebooks run your own package, '
+          'so they need the units they use: work through a chapter from the top.')
+
+def _edition_readme(units) -> str:
+    "The section the student edition adds to its README: what to write, in which order, and how it is graded."
+    from itertools import groupby
+    out = ['', '## This student edition', '', f'You write {len(units)} units, marked `NotImplementedError` in:', '']
+    out += [f"- `{ch}`: {', '.join(u.name for u in us)}" for ch, us in groupby(units, lambda u: u.chapter)]
+    out += ['', _ORDER, '', 'Grading: `minima-grade` in this folder prints one table per chapter and writes '
+            '`grade_report.json` (`--chapters 03` for one chapter).', '']
+    return '\n'.join(out)
 
 # %% ../nbs/40_teaching.ipynb
 def _first_code_line(src):
@@ -238,12 +254,17 @@ def _build_worker(root, lib, out_json):
         errors[p.name] = err
     Path(out_json).write_text(json.dumps(errors, indent=1))
 
+def _grader_file() -> Path:
+    "This module's file: the grader's code, run by path in every process it starts."
+    f = globals().get('__file__')      # a notebook has none: then the exported module
+    return Path(f).resolve() if f else Path(importlib.util.find_spec(f'{_LIB}.teaching').origin).resolve()
+
 def _run_here(fn_name, *args, cwd, env=None, timeout=None):
     "Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever package is imported)."
     code = ('import importlib.util as u, sys; s = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
             'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; s.loader.exec_module(m); '
             f'm.{fn_name}(*sys.argv[2:])')
-    return subprocess.run([sys.executable, '-c', code, str(Path(__file__).resolve()), *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 def _build(root: Path, build: Path) -> dict:
@@ -341,10 +362,9 @@ def diagnose(got, expected) -> str:
         if g.ndim == e.ndim == 2 and g.shape == e.shape[::-1] and _close(g.T, e): return 'transposed'
         if g.size == e.size: return (f'shape: got {g.shape}, expected {e.shape} with the same number of values: '
                                      'a missing reshape, or keepdims')
-        if g.size > e.size: return (f'shape: got {g.shape}, expected {e.shape}: a gradient has its input\'s shape; '
-                                    'sum over the broadcast axes (unbroadcast)')
-        return (f'shape: got {g.shape}, expected {e.shape}: reduced too far; keep the reduced axes (keepdims) and '
-                'broadcast back to the input shape')
+        if g.size > e.size:
+            return f'shape: got {g.shape}, expected {e.shape}: sum over the broadcast axes (unbroadcast)'
+        return f'shape: got {g.shape}, expected {e.shape}: keep the reduced axes (keepdims), broadcast back'
     if g.size == 0: return ''
     if not np.isfinite(g).all() and np.isfinite(e).all(): return 'got NaN or inf where the expected values are finite'
     if np.abs(e).max() > 1e-6:
@@ -382,7 +402,8 @@ def _failed_check(spec, ci, check, seed=0) -> str:
     other = [f'input {i} {a.dtype}' for i, a in enumerate(arrs) if not np.issubdtype(a.dtype, np.floating)]
     where = f"case {c}, {', '.join([dt] + other)}"
     if check == 'second':
-        return f'{where}: the second derivative differs from torch; write the gradient with Tensor ops (not NDArray)'
+        return (f'{where}: the second derivative differs from torch (a wrong gradient shows here too; a right one '
+                'must be written with Tensor ops to be differentiated again)')
     xs, ts = T._mi_inputs(arrs, diff, dt, None), T._t_inputs(torch, arrs, diff, dt, 'cpu')
     ys, tys = T._as_list(spec.fn(*xs, **c.kwargs)), T._as_list(spec.torch_fn(torch, *ts, **c.kwargs))
     if check == 'forward':
@@ -513,7 +534,7 @@ def _gaps(failures, names):
 def _reference_dir(reference, root: Path):
     """The package whose solutions stand in for the units not being graded: `reference`, else the grader's own
     package when it is a full one (not a student copy, not the copy being graded). None: there is none."""
-    ref = Path(reference).resolve() if reference else Path(__file__).resolve().parent
+    ref = Path(reference).resolve() if reference else _grader_file().parent
     if not (ref / '__init__.py').exists(): raise FileNotFoundError(f'grader: no package at {ref}')
     if reference: return ref
     proj = ref.parent
@@ -534,7 +555,7 @@ def _run_worker(root, lib, units, graded, ref, timeout):
     code = ('import sys; sys.path.insert(0, sys.argv[1]); import importlib.util as u; '
             's = u.spec_from_file_location("_minima_grader", sys.argv[2]); m = u.module_from_spec(s); '
             'sys.modules["_minima_grader"] = m; s.loader.exec_module(m); m._worker(*sys.argv[1:2], *sys.argv[3:])')
-    r = subprocess.run([sys.executable, '-c', code, str(lib), str(Path(__file__).resolve()), str(root),
+    r = subprocess.run([sys.executable, '-c', code, str(lib), str(_grader_file()), str(root),
                         str(tmp / 'units.json'), str(tmp / 'graded.json'), str(out), str(ref or '')],
                        cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     if r.returncode or not out.exists():

@@ -243,6 +243,9 @@ def test_assignment_commands_from_a_plain_shell(tmp_path):
     assert (dest / 'nbs' / '05_ops_movement.ipynb').read_text().count('NotImplementedError') == \
         (ROOT / 'nbs' / '05_ops_movement.ipynb').read_text().count('NotImplementedError')
     assert "raise NotImplementedError('Summation.compute" in (dest / 'minima' / 'ops' / 'reduce.py').read_text()
+    readme = (dest / 'README.md').read_text()
+    assert '## This student edition' in readme and '`04_ops_reduce.ipynb`: Summation' in readme
+    assert 'in the order of the course' in readme and '10_nn.ipynb' not in readme.split('## This student edition')[1]
     # minima-grade, the console script of the environment, with the package of this checkout
     script = Path(sys.executable).parent / 'minima-grade'
     if not script.exists(): pytest.skip(f'{script} is not installed: pip install -e ".[dev]"')
