@@ -230,13 +230,29 @@ def _plain_env(**kw):
     return {'PATH': '/usr/bin:/bin', 'HOME': os.environ.get('HOME', '/tmp'), **kw}
 
 
+def _chapter_commands():
+    "The shell commands of the instructors' chapter (its ```bash blocks), as printed."
+    nb = json.loads((ROOT / 'nbs' / '40_teaching.ipynb').read_text())
+    text = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
+    import re
+    return [l.strip() for block in re.findall(r'```bash\n(.*?)```', text, re.S) for l in block.splitlines()
+            if l.strip()]
+
+
 def test_assignment_commands_from_a_plain_shell(tmp_path):
     "The instructors' chapter's commands, verbatim: one assignment (chapters 03 and 04) handed out and graded."
-    venv_py = ROOT / '.venv' / 'bin' / 'python'
-    env = _plain_env() if venv_py.exists() else _plain_env(MINIMA_PYTHON=sys.executable)
+    cmds = _chapter_commands()
+    assert cmds == ['tools/student_edition ../minima-student --chapters 03,04',
+                    '.venv/bin/minima-grade ../minima-student --chapters 03,04'], cmds
+    # run from a checkout's sibling folder layout: ROOT stands for the checkout, tmp_path/minima-student for ../
+    venv_bin = ROOT / '.venv' / 'bin'
+    if not venv_bin.exists():      # this checkout has no .venv of its own: the environment running the tests is it
+        venv_bin = Path(sys.executable).parent
     dest = tmp_path / 'minima-student'
-    r = subprocess.run(['tools/student_edition', str(dest), '--chapters', '03,04'], cwd=ROOT, env=env,
-                       capture_output=True, text=True)
+    def run(cmd, **env):
+        cmd = cmd.replace('../minima-student', str(dest)).replace('.venv/bin/', f'{venv_bin}/')
+        return subprocess.run(cmd, shell=True, cwd=ROOT, env=_plain_env(**env), capture_output=True, text=True)
+    r = run(cmds[0], **({} if (ROOT / '.venv').exists() else {'MINIMA_PYTHON': sys.executable}))
     assert r.returncode == 0, r.stderr
     units = json.loads((dest / 'grading_units.json').read_text())
     assert {u['chapter'][:2] for u in units} == {'03', '04'} and f'{len(units)} units' in r.stdout
@@ -246,14 +262,13 @@ def test_assignment_commands_from_a_plain_shell(tmp_path):
     readme = (dest / 'README.md').read_text()
     assert '## This student edition' in readme and '`04_ops_reduce.ipynb`: Summation' in readme
     assert 'in the order of the course' in readme and '10_nn.ipynb' not in readme.split('## This student edition')[1]
-    # minima-grade, the console script of the environment, with the package of this checkout
-    script = Path(sys.executable).parent / 'minima-grade'
-    if not script.exists(): pytest.skip(f'{script} is not installed: pip install -e ".[dev]"')
-    env = _plain_env(PYTHONPATH=str(ROOT))
-    r = subprocess.run([str(script), str(dest), '--chapters', '04'], env=env, capture_output=True, text=True)
+    # minima-grade, the console script of the environment; PYTHONPATH: this checkout's package, not the installed one
+    if not (venv_bin / 'minima-grade').exists(): pytest.skip(f'{venv_bin}/minima-grade is not installed')
+    r = run(cmds[1], PYTHONPATH=str(ROOT))
     assert r.returncode == 1, r.stdout + r.stderr                    # 0 points: not everything passes
     rep = json.loads((dest / 'grade_report.json').read_text())
-    assert {u['chapter'] for u in rep['units']} == {'04_ops_reduce.ipynb'} and rep['score'] == 0
+    assert {u['chapter'] for u in rep['units']} == {'03_ops_elementwise.ipynb', '04_ops_reduce.ipynb'}
+    assert rep['score'] == 0 and len(rep['units']) == len(units) and rep['reference'] == str(ROOT / 'minima')
     assert all(u['status'] == 'not attempted' for u in rep['units']) and '== 04_ops_reduce.ipynb' in r.stdout
 
 
