@@ -562,6 +562,19 @@ def _run_worker(root, lib, units, graded, ref, timeout):
         raise RuntimeError(f'grader: the student package could not be graded:\n{(r.stdout + r.stderr)[-3000:]}')
     return json.loads(out.read_text())
 
+def _cell_of(nb_path: Path, module: Path, line):
+    "The notebook cell and line that a line of an exported module comes from: (cell, line, first code line)."
+    try:
+        text = module.read_text().splitlines()[line - 1].strip()
+        cells = json.loads(nb_path.read_text())['cells']
+    except Exception: return None, None, None
+    for i, c in enumerate(cells):
+        src = ''.join(c['source'])
+        if c['cell_type'] != 'code' or _cell_module(src, 'x') is None: continue
+        for j, l in enumerate(src.splitlines(), 1):
+            if text and l.strip() == text: return i + 1, j, _first_code_line(src)
+    return None, None, None
+
 def _where(err):
     s = err['notebook']
     if err.get('cell'): s += f", cell {err['cell']}" + (f" ({err['code']})" if err.get('code') else '')
@@ -593,7 +606,8 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
             if not export or nb is None or nb in errors or not h.exists():
                 raise RuntimeError(f"grader: the student's package does not import: {ie['message']} "
                                    f"({ie.get('file')}, line {ie.get('line')})")
-            errors[nb] = dict(notebook=nb, cell=None, line=None, fallback='the handed-out notebook',
+            cell, line, code = _cell_of(root / 'nbs' / nb, Path(ie['file']), ie.get('line'))
+            errors[nb] = dict(notebook=nb, cell=cell, line=line, code=code, fallback='the handed-out notebook',
                               message=f"importing the exported module {Path(ie['file']).name} (line {ie['line']}) "
                                       f"raised {ie['message']}")
             r = _run_here('_export_one', root, h, lib / _LIB, cwd=root)

@@ -207,13 +207,21 @@ def test_syntax_error_in_one_notebook(tmp_path):
     line = next(k for k, l in enumerate(src.splitlines(), 1) if 'def gradient(self' in l)
     nb['cells'][i]['source'] = src.replace('def gradient(self', 'def gradient(self,,', 1)
     p.write_text(json.dumps(nb))
+    # a notebook that exports but whose module raises on import
+    p6 = copy / 'nbs' / '06_ops_linalg.ipynb'
+    nb6 = json.loads(p6.read_text())
+    j = _cells(nb6, 'MatMul')
+    nb6['cells'][j]['source'] = ''.join(nb6['cells'][j]['source']) + '\nprint(undefined_name)\n'
+    p6.write_text(json.dumps(nb6))
     # the student exported by hand: their own package now has a broken module
     r = subprocess.run([sys.executable, '-c', 'from nbdev.doclinks import nbdev_export as e; e()'], cwd=copy,
                        capture_output=True, text=True)
-    rep = grade(copy, chapters=['03', '05'], quiet=True)
-    assert rep['error'] is None and rep['notebook_errors']
-    err = rep['notebook_errors'][0]
+    rep = grade(copy, chapters=['03', '05', '06'], quiet=True)
+    assert rep['error'] is None and len(rep['notebook_errors']) == 2
+    err, err6 = rep['notebook_errors']
     assert (err['notebook'], err['cell'], err['line']) == ('05_ops_movement.ipynb', i + 1, line)
+    assert (err6['notebook'], err6['cell']) == ('06_ops_linalg.ipynb', j + 1) and 'NameError' in err6['message']
+    assert next(u for u in rep['units'] if u['name'] == 'MatMul')['status'] == 'error'
     st = {u['name']: u['status'] for u in rep['units']}
     assert all(s == 'error' for u, s in st.items() if u in {v.name for v in course_units(ROOT, ['05'])})
     assert st['EWiseMul'] == 'pass' and st['EWiseAdd'] == 'not attempted'
@@ -222,7 +230,8 @@ def test_syntax_error_in_one_notebook(tmp_path):
     assert not list((copy / 'minima').rglob('*.tmp'))
     p.write_text(good)                                            # repaired: no other step
     rep = grade(copy, chapters=['05'], quiet=True)
-    assert rep['notebook_errors'] == [] and rep['score'] == rep['total'] > 0
+    assert [e['notebook'] for e in rep['notebook_errors']] == ['06_ops_linalg.ipynb']    # not repaired yet
+    assert rep['score'] == rep['total'] > 0
 
 
 def _plain_env(**kw):
