@@ -316,7 +316,7 @@ class _References:
     def __init__(self, units, lib: Path, ref: Path = None):
         self.sites, self.missing = {}, {}
         for u in units:
-            if ref is None: self.missing[u.name] = 'no reference package'; continue
+            if ref is None: continue            # the report's `reference: null` says so once
             try: self.sites[u.name] = self._sites(u, lib, ref)
             except Exception as e: self.missing[u.name] = f'{type(e).__name__}: {e}'
         self._set(())
@@ -632,7 +632,7 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
                          failed=failed, worst_error=r_['worst']))
     out = {'score': sum(r['score'] for r in rows), 'total': sum(r['points'] for r in rows),
            'chapters': chapters, 'notebook_errors': list(errors.values()), 'error': fatal,
-           'reference': str(ref) if ref else None, 'units': rows}
+           'reference': str(ref) if ref else None, 'no_reference': res.get('no_reference', {}), 'units': rows}
     rp = Path(report) if Path(report).is_absolute() else root / report
     tmp_report = rp.with_name(rp.name + '.tmp')
     tmp_report.write_text(json.dumps(out, indent=1, ensure_ascii=False) + '\n')
