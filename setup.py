@@ -33,7 +33,7 @@ setuptools.setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     zip_safe=False,
-    entry_points={'console_scripts': ['minima-grade=minima.teaching:grade_cli']},
+    entry_points={'console_scripts': reqs('console_scripts')},
     version=cfg['version'],
     author=cfg['author'],
     author_email=cfg['author_email'],

@@ -4,13 +4,15 @@
 
 # %% ../nbs/40_teaching.ipynb 3
 from __future__ import annotations
-import ast, json, os, re, shutil, subprocess, sys
+import ast, importlib, importlib.util, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'grade', 'format_report', 'grade_cli',
-           'student_edition_cli']
+__all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade', 'format_report',
+           'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle', 'nbgrader_source',
+           'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
 @dataclass
@@ -21,6 +23,8 @@ class Unit:
     kind: str          # 'op' or 'code'
     points: int = 1
     hint: str = ''
+    defs: list = field(default_factory=list)   # the defs whose bodies were removed, as named in the module
+    module: str = ''                           # the module they are exported to, e.g. 'minima.ops.elementwise'
 
 _DIRECTIVE = re.compile(r'^\s*#\|\s*solution\b(?P<args>.*)$')
 
@@ -30,7 +34,7 @@ _HINTS = {'compute': 'compute the forward value from the input NDArrays (the for
           'step': "update each parameter's .data from its .grad, as derived above"}
 
 def parse_solution(source: str):
-    "The `#| solution` directive of a cell: (targets, points, hint), or None for an unmarked cell."
+    "The `#| solution` directive of a cell: (targets, points, hint, owner), or None for an unmarked cell."
     for line in source.splitlines():
         if not line.strip().startswith('#|'): break
         m = _DIRECTIVE.match(line)
@@ -39,7 +43,8 @@ def parse_solution(source: str):
         toks = args.split()
         opts = dict(t.split('=', 1) for t in toks if '=' in t)
         targets = [t for t in toks if '=' not in t]
-        if not targets: raise ValueError(f'#| solution needs the names to remove, e.g. `#| solution compute gradient`: {line!r}')
+        if not targets:
+            raise ValueError(f'#| solution needs the names to remove, e.g. `#| solution compute gradient`: {line!r}')
         return targets, int(opts.get('points', 1)), hint.strip(), opts.get('of')
     return None
 
@@ -72,10 +77,10 @@ def strip_solution(source: str, chapter: str = ''):
     # directives are comments, so the cell parses as it is
     tree = ast.parse(source)
     found = _targets_in(tree, targets)
-    named = {t for t in targets}
     hit = {q for q, _, _ in found} | {q.split('.')[-1] for q, _, _ in found}
-    missing = [t for t in named if t not in hit]
-    if missing: raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does not define')
+    missing = [t for t in targets if t not in hit]
+    if missing:
+        raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does not define')
     units, edits = {}, []
     for qual, f, cls in found:
         body = f.body[1:] if _is_doc(f.body[0]) else f.body
@@ -87,7 +92,7 @@ def strip_solution(source: str, chapter: str = ''):
         if cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
         elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
         else: uname, kind = qual, 'code'
-        units.setdefault(uname, Unit(uname, chapter, kind, points, text))
+        units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
     for l0, col, l1, stmt in sorted(edits, reverse=True):
         first = lines[l0 - 1].encode()
         lines[l0 - 1:l1] = [first[:col].decode() + stmt + '\n']
@@ -96,23 +101,48 @@ def strip_solution(source: str, chapter: str = ''):
     return new, list(units.values())
 
 # %% ../nbs/40_teaching.ipynb
+_LIB = 'minima'
+_EXPORT = re.compile(r'^\s*#\|\s*export[si]?\b\s*(?P<mod>[\w.]*)')
+_DEFAULT_EXP = re.compile(r'^\s*#\|\s*default_exp\s+(?P<mod>[\w.]+)', re.M)
+
+def _cell_module(src: str, default: str):
+    "The module a code cell is exported to (`#| export` or `#| export other.module`), or None."
+    for line in src.splitlines():
+        if not line.strip().startswith('#|'): break
+        m = _EXPORT.match(line)
+        if m: return f"{_LIB}.{m['mod'] or default}"
+    return None
+
+def _in_chapters(name: str, chapters) -> bool:
+    "Whether notebook `name` is one of `chapters` (prefixes such as '03' or '03_ops'; None means all)."
+    return not chapters or any(name.startswith(c) for c in chapters)
+
+def _chapter_list(chapters):
+    "['03', '04'] from '03,04', ['03,04'] or ['03', '04']; None stays None."
+    if not chapters: return None
+    if isinstance(chapters, str): chapters = [chapters]
+    return [c.strip() for cs in chapters for c in cs.split(',') if c.strip()]
+
 def _nb_units(nb: dict, chapter: str, strip: bool):
-    units = []
+    units, default = [], None
     for c in nb['cells']:
         if c['cell_type'] != 'code': continue
         src = ''.join(c['source'])
+        m = _DEFAULT_EXP.search(src)
+        if m and default is None: default = m['mod']
         new, us = strip_solution(src, chapter)
+        for u in us: u.module = _cell_module(src, default) or ''
         units += us
         if strip and us:
             c['source'] = new.splitlines(keepends=True)
             c['outputs'], c['execution_count'] = [], None
     return units
 
-def course_units(root='.') -> list:
+def course_units(root='.', chapters=None) -> list:
     "Every marked unit of the course under `root` (read from the notebooks' `#| solution` directives)."
-    units = []
+    units, chapters = [], _chapter_list(chapters)
     for p in sorted(Path(root, 'nbs').glob('*.ipynb')):
-        units += _nb_units(json.loads(p.read_text()), p.name, strip=False)
+        if _in_chapters(p.name, chapters): units += _nb_units(json.loads(p.read_text()), p.name, strip=False)
     return units
 
 def _project_files(root: Path):
@@ -122,17 +152,22 @@ def _project_files(root: Path):
                              capture_output=True, check=True).stdout.decode()
         return sorted(p for p in out.split('\0') if p and (root / p).is_file())
     except (OSError, subprocess.CalledProcessError):
-        skip = {'.git', '.venv', '_docs', '_proc', '__pycache__', '.pytest_cache', '.ipynb_checkpoints', 'ci_out'}
+        skip = {'.git', '.venv', '_docs', '_proc', '__pycache__', '.pytest_cache', '.ipynb_checkpoints', 'ci_out',
+                '.grading'}
         return sorted(str(p.relative_to(root)) for p in root.rglob('*')
                       if p.is_file() and not skip & set(p.relative_to(root).parts))
 
-def student_edition(dest, root='.', export=True) -> list:
-    """Write a student copy of the project under `dest`: every `#| solution` body raises `NotImplementedError` with
-    a hint, prose and checks stay, and the package is exported from the student notebooks. Returns the units.
-    Deterministic (same input, same bytes); never writes to `root`."""
-    root, dest = Path(root).resolve(), Path(dest).resolve()
+def student_edition(dest, root='.', export=True, chapters=None) -> list:
+    """Write a student copy of the project under `dest`: every `#| solution` body of the chosen `chapters` (default:
+    all) raises `NotImplementedError` with a hint, prose and checks stay, and the package is exported from the student
+    notebooks. Returns the units. Deterministic (same input, same bytes); never writes to `root`."""
+    root, dest, chapters = Path(root).resolve(), Path(dest).resolve(), _chapter_list(chapters)
     if dest == root or root in dest.parents:
         raise ValueError(f'student_edition: dest {dest} must be outside the project {root}')
+    if chapters:
+        known = [p.name for p in (root / 'nbs').glob('*.ipynb')]
+        bad = [c for c in chapters if not any(n.startswith(c) for n in known)]
+        if bad: raise ValueError(f'student_edition: no notebook in {root / "nbs"} starts with {bad}')
     if dest.exists(): shutil.rmtree(dest)
     units = []
     for rel in _project_files(root):
@@ -140,9 +175,17 @@ def student_edition(dest, root='.', export=True) -> list:
         out.parent.mkdir(parents=True, exist_ok=True)
         if rel.startswith('nbs/') and rel.endswith('.ipynb'):
             nb = json.loads(src.read_text())
-            units += _nb_units(nb, Path(rel).name, strip=True)
+            if _in_chapters(Path(rel).name, chapters): units += _nb_units(nb, Path(rel).name, strip=True)
             out.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+            # the notebook as handed out, code only: the grader exports it when the student's copy does not parse
+            for c in nb['cells']:
+                if c['cell_type'] == 'code': c['outputs'], c['execution_count'] = [], None
+            h = dest / '.handout' / rel
+            h.parent.mkdir(parents=True, exist_ok=True)
+            h.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
         else: shutil.copy2(src, out)
+    readme = dest / 'README.md'
+    if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units))
     if export: _export(dest)
     (dest / 'grading_units.json').write_text(json.dumps([asdict(u) for u in units], indent=1) + '\n')
     return units
@@ -154,81 +197,328 @@ def _export(path):
                        capture_output=True, text=True)
     if r.returncode: raise RuntimeError(f'nbdev_export failed in {path}:\n{r.stderr[-2000:]}')
 
+_ORDER = ('Write the units in the order of the course (03, 04, 05, 06, 07, 08, 10, 11, 12, then 20). Each unit is '
+          'graded on its own, with the reference solution standing in for every other one, so a unit scores the '
+          'moment it is right, whatever else is still empty. The check cells in the notebooks run your own package, '
+          'so they need the units they use: work through a chapter from the top.')
+
+def _edition_readme(units) -> str:
+    "The section the student edition adds to its README: what to write, in which order, and how it is graded."
+    from itertools import groupby
+    out = ['', '## This student edition', '', f'You write {len(units)} units, marked `NotImplementedError` in:', '']
+    out += [f"- `{ch}`: {', '.join(u.name for u in us)}" for ch, us in groupby(units, lambda u: u.chapter)]
+    out += ['', _ORDER, '', 'Grading: `minima-grade` in this folder prints one table per chapter and writes '
+            '`grade_report.json` (`--chapters 03` for one chapter).', '']
+    return '\n'.join(out)
+
+# %% ../nbs/40_teaching.ipynb
+def _first_code_line(src):
+    return next((l.strip() for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#')), '')[:60]
+
+def _nb_error(path: Path):
+    "Why the notebook at `path` cannot be exported (notebook, cell, line, message), or None."
+    try: nb = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return dict(notebook=path.name, cell=None, line=getattr(e, 'lineno', None),
+                    message=f'the notebook file is not valid JSON: {e}')
+    for i, c in enumerate(nb.get('cells', [])):
+        if c.get('cell_type') != 'code': continue
+        src = ''.join(c.get('source', ''))
+        if _cell_module(src, 'x') is None: continue
+        try: compile(src, f'{path.name} cell {i + 1}', 'exec')
+        except SyntaxError as e:
+            return dict(notebook=path.name, cell=i + 1, line=e.lineno, code=_first_code_line(src),
+                        message=f'{type(e).__name__}: {e.msg}' + (f': {e.text.strip()}' if e.text else ''))
+    return None
+
+def _build_worker(root, lib, out_json):
+    """Runs in a fresh process with cwd `root`: export every notebook on its own into the package copy `lib`. A
+    notebook that does not parse or export is recorded, and its handed-out version is exported in its place."""
+    from nbdev.export import nb_export
+    import warnings
+    warnings.simplefilter('ignore')
+    root, errors = Path(root), {}
+    for p in sorted((root / 'nbs').glob('*.ipynb')):
+        err = _nb_error(p)
+        if err is None:
+            try: nb_export(str(p), lib_path=str(lib))
+            except Exception as e:
+                err = dict(notebook=p.name, cell=None, line=None, message=f'nbdev export: {type(e).__name__}: {e}')
+        if err is None: continue
+        h = root / '.handout' / 'nbs' / p.name
+        try:
+            if not h.exists(): raise FileNotFoundError(f'no handed-out copy {h}')
+            nb_export(str(h), lib_path=str(lib))
+            err['fallback'] = 'the handed-out notebook'
+        except Exception as e: err['fallback'] = f'none ({type(e).__name__}: {e}); the package copy is used as it was'
+        errors[p.name] = err
+    Path(out_json).write_text(json.dumps(errors, indent=1))
+
+def _grader_file() -> Path:
+    "This module's file: the grader's code, run by path in every process it starts."
+    f = globals().get('__file__')      # a notebook has none: then the exported module
+    return Path(f).resolve() if f else Path(importlib.util.find_spec(f'{_LIB}.teaching').origin).resolve()
+
+def _run_here(fn_name, *args, cwd, env=None, timeout=None):
+    "Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever package is imported)."
+    code = ('import importlib.util as u, sys; s = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
+            'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; s.loader.exec_module(m); '
+            f'm.{fn_name}(*sys.argv[2:])')
+    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+def _build(root: Path, build: Path) -> dict:
+    """A fresh copy of the student's package in `build`, every notebook exported into it on its own. The student's
+    own package is never written, so a broken export cannot leave anything half-written there."""
+    if build.exists(): shutil.rmtree(build)
+    build.mkdir(parents=True)
+    if (root / _LIB).is_dir():
+        shutil.copytree(root / _LIB, build / _LIB, ignore=shutil.ignore_patterns('__pycache__'))
+    out = build.parent / 'export_errors.json'
+    r = _run_here('_build_worker', root, build / _LIB, out, cwd=root)
+    if r.returncode or not out.exists():
+        raise RuntimeError(f'grader: exporting the notebooks failed:\n{(r.stdout + r.stderr)[-3000:]}')
+    return json.loads(out.read_text())
+
+def _module_notebook(path: Path):
+    "The notebook a generated module came from (its `File to edit:` header), or None."
+    try: head = path.read_text()[:400]
+    except OSError: return None
+    m = re.search(r'File to edit: \S*?nbs/([^/\s]+\.ipynb)', head)
+    return m.group(1) if m else None
+
+# %% ../nbs/40_teaching.ipynb
+def _code_objects(code, prefix=''):
+    "Every function code object compiled into `code`, by qualified name ('EWiseMul.compute', '_compact')."
+    out = {}
+    for c in code.co_consts:
+        if not isinstance(c, types.CodeType): continue
+        qual = prefix + c.co_name
+        is_fn = bool(c.co_flags & 0x2)      # CO_NEWLOCALS: a function; a class body has none
+        if is_fn: out.setdefault(qual, c)
+        out.update({k: v for k, v in _code_objects(c, qual + ('.<locals>.' if is_fn else '.')).items() if k not in out})
+    return out
+
+def _student_def(mod, qual):
+    "The student's function for `qual` in module `mod`, and the class that owns it (or None)."
+    if '.' in qual:
+        cname, meth = qual.split('.', 1)
+        cls = getattr(mod, cname)
+        f = cls.__dict__[meth]
+    else: cls, f = None, getattr(mod, qual)
+    if not isinstance(f, types.FunctionType): raise TypeError(f'{qual} is a {type(f).__name__}, not a plain function')
+    return f, cls
+
+class _References:
+    """The reference solution of every unit, compiled from the grader's own package into the student's modules (so it
+    uses the student's helpers and classes). `only(names)` runs with the student's code for those units and the
+    reference for every other one: each unit is graded on its own."""
+    def __init__(self, units, lib: Path, ref: Path = None):
+        self.sites, self.missing = {}, {}
+        for u in units:
+            if ref is None: continue            # the report's `reference: null` says so once
+            try: self.sites[u.name] = self._sites(u, lib, ref)
+            except Exception as e: self.missing[u.name] = f'{type(e).__name__}: {e}'
+        self._set(())
+
+    @staticmethod
+    def _sites(u, lib, ref):
+        mod = importlib.import_module(u.module)
+        rel = Path(mod.__file__).resolve().relative_to(lib.resolve() / _LIB)
+        codes = _code_objects(compile((ref / rel).read_text(), str(ref / rel), 'exec'))
+        sites = []
+        for qual in u.defs:
+            f, cls = _student_def(mod, qual)
+            rc = codes[qual]
+            if any(v != '__class__' for v in rc.co_freevars): raise ValueError(f'{qual} is a closure')
+            g = types.FunctionType(rc, f.__globals__, f.__name__, f.__defaults__,
+                                   tuple(types.CellType(cls) for _ in rc.co_freevars) or None)
+            g.__kwdefaults__, g.__qualname__, g.__doc__ = f.__kwdefaults__, f.__qualname__, f.__doc__
+            holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
+            sites += [(h, k, f, g) for h in holders for k, v in list(vars(h).items()) if v is f]
+        return sites
+
+    def _set(self, student):
+        for name, sites in self.sites.items():
+            for holder, attr, mine, ref in sites: setattr(holder, attr, mine if name in student else ref)
+
+    @contextmanager
+    def only(self, names):
+        self._set(set(names))
+        try: yield
+        finally: self._set(())
+
+# %% ../nbs/40_teaching.ipynb
+def _close(a, b, rtol=1e-4, atol=1e-5):
+    import numpy as np
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+def diagnose(got, expected) -> str:
+    """A cheap guess at what is wrong when `got` should equal `expected`: a flipped sign, a constant factor, a
+    transpose, a missing unbroadcast or keepdims, zeros, NaN. Empty when nothing simple fits."""
+    import numpy as np
+    g, e = np.asarray(got, dtype='float64'), np.asarray(expected, dtype='float64')
+    if g.shape != e.shape:
+        if g.ndim == e.ndim == 2 and g.shape == e.shape[::-1] and _close(g.T, e): return 'transposed'
+        if g.size == e.size: return (f'shape: got {g.shape}, expected {e.shape} with the same number of values: '
+                                     'a missing reshape, or keepdims')
+        if g.size > e.size:
+            return f'shape: got {g.shape}, expected {e.shape}: sum over the broadcast axes (unbroadcast)'
+        return f'shape: got {g.shape}, expected {e.shape}: keep the reduced axes (keepdims), broadcast back'
+    if g.size == 0: return ''
+    if not np.isfinite(g).all() and np.isfinite(e).all(): return 'got NaN or inf where the expected values are finite'
+    if np.abs(e).max() > 1e-6:
+        if _close(g, -e): return 'sign: got ≈ -expected (a flipped sign)'
+        if np.abs(g).max() < 1e-12: return 'got zeros'
+        k = float((g * e).sum() / (e * e).sum())
+        if abs(k - 1) > 1e-3 and _close(g, k * e, rtol=1e-3, atol=1e-6): return f'scale: got ≈ {k:.4g} × expected'
+        if g.ndim >= 2 and g.shape[-1] == g.shape[-2] and _close(np.swapaxes(g, -1, -2), e): return 'transposed'
+    return ''
+
+def _sample(got, expected, k=3):
+    "A few expected-vs-got values, the worst first."
+    import numpy as np
+    g, e = np.asarray(got, dtype='float64'), np.asarray(expected, dtype='float64')
+    if g.shape != e.shape:
+        def head(a): return np.array2string(a.ravel()[:k], precision=4)
+        return f'expected {head(e)}..., got {head(g)}...'
+    if g.size == 0: return 'empty'
+    err = np.nan_to_num(np.abs(g - e), nan=np.inf).ravel()
+    idx = np.argsort(-err, kind='stable')[:k]
+    at = [np.unravel_index(i, g.shape) if g.ndim else () for i in idx]
+    return '; '.join(f'at {list(map(int, j))}: expected {e[j]:.5g}, got {g[j]:.5g}' for j in at)
+
+def _failed_check(spec, ci, check, seed=0) -> str:
+    """Rerun one failed check of `check_op` (same inputs and upstream gradient) and describe it: the case (shapes,
+    dtype), the input or output, a few expected-vs-got values and a diagnosis."""
+    import numpy as np, torch
+    from minima import testing as T
+    from minima.autograd import Tensor
+    c = spec.cases[ci]
+    rng = np.random.default_rng(seed + 1000 * ci)
+    arrs = T._make_inputs(spec, c, rng)
+    diff = T._diff_idx(spec, arrs)
+    dt = 'float32' if check in ('forward', 'backward') else 'float64'
+    other = [f'input {i} {a.dtype}' for i, a in enumerate(arrs) if not np.issubdtype(a.dtype, np.floating)]
+    where = f"case {c}, {', '.join([dt] + other)}"
+    if check == 'second':
+        return (f'{where}: the second derivative differs from torch (a wrong gradient shows here too; a right one '
+                'must be written with Tensor ops to be differentiated again)')
+    xs, ts = T._mi_inputs(arrs, diff, dt, None), T._t_inputs(torch, arrs, diff, dt, 'cpu')
+    ys, tys = T._as_list(spec.fn(*xs, **c.kwargs)), T._as_list(spec.torch_fn(torch, *ts, **c.kwargs))
+    if check == 'forward':
+        pairs = [(f'output {k}' if len(ys) > 1 else 'output', y.numpy(), ty.detach().numpy())
+                 for k, (y, ty) in enumerate(zip(ys, tys))]
+    else:
+        gs = [T._randn(rng, y.shape, dt) for y in ys]
+        mg = T._grad(ys, [xs[i] for i in diff], [Tensor(g, dtype=dt, requires_grad=False) for g in gs])
+        tg = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g) for g in gs], allow_unused=True)
+        pairs = [(f'gradient of input {i}', m.numpy(), np.zeros(arrs[i].shape) if t is None else t.detach().numpy())
+                 for i, m, t in zip(diff, mg, tg)]
+    for which, got, exp in pairs:
+        if not _close(np.asarray(got, 'float64'), np.asarray(exp, 'float64'), spec.rtol, spec.atol):
+            hint = diagnose(got, exp)
+            return f"{where}, {which}: {_sample(got, exp)}" + (f' -- {hint}' if hint else '')
+    return f'{where}: the harness found a difference that did not reproduce here'
+
 # %% ../nbs/40_teaching.ipynb
 def _tagged_test_files(root: Path):
     return sorted(str(p) for p in (root / 'tests').glob('test_*.py') if 'mark.grade' in p.read_text())
 
 class _GradePlugin:
-    "pytest plugin: the outcome of every test marked `@pytest.mark.grade('Unit', ...)`, by unit."
-    def __init__(self): self.results = {}
+    "pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code, records the outcome."
+    def __init__(self, refs, graded): self.refs, self.graded, self.results = refs, set(graded), {}
     def pytest_collection_modifyitems(self, config, items):
-        items[:] = [i for i in items if i.get_closest_marker('grade')]
-    def pytest_runtest_logreport(self, report):
-        if report.when != 'call' and not (report.failed or report.skipped): return
-        units = getattr(report, '_grade_units', None)
-        if units is None: return
+        items[:] = [i for i in items if i.get_closest_marker('grade') and
+                    set(i.get_closest_marker('grade').args) & self.graded]
+    def pytest_runtest_protocol(self, item, nextitem):
+        with self.refs.only(item.get_closest_marker('grade').args):
+            from _pytest.runner import runtestprotocol
+            reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        units = item.get_closest_marker('grade').args
+        failed = [r for r in reports if r.failed]
         for u in units:
             r = self.results.setdefault(u, {'passed': 0, 'failed': [], 'not_attempted': 0})
-            if report.passed and report.when == 'call': r['passed'] += 1
-            elif report.failed:
-                text = str(report.longrepr)
-                if 'NotImplementedError' in text: r['not_attempted'] += 1
-                m = re.search(r'NotImplementedError: ([\w.]+):', text)
-                why = f' (NotImplementedError: {m.group(1)}: ...)' if m else ' (NotImplementedError)' \
-                    if 'NotImplementedError' in text else ''
-                r['failed'].append(report.nodeid.split('::')[-1] + why)
+            if not failed: r['passed'] += 1; continue
+            text = str(failed[0].longrepr)
+            if 'NotImplementedError' in text: r['not_attempted'] += 1
+            m = re.search(r'NotImplementedError: ([\w.]+):', text)
+            last = [l for l in text.splitlines() if l.startswith('E ')][:6]
+            why = f'NotImplementedError: {m.group(1)}: ...' if m else ' '.join(l[1:].strip() for l in last)
+            r['failed'].append(f"{item.name}: {why}")
+        return True
 
-def _run_tagged(root: Path):
+def _run_tagged(root: Path, refs, graded):
     import pytest
-    plugin = _GradePlugin()
-    class _Tag:
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_makereport(self, item, call):
-            out = yield
-            m = item.get_closest_marker('grade')
-            out.get_result()._grade_units = list(m.args) if m else None
+    plugin = _GradePlugin(refs, graded)
     files = _tagged_test_files(root)
-    if files: pytest.main(['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files],
-                          plugins=[plugin, _Tag()])
+    if files: pytest.main(['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files], plugins=[plugin])
     return plugin.results
 
-def _worker(root, units_json, out_json):
-    "Runs inside the student copy (cwd and sys.path[0] are the copy): grade every unit, write the results."
+def _import_error(e, lib: Path):
+    "Where an exception raised while importing the student's package comes from: (file, line, message)."
+    import traceback
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if lib.resolve() in Path(f.filename).resolve().parents]
+    if isinstance(e, SyntaxError) and e.filename: file, line = e.filename, e.lineno
+    elif frames: file, line = frames[-1].filename, frames[-1].lineno
+    else: file, line = None, None
+    return dict(file=file, line=line, message=f'{type(e).__name__}: {e}')
+
+def _worker(lib, root, units_json, graded_json, out_json, ref=''):
+    """Runs in a fresh process whose first import path is `lib` (the package built from the student's notebooks):
+    grade every unit in `graded_json` with every other unit of `units_json` replaced by its reference solution."""
     import warnings
-    root = Path(root).resolve()
-    import minima
-    from minima.testing import REGISTRY, check_op
-    if root not in Path(minima.__file__).resolve().parents:
-        raise RuntimeError(f'grader: imported minima from {minima.__file__}, not from the student copy {root}')
+    lib, root = Path(lib).resolve(), Path(root).resolve()
     units = [Unit(**u) for u in json.loads(Path(units_json).read_text())]
+    graded = [Unit(**u) for u in json.loads(Path(graded_json).read_text())]
+    try:
+        import minima
+        if lib not in Path(minima.__file__).resolve().parents:
+            raise RuntimeError(f'grader: imported minima from {minima.__file__}, not from the student copy {root}')
+        for m in sorted({u.module for u in units if u.module}): importlib.import_module(m)
+        from minima.testing import REGISTRY, check_op
+    except RuntimeError: raise
+    except Exception as e:
+        Path(out_json).write_text(json.dumps({'import_error': _import_error(e, lib)}, indent=1)); return
+    refs = _References(units, lib, Path(ref) if ref else None)
     res = {}
-    for u in units:
+    for u in graded:
         if u.kind != 'op': continue
         specs = [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]
-        r = res.setdefault(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
-        for s in specs:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter('ignore')
-                    rep = check_op(s, raise_on_fail=False)
-            except NotImplementedError as e:
-                r['checks'] += 1; r['not_attempted'] += 1; r['failed'].append(f'{s.name}: {e}'); continue
-            except Exception as e:
-                r['checks'] += 1; r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'[:200]); continue
-            for case, check, status, err, note in rep.rows:
-                if status == 'skip': continue
-                r['checks'] += 1
-                if err is not None and err == err: r['worst'] = max(r['worst'], float(err))
-                if status == 'FAIL':
-                    r['failed'].append(f'{s.name} {check}: {note}'[:200])
+        r = res.setdefault(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0, 'details': []})
+        with refs.only([u.name]):
+            for s in specs:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter('ignore')
+                        rep = check_op(s, raise_on_fail=False)
+                except NotImplementedError as e:
+                    r['checks'] += 1; r['not_attempted'] += 1; r['failed'].append(f'{s.name}: {e}'); continue
+                except Exception as e:
+                    r['checks'] += 1; r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'); continue
+                for case, check, status, err, note in rep.rows:
+                    if status == 'skip': continue
+                    r['checks'] += 1
+                    if err is not None and err == err: r['worst'] = max(r['worst'], float(err))
+                    if status != 'FAIL': continue
+                    r['failed'].append(f'{s.name} [{case}] {check}: {note}')
                     if 'NotImplementedError' in note: r['not_attempted'] += 1
-    for name, t in _run_tagged(root).items():
-        r = res.setdefault(name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
+                    elif len(r['details']) < 3:
+                        ci = next(i for i, c in enumerate(s.cases) if str(c) == case)
+                        try:
+                            with warnings.catch_warnings():
+                                warnings.simplefilter('ignore')
+                                r['details'].append(f'{s.name} {check}, ' + _failed_check(s, ci, check))
+                        except Exception as e: r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
+    for name, t in _run_tagged(root, refs, {u.name for u in graded if u.kind != 'op'}).items():
+        r = res.setdefault(name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0, 'details': []})
         r['checks'] += t['passed'] + len(t['failed'])
         r['failed'] += ['test ' + f for f in t['failed']]
         r['not_attempted'] += t['not_attempted']
-    Path(out_json).write_text(json.dumps(res, indent=1))
+    Path(out_json).write_text(json.dumps({'units': res, 'references': sorted(refs.sites),
+                                          'no_reference': refs.missing}, indent=1))
 
+# %% ../nbs/40_teaching.ipynb
 _GAP = re.compile(r'NotImplementedError\W+([\w.]+):|^([\w.]+): ')
 
 def _gaps(failures, names):
@@ -241,53 +531,133 @@ def _gaps(failures, names):
             elif q.split('.')[0] in names: out.add(q.split('.')[0])
     return out
 
-def grade(path='.', report='grade_report.json', chapters=None, export=True, quiet=False) -> dict:
-    """Grade the student copy at `path`: export its notebooks, then check every marked unit (the op registry for ops,
-    tagged tests for the rest) in a fresh process that imports the student's package. Prints a table per chapter and
-    writes a JSON report; returns it."""
-    root = Path(path).resolve()
+def _reference_dir(reference, root: Path):
+    """The package whose solutions stand in for the units not being graded: `reference`, else the grader's own
+    package when it is a full one (not a student copy, not the copy being graded). None: there is none."""
+    ref = Path(reference).resolve() if reference else _grader_file().parent
+    if not (ref / '__init__.py').exists(): raise FileNotFoundError(f'grader: no package at {ref}')
+    if reference: return ref
+    proj = ref.parent
+    if proj == root or (proj / 'grading_units.json').exists() or (proj / '.handout').exists(): return None
+    return ref
+
+def _load_units(root: Path):
     uf = root / 'grading_units.json'
-    units = [Unit(**u) for u in json.loads(uf.read_text())] if uf.exists() else course_units(root)
-    names = {u.name for u in units}    # all of them: a unit may wait for one in another chapter
-    if chapters: units = [u for u in units if any(u.chapter.startswith(c) for c in chapters)]
-    if export: _export(root)
+    return [Unit(**u) for u in json.loads(uf.read_text())] if uf.exists() else course_units(root)
+
+def _run_worker(root, lib, units, graded, ref, timeout):
     tmp = root / '.grading'
-    tmp.mkdir(exist_ok=True)
     (tmp / 'units.json').write_text(json.dumps([asdict(u) for u in units]))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
-    code = ('import sys; sys.path.insert(0, sys.argv[1]); from minima.teaching import _worker; '
-            '_worker(sys.argv[1], sys.argv[2], sys.argv[3])')
-    r = subprocess.run([sys.executable, '-c', code, str(root), str(tmp / 'units.json'), str(tmp / 'results.json')],
-                       cwd=root, env=env, capture_output=True, text=True)
-    if r.returncode or not (tmp / 'results.json').exists():
+    (tmp / 'graded.json').write_text(json.dumps([asdict(u) for u in graded]))
+    out = tmp / 'results.json'
+    out.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    code = ('import sys; sys.path.insert(0, sys.argv[1]); import importlib.util as u; '
+            's = u.spec_from_file_location("_minima_grader", sys.argv[2]); m = u.module_from_spec(s); '
+            'sys.modules["_minima_grader"] = m; s.loader.exec_module(m); m._worker(*sys.argv[1:2], *sys.argv[3:])')
+    r = subprocess.run([sys.executable, '-c', code, str(lib), str(_grader_file()), str(root),
+                        str(tmp / 'units.json'), str(tmp / 'graded.json'), str(out), str(ref or '')],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if r.returncode or not out.exists():
         raise RuntimeError(f'grader: the student package could not be graded:\n{(r.stdout + r.stderr)[-3000:]}')
-    res = json.loads((tmp / 'results.json').read_text())
+    return json.loads(out.read_text())
+
+def _cell_of(nb_path: Path, module: Path, line):
+    "The notebook cell and line that a line of an exported module comes from: (cell, line, first code line)."
+    try:
+        text = module.read_text().splitlines()[line - 1].strip()
+        cells = json.loads(nb_path.read_text())['cells']
+    except Exception: return None, None, None
+    for i, c in enumerate(cells):
+        src = ''.join(c['source'])
+        if c['cell_type'] != 'code' or _cell_module(src, 'x') is None: continue
+        for j, l in enumerate(src.splitlines(), 1):
+            if text and l.strip() == text: return i + 1, j, _first_code_line(src)
+    return None, None, None
+
+def _where(err):
+    s = err['notebook']
+    if err.get('cell'): s += f", cell {err['cell']}" + (f" ({err['code']})" if err.get('code') else '')
+    if err.get('line'): s += f", line {err['line']}"
+    return f"{s}: {err['message']}"
+
+def grade(path='.', report='grade_report.json', chapters=None, export=True, quiet=False, reference=None,
+          timeout=1800) -> dict:
+    """Grade the student copy at `path`: export its notebooks one by one into a fresh copy of its package, then check
+    every marked unit (the op registry for ops, tagged tests for the rest) in a fresh process that imports that
+    package, with every other unit replaced by the reference solution (from `reference`, by default the grader's
+    own package). Prints a table per chapter and writes a JSON report, whatever happens; returns it."""
+    root = Path(path).resolve()
+    units, chapters = _load_units(root), _chapter_list(chapters)
+    graded = [u for u in units if _in_chapters(u.chapter, chapters)]
+    errors, fatal, res, ref = {}, None, {'units': {}}, None
+    tmp = root / '.grading'
+    try:
+        tmp.mkdir(exist_ok=True)
+        ref = _reference_dir(reference, root)
+        lib = tmp / 'build' if export else root
+        if export: errors = _build(root, lib)
+        for _ in range(10):     # an import error: put the handed-out notebook in place of the one it comes from
+            res = _run_worker(root, lib, units, graded, ref, timeout)
+            ie = res.get('import_error')
+            if not ie: break
+            nb = _module_notebook(Path(ie['file'])) if ie.get('file') else None
+            h = root / '.handout' / 'nbs' / nb if nb else None
+            if not export or nb is None or nb in errors or not h.exists():
+                raise RuntimeError(f"grader: the student's package does not import: {ie['message']} "
+                                   f"({ie.get('file')}, line {ie.get('line')})")
+            cell, line, code = _cell_of(root / 'nbs' / nb, Path(ie['file']), ie.get('line'))
+            errors[nb] = dict(notebook=nb, cell=cell, line=line, code=code, fallback='the handed-out notebook',
+                              message=f"importing the exported module {Path(ie['file']).name} (line {ie['line']}) "
+                                      f"raised {ie['message']}")
+            r = _run_here('_export_one', root, h, lib / _LIB, cwd=root)
+            if r.returncode: raise RuntimeError(f'grader: exporting the handed-out {nb} failed:\n{r.stderr[-2000:]}')
+    except Exception as e: fatal = f'{type(e).__name__}: {e}'
     rows = []
-    for u in units:
-        r_ = res.get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
-        gaps = _gaps(r_['failed'], names)
-        if r_['checks'] == 0: status = 'no checks'
-        elif not r_['failed']: status = 'pass'
-        elif r_['not_attempted'] == len(r_['failed']) and gaps <= {u.name}: status = 'not attempted'
-        elif r_['not_attempted'] == len(r_['failed']): status = 'blocked'
-        else: status = 'FAIL'
-        failed = ([f"needs {', '.join(sorted(gaps - {u.name}))}"] if status == 'blocked' else []) + r_['failed']
+    for u in graded:
+        r_ = res.get('units', {}).get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
+        gaps = _gaps(r_['failed'], {v.name for v in units})
+        details = r_.get('details', [])
+        if fatal: status, failed = 'error', [fatal]
+        elif u.chapter in errors: status, failed = 'error', [f'not graded: {_where(errors[u.chapter])}']
+        elif r_['checks'] == 0: status, failed = 'no checks', []
+        elif not r_['failed']: status, failed = 'pass', []
+        elif r_['not_attempted'] == len(r_['failed']) and gaps <= {u.name}:
+            status, failed = 'not attempted', [f'not written yet ({u.hint})']
+        elif r_['not_attempted'] == len(r_['failed']):
+            status, failed = 'blocked', [f"needs {', '.join(sorted(gaps - {u.name}))} (write it first)"]
+        else: status, failed = 'FAIL', []
+        if not fatal and u.chapter not in errors: failed += details + r_['failed']
         rows.append(dict(asdict(u), status=status, score=u.points if status == 'pass' else 0, checks=r_['checks'],
                          failed=failed, worst_error=r_['worst']))
-    out = {'score': sum(r['score'] for r in rows), 'total': sum(r['points'] for r in rows), 'units': rows}
-    Path(report if Path(report).is_absolute() else root / report).write_text(json.dumps(out, indent=1) + '\n')
+    out = {'score': sum(r['score'] for r in rows), 'total': sum(r['points'] for r in rows),
+           'chapters': chapters, 'notebook_errors': list(errors.values()), 'error': fatal,
+           'reference': str(ref) if ref else None, 'no_reference': res.get('no_reference', {}), 'units': rows}
+    rp = Path(report) if Path(report).is_absolute() else root / report
+    tmp_report = rp.with_name(rp.name + '.tmp')
+    tmp_report.write_text(json.dumps(out, indent=1, ensure_ascii=False) + '\n')
+    os.replace(tmp_report, rp)
     if not quiet: print(format_report(out))
     return out
 
-def format_report(rep: dict) -> str:
-    "The report as one plain-text table per chapter."
+def _export_one(root, nb, lib):
+    from nbdev.export import nb_export
+    nb_export(str(nb), lib_path=str(lib))
+
+def format_report(rep: dict, width: int = 120) -> str:
+    "The report as one plain-text table per chapter; what failed wraps under its unit, never cut."
     lines, chap = [], None
+    for e in rep.get('notebook_errors', []): lines.append(f'notebook error: {_where(e)}')
+    if rep.get('error'): lines.append(f"grader error: {rep['error']}")
     for r in rep['units']:
         if r['chapter'] != chap:
             chap = r['chapter']
             lines += ['', f'== {chap}', f"{'unit':<24} {'points':>6}  {'status':<13} {'worst err':>9}  what failed"]
-        what = '; '.join(r['failed'][:2])[:70]
-        lines.append(f"{r['name']:<24} {r['score']:>2}/{r['points']:<3}  {r['status']:<13} {r['worst_error']:>9.1e}  {what}")
+        lines.append(f"{r['name']:<24} {r['score']:>2}/{r['points']:<3}  {r['status']:<13} {r['worst_error']:>9.1e}")
+        shown = r['failed'][:1] if r['status'] == 'not attempted' else r['failed'][:6]
+        for f in shown: lines += textwrap.wrap(f, width, initial_indent='    - ', subsequent_indent='      ')
+        if r['status'] != 'not attempted' and len(r['failed']) > 6:
+            lines.append(f"      ... and {len(r['failed']) - 6} more (all of them in the JSON report)")
     lines += ['', f"total: {rep['score']}/{rep['total']}"]
     return '\n'.join(lines)
 
@@ -297,21 +667,185 @@ def grade_cli(argv=None):
     import argparse
     ap = argparse.ArgumentParser(prog='minima-grade', description=grade_cli.__doc__)
     ap.add_argument('path', nargs='?', default='.')
-    ap.add_argument('--chapter', action='append', help='only units of notebooks starting with this (repeatable)')
+    ap.add_argument('--chapters', '--chapter', action='append', help='only these notebooks, e.g. 03,04 (repeatable)')
     ap.add_argument('--report', default='grade_report.json', help='JSON report (relative to PATH)')
+    ap.add_argument('--reference', help='package with the reference solutions (default: the one this grader is in)')
+    ap.add_argument('--gradescope', metavar='FILE', help="also write Gradescope's results.json to FILE")
     a = ap.parse_args(argv)
-    rep = grade(a.path, a.report, a.chapter)
+    rep = grade(a.path, a.report, a.chapters, reference=a.reference)
+    if a.gradescope: Path(a.gradescope).write_text(json.dumps(gradescope_results(rep), indent=1) + '\n')
     return 0 if rep['score'] == rep['total'] else 1
 
 def student_edition_cli(argv=None):
-    "`tools/student_edition DEST [--root ROOT]`: write the student edition of the project at ROOT into DEST."
+    "Console script `minima-student-edition DEST`: write the student edition of the project at ROOT into DEST."
     import argparse
-    ap = argparse.ArgumentParser(prog='student_edition', description=student_edition_cli.__doc__)
+    ap = argparse.ArgumentParser(prog='minima-student-edition', description=student_edition_cli.__doc__)
     ap.add_argument('dest'); ap.add_argument('--root', default='.')
+    ap.add_argument('--chapters', action='append', help='strip only these notebooks, e.g. 03,04 (default: all)')
+    ap.add_argument('--gradescope', metavar='ZIP', help='also write a Gradescope autograder bundle for it')
     a = ap.parse_args(argv)
-    units = student_edition(a.dest, a.root)
+    units = student_edition(a.dest, a.root, chapters=a.chapters)
     print(f'student edition: {len(units)} units in {a.dest}')
+    if a.gradescope: print(f'gradescope autograder: {gradescope_bundle(a.gradescope, a.dest, a.root)}')
     return 0
+
+# %% ../nbs/40_teaching.ipynb
+def gradescope_results(rep: dict) -> dict:
+    "The grade report in Gradescope's `results.json` schema: a total score and one test per unit."
+    tests = [dict(name=f"{r['chapter']}: {r['name']}", score=r['score'], max_score=r['points'], status=(
+                  'passed' if r['status'] == 'pass' else 'failed'),
+                  output=f"{r['status']} ({r['checks']} checks)" + ''.join(f'\n- {f}' for f in r['failed']),
+                  visibility='visible') for r in rep['units']]
+    head = [f"notebook error: {_where(e)}" for e in rep.get('notebook_errors', [])]
+    if rep.get('error'): head.append(f"grader error: {rep['error']}")
+    return dict(score=rep['score'], output='\n'.join(head + [f"total: {rep['score']}/{rep['total']}"]),
+                visibility='visible', stdout_visibility='hidden', tests=tests)
+
+_RUN_AUTOGRADER = '''#!/usr/bin/env bash
+# Gradescope runs this for every submission: the submitted notebooks go into a fresh copy of the student edition,
+# which is graded with the reference solutions of the bundle's package standing in for the other units.
+set -u
+AG=${AUTOGRADER_ROOT:-/autograder}
+PY=${MINIMA_PYTHON:-python3}
+rm -rf "$AG/work" && cp -r "$AG/source/edition" "$AG/work"
+find "$AG/submission" -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | while read -r nb; do
+  name=$(basename "$nb")
+  if [ -f "$AG/work/nbs/$name" ]; then cp "$nb" "$AG/work/nbs/$name"; fi
+done
+mkdir -p "$AG/results"
+cd "$AG/work" && "$PY" -c 'import sys; sys.argv[0] = "minima-grade"; import importlib.util as u
+s = u.spec_from_file_location("_minima_grader", sys.argv[1]); m = u.module_from_spec(s)
+sys.modules["_minima_grader"] = m; s.loader.exec_module(m); m.grade_cli(sys.argv[2:])' \\
+  "$AG/source/reference/minima/teaching.py" . --reference "$AG/source/reference/minima" \\
+  --gradescope "$AG/results/results.json"
+test -f "$AG/results/results.json"
+'''
+
+_SETUP_SH = '''#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder image: install the course's environment.
+set -eu
+AG=${AUTOGRADER_ROOT:-/autograder}
+apt-get update -y && apt-get install -y python3 python3-pip python3-venv
+cd "$AG/source/edition" && python3 -m pip install --break-system-packages -e ".[dev]"
+'''
+
+def gradescope_bundle(dest_zip, edition, root='.') -> Path:
+    """A Gradescope autograder bundle (upload the zip as the assignment's autograder): `setup.sh` installs the
+    student edition at `edition`, `run_autograder` grades each submission's notebooks against it and writes
+    `results.json`; the reference solutions come from the package of the project at `root` and stay in the bundle."""
+    dest_zip, edition, root = Path(dest_zip).resolve(), Path(edition).resolve(), Path(root).resolve()
+    if not (edition / 'grading_units.json').exists():
+        raise ValueError(f'gradescope_bundle: {edition} is not a student edition (no grading_units.json)')
+    dest_zip.parent.mkdir(parents=True, exist_ok=True)
+    skip = {'__pycache__', '.grading', '.git', '.ipynb_checkpoints'}
+    def files(base):
+        return sorted(p for p in base.rglob('*') if p.is_file() and not skip & set(p.relative_to(base).parts))
+    with zipfile.ZipFile(dest_zip, 'w', zipfile.ZIP_DEFLATED) as z:
+        for name, text in (('run_autograder', _RUN_AUTOGRADER), ('setup.sh', _SETUP_SH)):
+            info = zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0))
+            info.external_attr = 0o100755 << 16
+            z.writestr(info, text)
+        for p in files(edition): z.write(p, f'edition/{p.relative_to(edition)}')
+        for p in files(root / _LIB): z.write(p, f'reference/{_LIB}/{p.relative_to(root / _LIB)}')
+    return dest_zip
+
+# %% ../nbs/40_teaching.ipynb
+_BEGIN, _END = '### BEGIN SOLUTION', '### END SOLUTION'
+
+def nbgrader_source(source: str) -> str:
+    "The cell with nbgrader's solution markers around each body its `#| solution` directive names."
+    spec = parse_solution(source)
+    if spec is None: return source
+    tree = ast.parse(source)
+    lines = [l if l.endswith('\n') else l + '\n' for l in source.splitlines(keepends=True)]
+    edits = []
+    for qual, f, cls in _targets_in(tree, spec[0]):
+        body = f.body[1:] if _is_doc(f.body[0]) else f.body
+        if not body: continue
+        if f.body[0].lineno == f.lineno:      # a one-line def: its statements go on lines of their own
+            ind = ' ' * (f.col_offset + 4)
+            segs = [ast.get_source_segment(source, s) for s in f.body]
+            head = lines[f.lineno - 1].encode()[:f.body[0].col_offset].decode().rstrip()
+            doc = segs[:len(f.body) - len(body)]
+            new = [head + '\n'] + [ind + s + '\n' for s in doc] + [ind + _BEGIN + '\n'] + \
+                  [ind + s + '\n' for s in segs[len(doc):]] + [ind + _END + '\n']
+            edits.append((f.lineno, f.end_lineno, new))
+        else:
+            ind = ' ' * body[0].col_offset
+            edits.append((body[0].lineno, f.end_lineno,
+                          [ind + _BEGIN + '\n'] + lines[body[0].lineno - 1:f.end_lineno] + [ind + _END + '\n']))
+    for l0, l1, new in sorted(edits, reverse=True): lines[l0 - 1:l1] = new
+    out = ''.join(lines)
+    return out if source.endswith('\n') else out.rstrip('\n')
+
+def _nbgrader_meta(grade_id, solution=False, points=None):
+    m = dict(schema_version=3, grade=points is not None, solution=solution, locked=not solution, grade_id=grade_id)
+    if points is not None: m['points'] = points
+    return m
+
+_NBGRADER_CONFIG = '''c = get_config()
+# the first autograded cell of a notebook grades the whole notebook with minima-grade (about half a minute)
+c.Execute.timeout = 1800
+'''
+
+def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list:
+    """An nbgrader course directory at `dest` for the chosen `chapters`: `source/<assignment>/` holds those notebooks
+    with nbgrader's solution markers around every marked body and, after each marked cell, one locked autograded test
+    cell per unit worth the unit's points; `edition/` is the student edition the tests grade against (with the
+    grader's reference solutions for every other unit, as `minima-grade` does). Then, in `dest`:
+    `nbgrader generate_assignment <assignment>` and, for the submissions, `nbgrader autograde <assignment>`."""
+    dest, root, chapters = Path(dest).resolve(), Path(root).resolve(), _chapter_list(chapters)
+    units = student_edition(dest / 'edition', root, chapters=chapters)
+    out = dest / 'source' / assignment
+    if out.exists(): shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for p in sorted((root / 'nbs').glob('*.ipynb')):
+        if not _in_chapters(p.name, chapters): continue
+        nb, cells, graded = json.loads(p.read_text()), [], False
+        for i, c in enumerate(nb['cells']):
+            src = ''.join(c['source'])
+            if c['cell_type'] != 'code' or parse_solution(src) is None: cells.append(c); continue
+            _, us = strip_solution(src, p.name)
+            cells.append(dict(c, source=nbgrader_source(src).splitlines(keepends=True), outputs=[],
+                              execution_count=None,
+                              metadata={**c['metadata'], 'nbgrader': _nbgrader_meta(f'solution-{i}', True)}))
+            for u in us:
+                test = (f'# autograded: {u.name}, {u.points} point(s), the checks of `minima-grade`\n'
+                        f'from minima.teaching import nbgrader_check\nnbgrader_check({u.name!r}, {p.name!r})')
+                gid = 'test-' + re.sub(r'[^A-Za-z0-9_-]', '-', u.name)
+                cell = dict(cell_type='code', execution_count=None, outputs=[], source=test.splitlines(True),
+                            metadata={'nbgrader': _nbgrader_meta(gid, points=u.points)})
+                if 'id' in c: cell['id'] = gid
+                cells.append(cell)
+            graded = True
+        if graded: (out / p.name).write_text(json.dumps(dict(nb, cells=cells), indent=1, ensure_ascii=False) + '\n')
+    (dest / 'nbgrader_config.py').write_text(_NBGRADER_CONFIG)
+    return units
+
+def nbgrader_check(unit: str, notebook: str):
+    """An nbgrader test cell: grade the notebook file `notebook` (in the working directory, where nbgrader runs it) with
+    `grade`, in a copy of the course's `edition/` (found above the working directory), and raise unless `unit`
+    passes. The notebook is graded once; the other test cells read the saved report."""
+    import hashlib, tempfile
+    nb = (Path.cwd() / notebook).resolve()
+    ed = next((d / 'edition' for d in [nb.parent, *nb.parents] if (d / 'edition' / 'grading_units.json').exists()),
+              None)
+    if ed is None: raise RuntimeError(f'nbgrader_check: no edition/ above {nb.parent}; this cell runs in nbgrader '
+                                      'autograde, in the course directory of `nbgrader_release`')
+    key = hashlib.sha256(nb.read_bytes() + str(ed).encode()).hexdigest()[:20]
+    cache = Path(tempfile.gettempdir()) / f'minima-nbgrader-{key}.json'
+    if not cache.exists():
+        with tempfile.TemporaryDirectory() as d:
+            copy = Path(d) / 'copy'
+            shutil.copytree(ed, copy, ignore=shutil.ignore_patterns('.grading', '__pycache__'))
+            shutil.copy(nb, copy / 'nbs' / nb.name)
+            rep = grade(copy, chapters=[nb.name], quiet=True)
+        cache.write_text(json.dumps(rep))
+    rep = json.loads(cache.read_text())
+    row = next((r for r in rep['units'] if r['name'] == unit), None)
+    if row is None: raise AssertionError(f'{unit}: not graded ({rep.get("error") or "no such unit"})')
+    print(f"{unit}: {row['status']} ({row['checks']} checks)")
+    if row['status'] != 'pass': raise AssertionError(f"{unit}: {row['status']}\n" + '\n'.join(row['failed']))
 
 # %% ../nbs/40_teaching.ipynb
 def __dir__():
