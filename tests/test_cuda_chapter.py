@@ -11,8 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT / 'nbs' / '22_cuda.ipynb'
-NB_MEASURED = ROOT / 'nbs' / '22b_cuda_measured.ipynb'   # its sequel: the whole stack on the GPU, measured
-CHAPTERS = [NB, NB_MEASURED]
+NB_MATMUL = ROOT / 'nbs' / '22b_cuda_matmul.ipynb'       # its sequels: the matmul kernels,
+NB_MEASURED = ROOT / 'nbs' / '22c_cuda_measured.ipynb'   # and the whole stack on the GPU, measured
+CHAPTERS = [NB, NB_MATMUL, NB_MEASURED]
 SKIP_PREFIX = 'skipped (this cell needs a GPU): '
 _FLAG = re.compile(r'^\s*#\|\s*cuda\s*$')
 
@@ -73,8 +74,9 @@ def test_kernel_source_is_shown_as_cpp_code(executed):
     "Each `show_kernel` cell displays its section as one fenced ```cpp block, which the site highlights."
     from minima.backend_ndarray.cuda import kernel_source
     shown = [c for c in executed['cells'] if c['cell_type'] == 'code' and _src(c).lstrip().startswith('show_kernel(')]
-    if _src(executed['cells'][0]).startswith('# The CUDA device, measured'): return   # the sequel shows no kernels
-    assert len(shown) >= 10, f'expected the chapter to show its kernels, found {len(shown)} show_kernel cells'
+    title = _src(executed['cells'][0]).splitlines()[0]
+    want = {'# The CUDA device': 9, '# Matrix multiplication on the GPU': 4}.get(title, 0)
+    assert len(shown) >= want, f'expected the chapter to show its kernels, found {len(shown)} show_kernel cells'
     for c in shown:
         md = [_text(o['data']['text/markdown']) for o in c['outputs'] if 'text/markdown' in o.get('data', {})]
         assert len(md) == 1, f'{_src(c)}: expected one Markdown output, got {c["outputs"]}'
