@@ -252,6 +252,12 @@ _FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided')
 
 def _np_type(dtype) -> str: return 'np.bool_' if dtype == 'bool' else f'np.{dtype}'
 
+@functools.lru_cache(None)
+def _have_numba() -> bool:
+    "Fusion needs numba (a dependency of minima); without it programs replay unfused."
+    try: import numba; return True
+    except ImportError: return False
+
 def cache_dir() -> str:
     "Where generated kernels (and numba's compiled code) are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
     d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
@@ -386,8 +392,8 @@ class _Slot:
     "A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set at the end."
     def __init__(self, obj, attr, in_buf, in_meta, out_buf, out_meta):
         self.obj, self.attr, self.in_buf, self.in_meta, self.out_buf, self.out_meta = obj, attr, in_buf, in_meta, out_buf, out_meta
-    def get(self):
-        v = getattr(self.obj, self.attr)
+    def get(self, obj=None):
+        v = getattr(self.obj if obj is None else obj, self.attr)
         return v if self.attr == 'cached_data' or v is None else v.cached_data
 
 _ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None)
@@ -427,6 +433,8 @@ class Program:
         self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
         instrs = list(cap.instrs)
         # 2. the final value of a replaced state goes straight into its own buffer when that is safe
+        arg_ids = {id(a): i for i, a in enumerate(leaves)}
+        for s in self.slots: s.arg = arg_ids.get(id(s.obj))   # `x.grad` of an argument: set on the new argument
         for s in self.slots:
             if s.in_buf is not None and isinstance(s.out_buf, Buf) and s.out_buf is not s.in_buf:
                 instrs = self._retarget(instrs, s)
@@ -440,7 +448,7 @@ class Program:
         instrs = self._dce(instrs, liveout)
         self.n_live = len(instrs)
         # 5. fusion
-        if fuse and isinstance(device, NumpyDevice):
+        if fuse and isinstance(device, NumpyDevice) and _have_numba():
             last = {}
             for i, ins in enumerate(instrs):
                 for b in ins.reads(): last[b] = i
@@ -550,7 +558,7 @@ class Program:
                 v = NDArray.make(shape, strides, self.device, P[s.out_buf], offset, dtype)
                 if s.attr == 'grad': v = Tensor.make_const(v)
             else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
-            self.slot_out.append((s.obj, s.attr, v))
+            self.slot_out.append((s.obj, s.arg, s.attr, v))
         outs = []
         for b, d in self.res_bufs:
             h = P[b] if b is not None else d._handle
@@ -563,7 +571,7 @@ class Program:
             x = leaves[i]
             np.copyto(h, (x.cached_data if isinstance(x, Tensor) else x)._handle)
         for s, h in self.slot_in:
-            d = s.get()
+            d = s.get(None if s.arg is None else leaves[s.arg])
             if d is None or d._handle is not h:
                 if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
                     raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed outside the "
@@ -575,7 +583,7 @@ class Program:
             for c in self.calls: c()
         finally:
             if tok is not None: _ERR.reset(tok)
-        for o, attr, v in self.slot_out: setattr(o, attr, v)
+        for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
         return self.outputs
 
     def listing(self, stage='final') -> str:
