@@ -3,6 +3,7 @@
 from __future__ import annotations
 import functools, hashlib, importlib.util, linecache, os, sys
 import numpy as np
+from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
 from .backend_ndarray import device as _devmod
 from .backend_ndarray.ndarray import NDArray
@@ -476,131 +477,98 @@ class Program:
         s.out_buf = X
         return out
 
-    def _fold(self, instrs, liveout):
-        "Run the instructions that depend on constants only now, and keep their results as constants."
-        nwrites = {}
-        for ins in instrs:
-            for b in ins.writes(): nwrites[b] = nwrites.get(b, 0) + 1
-        dev, out = self.device, []
-        for ins in instrs:
-            w, r = ins.writes(), ins.reads()
-            if ins.random is None and all(b.kind == 'temp' and nwrites[b] == 1 for b in w) and \
-               all(b.kind == 'const' for b in r):
-                for b in w: b.value, b.kind = dev.alloc(b.size, b.dtype), 'const'
-                args = [a.value if isinstance(a, Buf) else a for a in ins.args]
-                if ins.prim == 'from_numpy': args[0] = ins.args[0]
-                getattr(type(dev), ins.prim)(dev, *args)
-                self.n_const += 1
-            else: out.append(ins)
-        return out
+# %% fold
+@patch
+def _fold(self: Program, instrs, liveout):
+    "Run the instructions that depend on constants only now, and keep their results as constants."
+    nwrites = {}
+    for ins in instrs:
+        for b in ins.writes(): nwrites[b] = nwrites.get(b, 0) + 1
+    dev, out = self.device, []
+    for ins in instrs:
+        w, r = ins.writes(), ins.reads()
+        if ins.random is None and all(b.kind == 'temp' and nwrites[b] == 1 for b in w) and \
+           all(b.kind == 'const' for b in r):
+            for b in w: b.value, b.kind = dev.alloc(b.size, b.dtype), 'const'
+            args = [a.value if isinstance(a, Buf) else a for a in ins.args]
+            if ins.prim == 'from_numpy': args[0] = ins.args[0]
+            getattr(type(dev), ins.prim)(dev, *args)
+            self.n_const += 1
+        else: out.append(ins)
+    return out
 
-    def _dce(self, instrs, liveout):
-        needed, keep = set(liveout), []
-        for ins in reversed(instrs):
-            w = ins.writes()
-            if ins.random is not None or any(b in needed or b.kind != 'temp' for b in w):
-                r = ins.reads()
-                for b in w:
-                    if b not in r: needed.discard(b)
-                needed.update(r)
-                keep.append(ins)
-        return keep[::-1]
+@patch
+def _dce(self: Program, instrs, liveout):
+    needed, keep = set(liveout), []
+    for ins in reversed(instrs):
+        w = ins.writes()
+        if ins.random is not None or any(b in needed or b.kind != 'temp' for b in w):
+            r = ins.reads()
+            for b in w:
+                if b not in r: needed.discard(b)
+            needed.update(r)
+            keep.append(ins)
+    return keep[::-1]
 
-    def _plan(self, instrs, liveout):
-        "Give each temporary a physical buffer; temporaries whose lifetimes do not overlap share one."
-        dev, first, last = self.device, {}, {}
-        for i, ins in enumerate(instrs):
-            for b in list(ins.reads()) + list(ins.writes()):
-                first.setdefault(b, i); last[b] = i
-        P, pool = {}, {}
-        self.n_temps = sum(b.kind == 'temp' for b in first)
-        self.temp_bytes = sum(b.size * np.dtype(b.dtype).itemsize for b in first if b.kind == 'temp')
-        phys = []
-        def new(b):
-            h = dev.alloc(b.size, b.dtype); phys.append(h); return h
-        ends = {}
-        for b, e in last.items():
-            if b.kind == 'temp' and b not in liveout: ends.setdefault(e, []).append(b)
-        for i, ins in enumerate(instrs):
-            for b in list(ins.reads()) + list(ins.writes()):
-                if b in P: continue
-                if b.kind == 'temp':
-                    free = pool.get((b.size, b.dtype)) if b not in liveout else None
-                    P[b] = free.pop() if free else new(b)
-                elif b.kind == 'const': P[b] = b.value
-                elif b.kind == 'fixed': P[b] = b.handle
-                else: P[b] = new(b)   # arg and state buffers: the program's own copies
-            for b in ends.get(i, ()): pool.setdefault((b.size, b.dtype), []).append(P[b])
-        for s in self.slots:
-            for b in (s.in_buf, s.out_buf):
-                if isinstance(b, Buf) and b not in P: P[b] = b.handle if b.kind == 'fixed' else new(b)
-        for b, _ in self.res_bufs:
-            if b is not None and b not in P: P[b] = b.handle if b.kind in ('fixed',) else new(b)
-        for i, b in self.arg_bufs:
-            if b not in P: P[b] = None
-        self.P = P
-        self.n_phys = len(phys)
-        self.phys_bytes = sum(h.nbytes for h in phys)
+# %% plan
+@patch
+def _plan(self: Program, instrs, liveout):
+    "Give each temporary a physical buffer; temporaries whose lifetimes do not overlap share one."
+    dev, first, last = self.device, {}, {}
+    for i, ins in enumerate(instrs):
+        for b in list(ins.reads()) + list(ins.writes()):
+            first.setdefault(b, i); last[b] = i
+    P, pool = {}, {}
+    self.n_temps = sum(b.kind == 'temp' for b in first)
+    self.temp_bytes = sum(b.size * np.dtype(b.dtype).itemsize for b in first if b.kind == 'temp')
+    phys = []
+    def new(b):
+        h = dev.alloc(b.size, b.dtype); phys.append(h); return h
+    ends = {}
+    for b, e in last.items():
+        if b.kind == 'temp' and b not in liveout: ends.setdefault(e, []).append(b)
+    for i, ins in enumerate(instrs):
+        for b in list(ins.reads()) + list(ins.writes()):
+            if b in P: continue
+            if b.kind == 'temp':
+                free = pool.get((b.size, b.dtype)) if b not in liveout else None
+                P[b] = free.pop() if free else new(b)
+            elif b.kind == 'const': P[b] = b.value
+            elif b.kind == 'fixed': P[b] = b.handle
+            else: P[b] = new(b)   # arg and state buffers: the program's own copies
+        for b in ends.get(i, ()): pool.setdefault((b.size, b.dtype), []).append(P[b])
+    for s in self.slots:
+        for b in (s.in_buf, s.out_buf):
+            if isinstance(b, Buf) and b not in P: P[b] = b.handle if b.kind == 'fixed' else new(b)
+    for b, _ in self.res_bufs:
+        if b is not None and b not in P: P[b] = b.handle if b.kind in ('fixed',) else new(b)
+    for i, b in self.arg_bufs:
+        if b not in P: P[b] = None
+    self.P = P
+    self.n_phys = len(phys)
+    self.phys_bytes = sum(h.nbytes for h in phys)
 
-    def _lower(self, instrs):
-        "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
-        P, calls = self.P, []
-        for ins in instrs:
-            calls.append(_lower_one(ins, P))
-        self.calls = calls
-        self.arg_copy = [(i, P[b]) for i, b in self.arg_bufs if P.get(b) is not None]
-        self.slot_in = [(s, P[s.in_buf]) for s in self.slots if s.in_buf is not None]
-        self.slot_out = []
-        for s in self.slots:
-            if s.out_buf is None: v = None
-            elif isinstance(s.out_buf, Buf):
-                shape, strides, offset, dtype = s.out_meta
-                v = NDArray.make(shape, strides, self.device, P[s.out_buf], offset, dtype)
-                if s.attr == 'grad': v = Tensor.make_const(v)
-            else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
-            self.slot_out.append((s.obj, s.arg, s.attr, v))
-        outs = []
-        for b, d in self.res_bufs:
-            h = P[b] if b is not None else d._handle
-            outs.append(Tensor.make_const(NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)))
-        self.outputs = _rebuild(self.result, iter(outs))
-
-    def __call__(self, args, kwargs):
-        leaves = _leaves((args, kwargs), [])
-        for i, h in self.arg_copy:
-            x = leaves[i]
-            np.copyto(h, (x.cached_data if isinstance(x, Tensor) else x)._handle)
-        for s, h in self.slot_in:
-            d = s.get(None if s.arg is None else leaves[s.arg])
-            if d is None or d._handle is not h:
-                if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
-                    raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed outside the "
-                                       f"compiled function (now {None if d is None else _meta(d)}); call it again "
-                                       "after compile(...).reset()")
-                np.copyto(h, d._handle)
-        tok = _ERR.set(_IGNORE) if _ERR is not None else None
-        try:
-            for c in self.calls: c()
-        finally:
-            if tok is not None: _ERR.reset(tok)
-        for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
-        return self.outputs
-
-    def listing(self, stage='final') -> str:
-        "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
-        instrs = self.captured if stage == 'captured' else self.instrs
-        return '\n'.join(f'{i:3d}  {ins!r:60s} # {ins.origin}' for i, ins in enumerate(instrs))
-    def __repr__(self):
-        s = self.stats
-        return (f"Program({s['captured']} primitives captured -> {s['final']} calls, {s['kernels']} fused kernels, "
-                f"{s['temp_buffers']} temporaries in {s['planned_buffers']} buffers)")
-
+# %% replay
 def _rebuild(x, it):
     if isinstance(x, (Tensor, NDArray)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
     if isinstance(x, list): return [_rebuild(y, it) for y in x]
     if isinstance(x, dict): return {k: _rebuild(v, it) for k, v in x.items()}
     return x
+
+# np.add.at is slow (a max-pool's backward spends ~1 ms in it on the digits CNN); this loop adds in the same order
+_SCATTER_ADD = '''import numpy as np
+from numba import njit
+
+@njit(cache=True)
+def kernel(out, idx, a, outer, axis_len, inner, k):
+    for o in range(outer):
+        for j in range(k):
+            t = idx[j]
+            if t < 0: t += axis_len
+            bo, ba = (o * axis_len + t) * inner, (o * k + j) * inner
+            for i in range(inner): out[bo + i] += a[ba + i]
+'''
 
 def _random_call(rnd, h):
     orig, a, k, kind = rnd
@@ -645,6 +613,7 @@ def _lower_one(ins, P):
         return part(np.take, a[0].reshape(outer, al, inner), a[1], axis=1, out=a[2].reshape(outer, k, inner))
     if p == 'scatter_add':
         outer, al, inner, k = a[3:]
+        if _have_numba(): return part(Kernel(_SCATTER_ADD).fn, a[2], a[1], a[0], outer, al, inner, k)
         return part(np.add.at, a[2].reshape(outer, al, inner), (slice(None), a[1]), a[0].reshape(outer, k, inner))
     if p == 'ewise_strided':
         shape = tuple(a[8])
@@ -659,6 +628,66 @@ def _lower_one(ins, P):
         return part(np.sum if kind == 'sum' else np.max, _view(h, shape, strides, offset),
                     axis=tuple(range(nd - k, nd)), out=o.reshape(tuple(shape[:nd - k])))
     raise CaptureError(f'compile: no lowering for primitive {p}')
+
+@patch
+def _lower(self: Program, instrs):
+    "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
+    P, calls = self.P, []
+    for ins in instrs:
+        calls.append(_lower_one(ins, P))
+    self.calls = calls
+    self.arg_copy = [(i, P[b]) for i, b in self.arg_bufs if P.get(b) is not None]
+    self.slot_in = [(s, P[s.in_buf]) for s in self.slots if s.in_buf is not None]
+    self.slot_out = []
+    for s in self.slots:
+        if s.out_buf is None: v = None
+        elif isinstance(s.out_buf, Buf):
+            shape, strides, offset, dtype = s.out_meta
+            v = NDArray.make(shape, strides, self.device, P[s.out_buf], offset, dtype)
+            if s.attr == 'grad': v = Tensor.make_const(v)
+        else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
+        self.slot_out.append((s.obj, s.arg, s.attr, v))
+    outs = []
+    for b, d in self.res_bufs:
+        h = P[b] if b is not None else d._handle
+        outs.append(Tensor.make_const(NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)))
+    self.outputs = _rebuild(self.result, iter(outs))
+
+@patch
+def __call__(self: Program, args, kwargs):
+    leaves = _leaves((args, kwargs), [])
+    for i, h in self.arg_copy:
+        x = leaves[i]
+        np.copyto(h, (x.cached_data if isinstance(x, Tensor) else x)._handle)
+    for s, h in self.slot_in:
+        d = s.get(None if s.arg is None else leaves[s.arg])
+        if d is None or d._handle is not h:
+            if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
+                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed outside the "
+                                   f"compiled function (now {None if d is None else _meta(d)}); call it again "
+                                   "after compile(...).reset()")
+            np.copyto(h, d._handle)
+    tok = _ERR.set(_IGNORE) if _ERR is not None else None
+    try:
+        for c in self.calls: c()
+    finally:
+        if tok is not None: _ERR.reset(tok)
+    for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
+    return self.outputs
+
+# %% see
+@patch
+def listing(self: Program, stage='final') -> str:
+    "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
+    instrs = self.captured if stage == 'captured' else self.instrs
+    return '\n'.join(f'{i:3d}  {ins!r:60s} # {ins.origin}' for i, ins in enumerate(instrs))
+
+@patch
+def __repr__(self: Program):
+    s = self.stats
+    return (f"Program({s['captured']} primitives captured -> {s['final']} calls, {s['kernels']} fused kernels, "
+            f"{s['temp_buffers']} temporaries in {s['planned_buffers']} buffers)")
+
 
 # %% guards and the cache
 def _sig(x):
