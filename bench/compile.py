@@ -1,11 +1,11 @@
-"""`minima.compile` against eager minima and torch eager (and torch.compile, with --torch-compile), same process.
+"""`minima.compile` against eager minima and torch eager (and torch.compile with --torch-compile), one process.
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python bench/compile.py [--repeat 7] [--steps 20] [--torch-compile]
 
 One training step (forward, cross-entropy, backward, SGD with momentum 0.9) per workload; process CPU time, best of
 `--repeat` interleaved rounds of `--steps` steps. Then the compile time (the first four calls: one eager, two
-captures and the first replay, which compiles the kernels) in a fresh process, cold (empty kernel cache) and from the disk cache.
-Never gates CI.
+captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
+from the disk cache. Never gates CI.
 """
 import argparse, os, subprocess, sys, tempfile, time
 import numpy as np

@@ -106,7 +106,8 @@ UNARY = {'exp': lambda h: (h * 0.3).exp(), 'tanh': lambda h: h.tanh(), 'relu': l
          'sigmoid': lambda h: h.sigmoid(), 'square': lambda h: h * h, 'log1p_abs': lambda h: (h.abs() + 1.0).log(),
          'neg': lambda h: -h, 'scale': lambda h: h * 1.7 - 0.2}
 BINARY = {'add_b': lambda h, b: h + b.broadcast_to(h.shape), 'mul_b': lambda h, b: h * b.broadcast_to(h.shape),
-          'max_b': lambda h, b: mi.maximum(h, b.broadcast_to(h.shape)), 'div_b': lambda h, b: h / (b * b + 1.0).broadcast_to(h.shape),
+          'max_b': lambda h, b: mi.maximum(h, b.broadcast_to(h.shape)),
+          'div_b': lambda h, b: h / (b * b + 1.0).broadcast_to(h.shape),
           'matmul': lambda h, w: h @ w, 'rowsum': lambda h, b: h - h.sum(1, keepdims=True).broadcast_to(h.shape) / 4.0,
           'softmax': lambda h, b: mi.nn.functional.softmax(h, -1)}
 
@@ -130,3 +131,33 @@ def test_random_programs(ops, seed, fuse):
         want = fn(*args)
         for g, e in zip(got, want): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-5, atol=2e-5)
     assert f.program is not None
+
+def test_fused_kernels_on_the_cuda_emulator(tmp_path):
+    "The CUDA C generated for each fused kernel of a training step computes what the CPU kernel computes."
+    import ctypes, shutil, subprocess, sys
+    from pathlib import Path
+    from minima.compile import cuda_source, _c_arg
+    if not shutil.which('g++'): pytest.skip('the CUDA emulator needs g++')
+    emu = Path(__file__).resolve().parents[1] / 'tools' / 'cuda_emu'
+    sys.path.insert(0, str(emu))
+    from build import translate
+    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
+    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
+    assert len(fused) >= 4 and any(len(i.args[1]) > 1 for i in fused)   # strided (broadcast) loads included
+    src = ['#include "cuda_runtime.h"']
+    for j, ins in enumerate(fused):
+        src.append(translate(cuda_source(ins)).replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}('))
+    (tmp_path / 'k.cpp').write_text('\n'.join(src))
+    subprocess.run(['g++', '-std=c++20', '-O1', '-shared', '-fPIC', '-w', f'-I{emu}', '-o', str(tmp_path / 'k.so'),
+                    str(tmp_path / 'k.cpp')], check=True)
+    lib = ctypes.CDLL(str(tmp_path / 'k.so'))
+    rng = np.random.default_rng(0)
+    for j, ins in enumerate(fused):
+        spec = ins.args[4]
+        bufs = [v for t, v in spec if t == 'buf']
+        init_ = {b: (rng.random(b.size) > 0.5 if b.dtype == 'bool' else rng.standard_normal(b.size)).astype(b.dtype)
+                 for b in bufs}
+        cpu, gpu = {b: a.copy() for b, a in init_.items()}, {b: a.copy() for b, a in init_.items()}
+        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
+        getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in spec])
+        for b in bufs: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
