@@ -4,7 +4,7 @@
 
 # %% ../nbs/21b_compile.ipynb 8
 from __future__ import annotations
-import functools, hashlib, importlib.util, linecache, os, sys
+import ctypes, functools, hashlib, importlib.util, linecache, os, sys
 import numpy as np
 from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
@@ -14,7 +14,7 @@ from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
 __all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'Compiled', 'compile']
+           'cuda_source', 'Compiled', 'compile']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -89,7 +89,7 @@ class Instr:
         return tuple(_frozen(a) for i, a in enumerate(self.args) if i not in hp)
     def __repr__(self):
         if self.prim == 'fused':
-            k, shape, ins, outs, spec = self.args
+            k, shape, ins, outs, spec, _ = self.args
             sc = [_short(v) for t, v in spec if t == 'scalar']
             return f"{', '.join(map(repr, outs))} = {k.name}{tuple(shape)}({', '.join(map(repr, ins + sc))})"
         hp, wp = PRIMS[self.prim][:2]
@@ -233,7 +233,8 @@ def capture(fn, args, kwargs, device):
         for mod, name, kind in srcs:
             saved.append((mod, name, getattr(mod, name)))
             setattr(mod, name, wrap_random(getattr(mod, name), kind))
-        Value.cached_data, Tensor.grad = _Tracked(cd, 'cached_data', writes, created), _Tracked(gr, 'grad', writes, created)
+        Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
+        Tensor.grad = _Tracked(gr, 'grad', writes, created)
         Module.__call__ = call
         for a in _leaves((args, kwargs), []):
             d = a.cached_data if isinstance(a, Tensor) else a
@@ -258,7 +259,8 @@ def _meta(d: NDArray): return (d._shape, d._strides, d._offset, d._dtype)
 class _Slot:
     "A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set at the end."
     def __init__(self, obj, attr, in_buf, in_meta, out_buf, out_meta):
-        self.obj, self.attr, self.in_buf, self.in_meta, self.out_buf, self.out_meta = obj, attr, in_buf, in_meta, out_buf, out_meta
+        self.obj, self.attr, self.in_buf, self.in_meta = obj, attr, in_buf, in_meta
+        self.out_buf, self.out_meta = out_buf, out_meta
     def get(self, obj=None):
         v = getattr(self.obj if obj is None else obj, self.attr)
         return v if self.attr == 'cached_data' or v is None else v.cached_data
@@ -270,7 +272,7 @@ _view = _devmod._view
 class Program:
     """A captured step, ready to replay: `instrs` (after the passes), `captured` (as recorded), `kernels` (the
     generated sources), `stats`. `print(program)` lists it."""
-    def __init__(self, cap: Capture, device, fuse=True):
+    def __init__(self, cap: Capture, device, fuse=True, backend='c'):
         self.device, self.captured = device, list(cap.instrs)
         bufs = list(cap.bufs.values())
         # 1. where each buffer's storage comes from
@@ -315,11 +317,12 @@ class Program:
         instrs = self._dce(instrs, liveout)
         self.n_live = len(instrs)
         # 5. fusion
-        if fuse and isinstance(device, NumpyDevice) and _have_numba():
+        self.backend = backend = _backend(backend)
+        if fuse and isinstance(device, NumpyDevice) and backend is not None:
             last = {}
             for i, ins in enumerate(instrs):
                 for b in ins.reads(): last[b] = i
-            instrs = _fuse(instrs, lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end)
+            instrs = _fuse(instrs, lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end, backend)
         self.instrs = instrs
         self.kernels = list({i.args[0].name: i.args[0] for i in instrs if i.prim == 'fused'}.values())
         # 6. memory plan, 7. lowering
@@ -336,10 +339,12 @@ class Program:
         X, Y = s.in_buf, s.out_buf
         if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype or s.out_meta[:3] != s.in_meta[:3]: return instrs
         first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
-        if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes(): return instrs
+        if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
+            return instrs
         if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
         sub = lambda a: X if a is Y else a
-        out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin) for i in instrs[first:]]
+        out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin)
+                                for i in instrs[first:]]
         s.out_buf = X
         return out
 
@@ -415,49 +420,84 @@ def _plan(self: Program, instrs, liveout):
     self.phys_bytes = sum(h.nbytes for h in phys)
 
 # %% ../nbs/21b_compile.ipynb
-_EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', pow='np.power({}, {})',
-           maximum='np.maximum({}, {})', minimum='np.minimum({}, {})', eq='({} == {})', ne='({} != {})',
+# Each elementwise primitive as an expression, in Python (numba) and in C (CPU C and CUDA C share it)
+_EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', eq='({} == {})', ne='({} != {})',
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
-_REFLECT = dict(rsub='({1} - {0})', rdiv='({1} / {0})', rpow='np.power({1}, {0})')
-_UN = dict(neg='(-{})', exp='np.exp({})', log='np.log({})', sqrt='np.sqrt({})', sin='np.sin({})', cos='np.cos({})',
-           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})')
+_PY = dict(_EW, pow='np.power({}, {})', maximum='np.maximum({}, {})', minimum='np.minimum({}, {})',
+           neg='(-{})', exp='np.exp({})', log='np.log({})', sqrt='np.sqrt({})', sin='np.sin({})', cos='np.cos({})',
+           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})')
+_C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})', neg='(-{})', exp='exp({})',
+          log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
+          sign='SIGN({})', where='({0} ? {1} : {2})')
+_REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
 _FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided')
+_CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
+              int16='int16_t', int8='int8_t', uint8='uint8_t', bool='bool')
+_C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
+#define MINN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
+#define SIGN(a) (((a) > 0) - ((a) < 0))
+'''
 
 def _np_type(dtype) -> str: return 'np.bool_' if dtype == 'bool' else f'np.{dtype}'
 
 @functools.lru_cache(None)
 def _have_numba() -> bool:
-    "Fusion needs numba (a dependency of minima); without it programs replay unfused."
+    "Fusion on the numba backend needs numba (a dependency of minima); without it programs replay unfused."
     try: import numba; return True
     except ImportError: return False
 
+def _backend(want):
+    "The kernel backend to use: `want` ('c' or 'numba') if it works here, else the other one, else None (no fusion)."
+    import shutil
+    ok = dict(c=shutil.which(os.environ.get('CC', 'cc')) is not None, numba=_have_numba())
+    return want if ok.get(want) else next((b for b in ('c', 'numba') if ok[b]), None)
+
 def cache_dir() -> str:
-    "Where generated kernels (and numba's compiled code) are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
+    "Where generated kernels (and their compiled code) are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
     d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
     os.makedirs(d, exist_ok=True)
     return d
 
+def _write_once(path, text):
+    if not os.path.exists(path):
+        tmp = f'{path}.{os.getpid()}.tmp'
+        with open(tmp, 'w') as f: f.write(text)
+        os.replace(tmp, path)
+
 class Kernel:
-    "A generated kernel: its Python source and the numba-compiled function (loaded from the disk cache when there)."
+    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, loaded from the disk cache
+    when it is there (numba keeps machine code next to the source; C is compiled once to a shared library)."""
     _loaded = {}
-    def __init__(self, source: str):
-        self.source = source
-        self.name = 'k_' + hashlib.sha1(source.encode()).hexdigest()[:10]
+    def __init__(self, source: str, lang='numba'):
+        self.source, self.lang = source, lang
+        self.name = 'k_' + hashlib.sha1(f'{lang}\n{source}'.encode()).hexdigest()[:10]
         self.fn = self._loaded.get(self.name) or self._load()
     def _load(self):
-        path = os.path.join(cache_dir(), self.name + '.py')
-        if not os.path.exists(path):
-            tmp = f'{path}.{os.getpid()}.tmp'
-            with open(tmp, 'w') as f: f.write(self.source)
-            os.replace(tmp, path)
-        name = f'_minima_kernel_{self.name}'   # numba's disk cache imports the module by name when it loads
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        self._loaded[self.name] = mod.kernel
-        return mod.kernel
-    def __repr__(self): return f'Kernel({self.name})'
-    def _repr_markdown_(self): return f'```python\n{self.source}```'
+        d = cache_dir()
+        if self.lang == 'c':
+            import ctypes, subprocess
+            src, lib = os.path.join(d, self.name + '.c'), os.path.join(d, self.name + '.so')
+            _write_once(src, self.source)
+            if not os.path.exists(lib):
+                tmp = f'{lib}.{os.getpid()}.tmp'
+                cc = os.environ.get('CC', 'cc')
+                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src], capture_output=True, text=True)
+                if r.returncode: raise CaptureError(f'compile: {cc} failed on {src}:\n{r.stderr}')
+                os.replace(tmp, lib)
+            fn = ctypes.CDLL(lib).kernel
+            fn.restype = None
+        else:
+            path = os.path.join(d, self.name + '.py')
+            _write_once(path, self.source)
+            name = f'_minima_kernel_{self.name}'   # numba's disk cache imports the module by name when it loads
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = sys.modules[name] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            fn = mod.kernel
+        self._loaded[self.name] = fn
+        return fn
+    def __repr__(self): return f'Kernel({self.name}, {self.lang})'
+    def _repr_markdown_(self): return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -466,28 +506,30 @@ def _rowmajor(shape):
     return tuple(reversed(st))
 
 def _member(ins):
-    "(loop shape or None, [(operand buf, strides or None, offset)], output buf, expression template, scalar)."
+    "(loop shape or None, [(operand buf, strides or None, offset)], output buf, (op, reflected), scalar)."
     p, a = ins.prim, ins.args
-    if p == 'ewise': return None, [(a[1], None, 0), (a[2], None, 0)], a[3], _EW[a[0]], None
+    if p == 'ewise': return None, [(a[1], None, 0), (a[2], None, 0)], a[3], (a[0], False), None
     if p == 'scalar':
         v = np.asarray(a[2]).astype(a[1].dtype)[()]
-        t = _REFLECT.get(a[0]) or _EW[a[0]].replace('{}', '{0}', 1).replace('{}', '{1}', 1)
-        return None, [(a[1], None, 0)], a[3], t, v
-    if p == 'unary': return None, [(a[1], None, 0)], a[2], _UN[a[0]], None
-    if p == 'where': return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], '({1} if {0} else {2})', None
-    if p == 'cast': return None, [(a[0], None, 0)], a[1], _np_type(a[1].dtype) + '({})', None
+        return None, [(a[1], None, 0)], a[3], (_REFLECT.get(a[0], a[0]), a[0] in _REFLECT), v
+    if p == 'unary': return None, [(a[1], None, 0)], a[2], (a[0], False), None
+    if p == 'where': return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], ('where', False), None
+    if p == 'cast': return None, [(a[0], None, 0)], a[1], ('cast', False), None
     if p == 'ewise_strided':
         shape = tuple(a[8])
-        return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], _EW[a[0]], None
+        return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
 
-def _codegen(shape, members, outs):
-    "Python (numba) source of one loop over `shape` computing every member; returns (source, call spec)."
-    nd = len(shape)
+def _codegen(shape, members, outs, lang='numba'):
+    """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
+    (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
+    nd, py = len(shape), lang == 'numba'
     spec, arrays, regs, loads, body, mem = [], {}, {}, {}, [], {}
     for i, n in enumerate(shape): spec.append(('dim', n))
     def arr(b):
         if b not in arrays: arrays[b] = f'b{len(arrays)}'; spec.append(('buf', b))
         return arrays[b]
+    def let(name, dtype, expr):
+        return f'{name} = {expr}' if py else f'const {_CTYPE[dtype]} {name} = {expr};'
     ints, scalars = [], []
     def load(b, strides, off):
         if strides is None or (strides == _rowmajor(shape) and off == 0 and b.size == int(np.prod(shape))):
@@ -495,7 +537,7 @@ def _codegen(shape, members, outs):
             key = (b, None)
             if key not in loads:
                 loads[key] = f'l{len(loads)}'; mem[b] = 1
-                body.append(f'{loads[key]} = {arr(b)}[k]')
+                body.append(let(loads[key], b.dtype, f'{arr(b)}[k]'))
             return loads[key]
         key = (b, strides, off)
         if key not in loads:
@@ -503,30 +545,65 @@ def _codegen(shape, members, outs):
             for d, s in enumerate(strides):
                 if s: idx.append(f'i{d} * o{len(ints)}'); ints.append(s)
             loads[key] = f'l{len(loads)}'; mem[b] = 1
-            body.append(f"{loads[key]} = {arr(b)}[{' + '.join(idx)}]")
+            body.append(let(loads[key], b.dtype, f"{arr(b)}[{' + '.join(idx)}]"))
         return loads[key]
-    for m, (mshape, opnds, out, tmpl, scal) in enumerate(members):
+    for m, (mshape, opnds, out, (op, refl), scal) in enumerate(members):
         xs = [load(b, st, off) for b, st, off in opnds]
         if scal is not None: xs.append(f's{len(scalars)}'); scalars.append(scal)
-        body.append(f't{m} = {_np_type(out.dtype)}({tmpl.format(*xs)})')
+        if refl: xs = xs[::-1]
+        if op == 'cast': e = xs[0]
+        else: e = (_PY if py else _C)[op].format(*xs)
+        body.append(let(f't{m}', out.dtype, f'{_np_type(out.dtype)}({e})' if py else f'({_CTYPE[out.dtype]})({e})'))
         regs[out] = f't{m}'
-    for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}')
-    params = [f'd{i}' for i in range(nd)] + list(arrays.values()) + [f'o{i}' for i in range(len(ints))] + \
-             [f's{i}' for i in range(len(scalars))]
+    for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}' + ('' if py else ';'))
     spec += [('int', v) for v in ints] + [('scalar', v) for v in scalars]
-    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)',
-             f"def kernel({', '.join(params)}):"]
-    if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
-    else:
-        lines.append('    k = 0')
-        for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
-        ind = '    ' * (nd + 1)
-        body.append('k += 1')
-    lines += [ind + s for s in body]
+    dims, bufs = [f'd{i}' for i in range(nd)], list(arrays.values())
+    os_, ss = [f'o{i}' for i in range(len(ints))], [f's{i}' for i in range(len(scalars))]
+    if py:
+        lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)',
+                 f"def kernel({', '.join(dims + bufs + os_ + ss)}):"]
+        if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
+        else:
+            lines.append('    k = 0')
+            for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
+            ind = '    ' * (nd + 1)
+            body.append('k += 1')
+        return '\n'.join(lines + [ind + s for s in body]) + '\n', spec, list(mem)
+    types = {b: _CTYPE[b.dtype] for b in arrays}
+    params = ([f'int64_t {d}' for d in dims] + [f'{types[b]} *{n}' for b, n in arrays.items()] +
+              [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, scalars)])
+    if lang == 'c':
+        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
+                 f"void kernel({', '.join(params)}) {{"]
+        if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
+        else:
+            lines.append('    int64_t k = 0;')
+            for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+            ind = '    ' * (nd + 1)
+            body.append('k++;')
+            close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
+        return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n', spec, list(mem)
+    # CUDA: one thread per element; the loop indices come from the thread's flat index
+    idx = []
+    for d in reversed(range(nd)):
+        idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
+    args = ', '.join(dims + bufs + os_ + ss)
+    lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
+             f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
+             '    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (k >= n) return;',
+             '    int64_t r = k; (void)r;'] + ['    ' + s for s in idx] + ['    ' + s for s in body] + ['}', '',
+             f"extern \"C\" void kernel({', '.join(params)}) {{",
+             f"    const int64_t n = {' * '.join(dims)};",
+             '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
     return '\n'.join(lines) + '\n', spec, list(mem)
 
+def cuda_source(ins: Instr) -> str:
+    "The CUDA C source of a fused instruction's kernel (a `__global__` body and an `extern \"C\"` launcher)."
+    k, shape, _, outs, spec, members = ins.args
+    return _codegen(shape, members, outs, 'cuda')[0]
+
 # %% ../nbs/21b_compile.ipynb
-def _fuse(instrs, needed_after):
+def _fuse(instrs, needed_after, lang='numba'):
     "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
     out, group, gshape, written, strided_read = [], [], None, set(), set()
     def close(end):
@@ -535,9 +612,9 @@ def _fuse(instrs, needed_after):
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
-            src, spec, ins = _codegen(shape, members, outs)
+            src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
-            out.append(Instr('fused', (Kernel(src), shape, ins, outs, spec), group[0].where, None,
+            out.append(Instr('fused', (Kernel(src, lang), shape, ins, outs, spec, members), group[0].where, None,
                              o0 if o0 == o1 else f'{o0} .. {o1}'))
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
@@ -570,18 +647,26 @@ def _rebuild(x, it):
     return x
 
 # np.add.at is slow (a max-pool's backward spends ~1 ms in it on the digits CNN); this loop adds in the same order
-_SCATTER_ADD = '''import numpy as np
-from numba import njit
-
-@njit(cache=True)
-def kernel(out, idx, a, outer, axis_len, inner, k):
-    for o in range(outer):
-        for j in range(k):
-            t = idx[j]
-            if t < 0: t += axis_len
-            bo, ba = (o * axis_len + t) * inner, (o * k + j) * inner
-            for i in range(inner): out[bo + i] += a[ba + i]
+_SCATTER_ADD_C = '''#include <stdint.h>
+void kernel(float *out, const int64_t *idx, const float *a, int64_t outer, int64_t axis_len, int64_t inner,
+            int64_t k) {
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t t = idx[j] < 0 ? idx[j] + axis_len : idx[j];
+            float *po = out + (o * axis_len + t) * inner;
+            const float *pa = a + (o * k + j) * inner;
+            for (int64_t i = 0; i < inner; i++) po[i] += pa[i];
+        }
+}
 '''
+_CT = dict(float32=ctypes.c_float, float64=ctypes.c_double, int64=ctypes.c_int64, int32=ctypes.c_int32,
+           int16=ctypes.c_int16, int8=ctypes.c_int8, uint8=ctypes.c_uint8, bool=ctypes.c_bool)
+
+def _c_arg(kind, v, P):
+    "A kernel argument as a ctypes object, made once (the buffers never move)."
+    if kind == 'buf': return ctypes.c_void_p(P[v].ctypes.data)
+    if kind == 'scalar': return _CT[np.dtype(type(v)).name](v.item())
+    return ctypes.c_int64(v)
 
 def _random_call(rnd, h):
     orig, a, k, kind = rnd
@@ -595,9 +680,9 @@ def _lower_one(ins, P):
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
     part = functools.partial
     if p == 'fused':
-        k, shape, ins_, outs, spec = ins.args
-        vals = [P[v] if t == 'buf' else v for t, v in spec]
-        return part(k.fn, *vals)
+        k, shape, ins_, outs, spec, _ = ins.args
+        if k.lang == 'c': return part(k.fn, *[_c_arg(t, v, P) for t, v in spec])
+        return part(k.fn, *[P[v] if t == 'buf' else v for t, v in spec])
     if p == 'fill': return part(a[0].fill, a[1])
     if p == 'from_numpy':
         if ins.random is not None: return _random_call(ins.random, a[1])
@@ -626,7 +711,9 @@ def _lower_one(ins, P):
         return part(np.take, a[0].reshape(outer, al, inner), a[1], axis=1, out=a[2].reshape(outer, k, inner))
     if p == 'scatter_add':
         outer, al, inner, k = a[3:]
-        if _have_numba(): return part(Kernel(_SCATTER_ADD).fn, a[2], a[1], a[0], outer, al, inner, k)
+        if a[0].dtype == np.float32 and a[1].dtype == np.int64 and _backend('c') == 'c':
+            ct = [ctypes.c_void_p(x.ctypes.data) for x in (a[2], a[1], a[0])] + [ctypes.c_int64(v) for v in a[3:]]
+            return part(Kernel(_SCATTER_ADD_C, 'c').fn, *ct)
         return part(np.add.at, a[2].reshape(outer, al, inner), (slice(None), a[1]), a[0].reshape(outer, k, inner))
     if p == 'ewise_strided':
         shape = tuple(a[8])
@@ -720,8 +807,8 @@ class _Entry:
 class Compiled:
     """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later calls with the same
     guards (argument shapes, dtypes and devices, grad mode, the modules' train/eval flags) replay the program."""
-    def __init__(self, fn, fuse=True, cache_size=8, warmup=1):
-        self.fn, self.fuse, self.cache_size, self.warmup = fn, fuse, cache_size, warmup
+    def __init__(self, fn, fuse=True, cache_size=8, warmup=1, backend='c'):
+        self.fn, self.fuse, self.cache_size, self.warmup, self.backend = fn, fuse, cache_size, warmup, backend
         self.cache, self.captures = {}, 0
         functools.update_wrapper(self, fn)
 
@@ -759,7 +846,7 @@ class Compiled:
             e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
             return cap.result
         _same(e.first, cap.instrs)
-        e.program = Program(cap, dev, self.fuse)
+        e.program = Program(cap, dev, self.fuse, self.backend)
         return cap.result
 
 def _same(first, instrs):
@@ -776,8 +863,8 @@ def _same(first, instrs):
                 "to call (a step counter, Adam's bias correction, a learning-rate schedule, a tensor made from host "
                 "data). Make it a tensor argument, or keep that part out of the compiled function.")
 
-def compile(fn=None, *, fuse=True, cache_size=8, warmup=1):
+def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     """Compile `fn` (forward, loss, backward and optimizer step alike) into a program replayed on fixed buffers.
     Use as `step = compile(step)` or as a decorator, `@compile` / `@compile(fuse=False)`."""
-    if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup)
-    return Compiled(fn, fuse, cache_size, warmup)
+    if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
+    return Compiled(fn, fuse, cache_size, warmup, backend)
