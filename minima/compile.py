@@ -442,9 +442,8 @@ def _np_type(dtype) -> str: return 'np.bool_' if dtype == 'bool' else f'np.{dtyp
 
 @functools.lru_cache(None)
 def _have_numba() -> bool:
-    "Fusion on the numba backend needs numba (a dependency of minima); without it programs replay unfused."
-    try: import numba; return True
-    except ImportError: return False
+    "Whether numba is installed (found, not imported: importing it costs a second)."
+    return importlib.util.find_spec('numba') is not None
 
 def _backend(want):
     "The kernel backend to use: `want` ('c' or 'numba') if it works here, else the other one, else None (no fusion)."
