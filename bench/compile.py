@@ -13,8 +13,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import blas_threads, timeit_pair
 
 LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch norm), batch 64',
-          'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128'}
-TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-'}
+          'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
+          'lstm': 'LSTM LM step (bench/lstm.py model), SGD instead of Adam',
+          'gpt': 'GPT step (bench/gpt.py model), SGD instead of AdamW'}
+TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '(1.2x with Adam)',
+           'gpt': '(1.0x with AdamW)'}
+HEAVY = ('lstm', 'gpt')   # fewer, longer steps
 
 def build(name, nn, tnn):
     if name == 'cnn':
@@ -42,7 +46,46 @@ def copy_weights(m, t, torch):
             if a.shape != tuple(q.shape): a = a.T if a.T.shape == tuple(q.shape) else a.reshape(q.shape)
             q.copy_(torch.tensor(np.ascontiguousarray(a)))
 
+def make_big(name, torch):
+    "The LSTM and GPT models of bench/lstm.py and bench/gpt.py (same weights in both), trained with SGD + momentum."
+    import minima as mi
+    from minima import nn, optim, init
+    if name == 'gpt':
+        import gpt as G
+        _, _, _, m, t = G.build(torch)
+        B, T, V = G.B, G.T, G.V
+        rng = np.random.default_rng(0)
+        xn, yn = rng.integers(0, V, (B, T)), rng.integers(0, V, (B * T,))
+        fwd = lambda x: m(x).reshape((B * T, V))
+        tfwd = lambda x: t(x).view(B * T, V)
+    else:
+        import lstm as L
+        V, E, H, T, B, NL = L.V, L.E, L.H, L.T, L.B, L.L
+        init.manual_seed(0)
+        emb, rnn, head = nn.Embedding(V, E), nn.LSTM(E, H, num_layers=NL), nn.Linear(H, V)
+        m = nn.Sequential(emb, rnn, head)   # a container for parameters() only
+        tnn = torch.nn
+        t = tnn.ModuleDict(dict(emb=tnn.Embedding(V, E), lstm=tnn.LSTM(E, H, num_layers=NL), head=tnn.Linear(H, V)))
+        with torch.no_grad():
+            t['emb'].weight.copy_(torch.tensor(emb.weight.numpy()))
+            t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in rnn.state_dict().items()})
+        copy_weights(head, t['head'], torch)
+        rng = np.random.default_rng(0)
+        xn, yn = rng.integers(0, V, (T, B)), rng.integers(0, V, T * B)
+        fwd = lambda x: head(rnn(emb(x))[0].reshape((T * B, H)))
+        tfwd = lambda x: t['head'](t['lstm'](t['emb'](x))[0].reshape(T * B, H))
+    x, y = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn, requires_grad=False)
+    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    opt, topt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    lossf, tlossf = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+    def mi_step(x, y):
+        opt.zero_grad(); loss = lossf(fwd(x), y); loss.backward(); opt.step(); return loss
+    def t_step(x, y):
+        topt.zero_grad(); loss = tlossf(tfwd(x), y); loss.backward(); topt.step(); return loss
+    return (lambda: mi_step(x, y)), mi_step, (lambda: t_step(tx, ty)), t_step, (x, y), (tx, ty)
+
 def make_steps(name, torch):
+    if name in HEAVY: return make_big(name, torch)
     import minima as mi
     from minima import nn, optim, init
     init.manual_seed(0)
@@ -77,10 +120,11 @@ def main():
     ap.add_argument('--steps', type=int, default=20)
     ap.add_argument('--torch-compile', action='store_true')
     ap.add_argument('--compile-time')
-    ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop'])
+    ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop', 'lstm', 'gpt'])
     args = ap.parse_args()
     if args.compile_time: return compile_time(args.compile_time)
     import torch, minima as mi
+    from minima.compile import CaptureError
     nt = blas_threads()
     torch.set_num_threads(nt)
     clock = time.process_time
@@ -89,18 +133,23 @@ def main():
           '| target | calls (captured -> replayed) |' + (' torch.compile ms |' if args.torch_compile else ''))
     print('|---|---:|---:|---:|---:|---:|---:|---|' + ('---:|' if args.torch_compile else ''))
     for name in args.only:
+        rep, steps = (3, 2) if name in HEAVY else (args.repeat, args.steps)
         eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
-        ce, _ = timeit_pair(eager, teager, args.repeat, args.steps, clock, warmup=3)
+        ce, _ = timeit_pair(eager, teager, rep, steps, clock, warmup=2)
         eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
         f = mi.compile(step)
-        tc, tt = timeit_pair(lambda: f(x, y), teager, args.repeat, args.steps, clock, warmup=4)
+        try: tc, tt = timeit_pair(lambda: f(x, y), teager, rep, steps, clock, warmup=4)
+        except CaptureError as e:
+            print(f'| {LABELS[name]} | {ce * 1e3:.3f} | not captured: {str(e)[:100]} | | | | | |', flush=True)
+            continue
         s = f.program.stats
         row = (f"| {LABELS[name]} | {ce * 1e3:.3f} | {tc * 1e3:.3f} | {tt * 1e3:.3f} | {tc / tt:.2f}x | {ce / tt:.2f}x "
                f"| {TARGETS[name]} | {s['captured']} -> {s['final']} ({s['kernels']} fused) |")
-        if args.torch_compile:
+        if args.torch_compile and name in HEAVY: row += ' - |'
+        elif args.torch_compile:
             tc2 = torch.compile(tstep)
             for _ in range(3): tc2(tx, ty)
-            tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, args.repeat, args.steps, clock, warmup=2)
+            tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
             row += f' {tcc * 1e3:.3f} |'
         print(row, flush=True)
     print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')

@@ -602,6 +602,14 @@ def cuda_source(ins: Instr) -> str:
     return _codegen(shape, members, outs, 'cuda')[0]
 
 # %% ../nbs/21b_compile.ipynb
+# numpy's exp, log, tanh, ... are vectorised (SIMD); a C loop calls the scalar libm function per element. On big
+# arrays that costs more than fusion saves (the tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the
+# transcendental stays a numpy call and fusion works around it.
+_TRANSCENDENTAL, _SIMD_MIN = ('exp', 'log', 'tanh', 'sin', 'cos', 'pow', 'rpow', 'sqrt'), 1 << 15
+def _simd_wins(ins) -> bool:
+    return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
+        ins.writes()[0].size >= _SIMD_MIN
+
 def _fuse(instrs, needed_after, lang='numba'):
     "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
     out, group, gshape, written, strided_read = [], [], None, set(), set()
@@ -618,7 +626,7 @@ def _fuse(instrs, needed_after, lang='numba'):
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
-        if ins.prim not in _FUSIBLE: close(idx - 1); out.append(ins); continue
+        if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         ok = bool(group) and n == group[0].writes()[0].size
