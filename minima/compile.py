@@ -91,7 +91,7 @@ class Instr:
         if self.prim == 'fused':
             k, shape, ins, outs, spec, _ = self.args
             sc = [_short(v) for t, v in spec if t == 'scalar']
-            return f"{', '.join(map(repr, outs))} = {k.name}{tuple(shape)}({', '.join(map(repr, ins + sc))})"
+            return f"{', '.join(map(repr, outs))} = {k.name}{tuple(shape)}({', '.join([repr(b) for b in ins] + sc)})"
         hp, wp = PRIMS[self.prim][:2]
         outs = [repr(self.args[i]) for i in wp]
         rest = [repr(a) if i in hp else _short(a) for i, a in enumerate(self.args) if i not in wp]
@@ -794,6 +794,40 @@ def __repr__(self: Program):
     s = self.stats
     return (f"Program({s['captured']} primitives captured -> {s['final']} calls, {s['kernels']} fused kernels, "
             f"{s['temp_buffers']} temporaries in {s['planned_buffers']} buffers)")
+
+_COLORS = dict(fused='#c8ecd4', matmul='#cfe0f7', matmul_strided='#cfe0f7', random='#fbdcb8')
+
+@patch
+def draw(self: Program, stage='final', width=720):
+    """An SVG of the program: one box per instruction in program order, an arc from each instruction to the later
+    ones that read what it wrote (fused kernels green, matrix products blue, random draws orange)."""
+    from minima.viz import GraphDrawing
+    import html
+    instrs = self.captured if stage == 'captured' else self.instrs
+    row, x0, lane = 20, 130, 3
+    last_writer, edges = {}, []
+    for i, ins in enumerate(instrs):
+        for b in ins.reads():
+            if b in last_writer and last_writer[b] != i: edges.append((last_writer[b], i))
+        for b in ins.writes(): last_writer[b] = i
+    edges = sorted(set(edges))
+    parts = []
+    for j, i in edges:
+        y1, y2 = 10 + j * row + row / 2 - 2, 10 + i * row + row / 2 - 2
+        dx = min(x0 - 10, 8 + lane * (i - j))
+        parts.append(f'<path d="M{x0},{y1} C{x0 - dx},{y1} {x0 - dx},{y2} {x0},{y2}" fill="none" '
+                     f'stroke="#888" stroke-width="0.8"/>')
+    for i, ins in enumerate(instrs):
+        kind = 'random' if ins.random is not None else ins.prim
+        text = html.escape(repr(ins)[:90])
+        y = 10 + i * row
+        parts.append(f'<rect x="{x0}" y="{y}" width="{width - x0 - 5}" height="{row - 4}" rx="3" '
+                     f'fill="{_COLORS.get(kind, "#eee")}" stroke="#999" stroke-width="0.5"/>'
+                     f'<text x="{x0 + 4}" y="{y + row - 9}" font-family="monospace" font-size="10">{text}</text>')
+    h = 20 + len(instrs) * row
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" viewBox="0 0 {width} {h}">'
+           + ''.join(parts) + '</svg>')
+    return GraphDrawing(svg, len(instrs), len(edges))
 
 # %% ../nbs/21b_compile.ipynb
 def _sig(x):

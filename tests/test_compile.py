@@ -40,6 +40,8 @@ def test_compiled_matches_eager(make, shape):
     np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
     for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     assert f.program.stats['kernels'] > 0
+    d = f.program.draw()
+    assert d.n_nodes == len(f.program.instrs) and d.n_edges > d.n_nodes // 2 and d.svg.startswith('<svg')
 
 def test_dropout_masks_change_between_replays():
     "Random ops draw fresh numbers on every replay (the same numbers as eager, but not the same every step)."
