@@ -899,7 +899,8 @@ def _same(first, instrs):
     for (p, st, where), ins in zip(first, instrs):
         if p != ins.prim or st != ins.statics():
             raise CaptureError(
-                f"compile: a value changed between two calls at {ins.where} ({p} with {_short(st)} then "
+                f"compile: a value changed between two calls at {ins.where}, in {ins.origin} "
+                f"({p} with {_short(st)} then "
                 f"{ins.prim} with {_short(ins.statics())}): the step depends on Python numbers that change from call "
                 "to call (a step counter, Adam's bias correction, a learning-rate schedule, a tensor made from host "
                 "data). Make it a tensor argument, or keep that part out of the compiled function.")
