@@ -135,7 +135,9 @@ class Recorder:
             for p in hpos: a[p] = self.buf(args[p])
             rnd = None
             if name == 'from_numpy':
-                rnd = self.random_arrays.get(id(args[0]))
+                x = args[0]
+                while x is not None and id(x) not in self.random_arrays: x = x.base   # np.asarray makes views
+                rnd = None if x is None else self.random_arrays[id(x)]
                 a[0] = None if rnd else np.array(args[0], copy=True)
             self.instrs.append(Instr(name, a, _line(_user_frame()), rnd, _origin()))
         return prim
@@ -172,9 +174,32 @@ class Recorder:
 # them again, so that a replay draws fresh numbers from the same generator, in the same order as eager code.
 def _random_sources():
     from minima import init
-    from minima.ops import nn_ops
+    from minima.ops import nn_ops, attention
     return [(init, 'rand', 'tensor'), (init, 'randn', 'tensor'), (init, 'randb', 'tensor'),
-            (nn_ops, '_keep_mask', 'array')]
+            (nn_ops, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
+
+class _Draw(np.ndarray):
+    "Host random numbers, or an array computed from them with ufuncs, that know how to compute themselves again."
+    @staticmethod
+    def wrap(a, again, rec):
+        d = a.view(_Draw)
+        d._again, d._rec = again, rec
+        for x in (d, a):   # numpy points a view's `base` at the array that owns the memory: remember both
+            rec.random_arrays[id(x)] = (again, (), {}, 'array'); rec.keep.append(x)
+        return d
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        if method != '__call__' or 'out' in kw: return NotImplemented
+        plain = [x.view(np.ndarray) if isinstance(x, _Draw) else x for x in inputs]
+        again = lambda: ufunc(*[x._again() if isinstance(x, _Draw) else x for x in inputs], **kw)
+        return _Draw.wrap(ufunc(*plain, **kw), again, self._rec)
+
+class _DrawingGenerator:
+    "A generator whose `random` draws are `_Draw`s (attention's dropout draws `rng.random(shape) >= p`)."
+    def __init__(self, gen, rec, fresh=None): self.gen, self.rec, self.fresh = gen, rec, fresh
+    def random(self, size=None):
+        again = lambda: (self.fresh() if self.fresh else self.gen).random(size)
+        return _Draw.wrap(self.gen.random(size), again, self.rec)
+    def __getattr__(self, name): return getattr(self.gen, name)
 
 class _Tracked:
     "A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an existing object's slot."
@@ -223,6 +248,9 @@ def capture(fn, args, kwargs, device):
     def wrap_random(orig, kind):
         def f(*a, **k):
             r = orig(*a, **k)
+            if kind == 'generator':   # a seeded call makes a new generator each time: so does the replay
+                fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
+                return _DrawingGenerator(r, rec, fresh)
             if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
             else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
             return r
@@ -249,7 +277,7 @@ def capture(fn, args, kwargs, device):
     n_random = sum(i.random is not None for i in rec.instrs)
     if not n_random and not _eq_state(bg.state, state0):
         raise CaptureError("compile: the function drew random numbers through a path the tracer does not know "
-                           "(only minima.init.rand/randn/randb and dropout are captured); a replay would reuse the "
+                           "(minima.init.rand/randn/randb, dropout and attention's dropout are captured); a replay would reuse the "
                            "same numbers. Draw them outside and pass them in as an argument.")
     return Capture(rec, writes, created, modules, (args, kwargs), result)
 

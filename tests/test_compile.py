@@ -163,3 +163,17 @@ def test_fused_kernels_on_the_cuda_emulator(tmp_path):
         ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
         getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in spec])
         for b in bufs: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
+
+def test_attention_dropout_draws_like_eager():
+    "scaled_dot_product_attention draws its dropout mask on the host (rng.random(shape) >= p): replayed afresh."
+    sdpa = mi.nn.functional.scaled_dot_product_attention
+    rng = np.random.default_rng(0)
+    q, k, v = (mi.Tensor(rng.standard_normal((2, 3, 5, 4)).astype('float32')) for _ in range(3))
+    fn = lambda q, k, v: sdpa(q, k, v, dropout_p=0.4, is_causal=True)
+    outs = {}
+    for compiled in (False, True):
+        f = mi.compile(fn) if compiled else fn
+        init.manual_seed(3)
+        outs[compiled] = [f(q, k, v).numpy().copy() for _ in range(6)]
+    assert not np.allclose(outs[True][4], outs[True][5])
+    for a, b in zip(outs[False], outs[True]): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
