@@ -277,8 +277,8 @@ def capture(fn, args, kwargs, device):
     n_random = sum(i.random is not None for i in rec.instrs)
     if not n_random and not _eq_state(bg.state, state0):
         raise CaptureError("compile: the function drew random numbers through a path the tracer does not know "
-                           "(minima.init.rand/randn/randb, dropout and attention's dropout are captured); a replay would reuse the "
-                           "same numbers. Draw them outside and pass them in as an argument.")
+                           "(minima.init.rand/randn/randb, dropout and attention's dropout are captured); a replay "
+                           "would reuse the same numbers. Draw them outside and pass them in as an argument.")
     return Capture(rec, writes, created, modules, (args, kwargs), result)
 
 # %% ../nbs/21b_compile.ipynb

@@ -148,7 +148,8 @@ def test_fused_kernels_on_the_cuda_emulator(tmp_path):
     assert len(fused) >= 4 and any(len(i.args[1]) > 1 for i in fused)   # strided (broadcast) loads included
     src = ['#include "cuda_runtime.h"']
     for j, ins in enumerate(fused):
-        src.append(translate(cuda_source(ins)).replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}('))
+        cu = translate(cuda_source(ins))
+        src.append(cu.replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}('))
     (tmp_path / 'k.cpp').write_text('\n'.join(src))
     subprocess.run(['g++', '-std=c++20', '-O1', '-shared', '-fPIC', '-w', f'-I{emu}', '-o', str(tmp_path / 'k.so'),
                     str(tmp_path / 'k.cpp')], check=True)
