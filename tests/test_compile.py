@@ -14,7 +14,7 @@ def cnn(drop):
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(drop),
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 3, 5))
 
-def train(make, shape, compiled, steps=50, drop=0.3):
+def train(make, shape, compiled, steps=50, drop=0.3, backend='c'):
     "Losses and final parameters (and buffers) of `steps` SGD-momentum steps, eager or compiled, from one seed."
     init.manual_seed(0)
     m = make(drop)
@@ -26,7 +26,7 @@ def train(make, shape, compiled, steps=50, drop=0.3):
     def step(x, y):
         opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
         return loss
-    f = mi.compile(step) if compiled else step
+    f = mi.compile(step, backend=backend) if compiled else step
     init.manual_seed(2)   # the dropout masks: compiled replays draw from the same generator, in the same order
     losses = [float(f(xs[i % 3], ys[i % 3]).numpy()) for i in range(steps)]
     state = [p.numpy() for p in m.parameters()] + [b.numpy() for _, b in m.named_buffers()]
@@ -42,6 +42,15 @@ def test_compiled_matches_eager(make, shape):
     assert f.program.stats['kernels'] > 0
     d = f.program.draw()
     assert d.n_nodes == len(f.program.instrs) and d.n_edges > d.n_nodes // 2 and d.svg.startswith('<svg')
+
+def test_numba_backend_matches_eager():
+    "The fallback backend (numba) generates the same kernels in Python; same check, fewer steps."
+    pytest.importorskip('numba')
+    le, se, _ = train(mlp, (8, 12), False, steps=10)
+    lc, sc, f = train(mlp, (8, 12), True, steps=10, backend='numba')
+    assert f.program.backend == 'numba' and all(k.lang == 'numba' for k in f.program.kernels)
+    np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 def test_dropout_masks_change_between_replays():
     "Random ops draw fresh numbers on every replay (the same numbers as eager, but not the same every step)."
