@@ -39,6 +39,8 @@ PRIMS = {  # name: (positions of the handle arguments, of those written, of thos
 }
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Finding the user's line"
 class CaptureError(RuntimeError):
     "Something in the captured function cannot become part of a compiled program."
 
@@ -448,6 +450,8 @@ def _plan(self: Program, instrs, liveout):
     self.phys_bytes = sum(h.nbytes for h in phys)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Expression templates and loading compiled kernels"
 # Each elementwise primitive as an expression, in Python (numba) and in C (CPU C and CUDA C share it)
 _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', eq='({} == {})', ne='({} != {})',
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
@@ -674,6 +678,8 @@ def _fuse(instrs, needed_after, lang='numba'):
     return out
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering each primitive to a numpy call, and the replay"
 def _rebuild(x, it):
     if isinstance(x, (Tensor, NDArray)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
@@ -811,6 +817,8 @@ def __call__(self: Program, args, kwargs):
     return self.outputs
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Listing and drawing a program"
 @patch
 def listing(self: Program, stage='final') -> str:
     "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
