@@ -358,6 +358,9 @@ class Program:
         # 6. memory plan, 7. lowering
         self._plan(instrs, liveout)
         self._lower(instrs)
+        for b in bufs:   # let the capture's own arrays (and the autograd graph of its result) go
+            if b.kind == 'temp': b.handle = None
+        self.result = self.res_bufs = None
         self.stats = dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live, final=len(instrs),
                           kernels=sum(i.prim == 'fused' for i in instrs), distinct_kernels=len(self.kernels),
                           temp_buffers=self.n_temps, planned_buffers=self.n_phys,
