@@ -8,6 +8,7 @@ from .ops import *
 from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.nn_ops import checkpoint
+from .compile import compile   # the function; the module stays importable as minima.compile via sys.modules
 
 import sys as _sys, types as _types
 

@@ -1,0 +1,164 @@
+"""`minima.compile` against eager minima and torch eager (and torch.compile with --torch-compile), one process.
+
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python bench/compile.py [--repeat 7] [--steps 20] [--torch-compile]
+
+One training step (forward, cross-entropy, backward, SGD with momentum 0.9) per workload; process CPU time, best of
+`--repeat` interleaved rounds of `--steps` steps. Then the compile time (the first four calls: one eager, two
+captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
+from the disk cache. Never gates CI.
+"""
+import argparse, os, subprocess, sys, tempfile, time
+import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import blas_threads, timeit_pair
+
+LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch norm), batch 64',
+          'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
+          'lstm': 'LSTM LM step (bench/lstm.py model), SGD instead of Adam',
+          'gpt': 'GPT step (bench/gpt.py model), SGD instead of AdamW'}
+TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '(1.2x with Adam)',
+           'gpt': '(1.0x with AdamW)'}
+HEAVY = ('lstm', 'gpt')   # fewer, longer steps
+
+def build(name, nn, tnn):
+    if name == 'cnn':
+        m = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
+        t = tnn.Sequential(tnn.Conv2d(1, 16, 3, padding=1), tnn.BatchNorm2d(16), tnn.ReLU(),
+                           tnn.Conv2d(16, 32, 3, padding=1), tnn.BatchNorm2d(32), tnn.ReLU(), tnn.MaxPool2d(2),
+                           tnn.Flatten(), tnn.Linear(32 * 4 * 4, 10))
+        return m, t, (1, 8, 8), 64
+    sizes, bs = ([784, 512, 512, 10], 256) if name == 'mlp_big' else ([64, 128, 10], 128)
+    ml, tl = [], []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        ml.append(nn.Linear(a, b)); tl.append(tnn.Linear(a, b))
+        if i < len(sizes) - 2:
+            ml.append(nn.ReLU()); tl.append(tnn.ReLU())
+            if name == 'mlp_drop': ml.append(nn.Dropout(0.2)); tl.append(tnn.Dropout(0.2))
+    return nn.Sequential(*ml), tnn.Sequential(*tl), (sizes[0],), bs
+
+def copy_weights(m, t, torch):
+    "Same initial weights in both (by shape, so either Linear weight layout works)."
+    with torch.no_grad():
+        for p, q in zip(m.parameters(), t.parameters()):
+            a = p.numpy()
+            if a.shape != tuple(q.shape): a = a.T if a.T.shape == tuple(q.shape) else a.reshape(q.shape)
+            q.copy_(torch.tensor(np.ascontiguousarray(a)))
+
+def make_big(name, torch):
+    "The LSTM and GPT models of bench/lstm.py and bench/gpt.py (same weights in both), trained with SGD + momentum."
+    import minima as mi
+    from minima import nn, optim, init
+    if name == 'gpt':
+        import gpt as G
+        _, _, _, m, t = G.build(torch)
+        B, T, V = G.B, G.T, G.V
+        rng = np.random.default_rng(0)
+        xn, yn = rng.integers(0, V, (B, T)), rng.integers(0, V, (B * T,))
+        fwd = lambda x: m(x).reshape((B * T, V))
+        tfwd = lambda x: t(x).view(B * T, V)
+    else:
+        import lstm as L
+        V, E, H, T, B, NL = L.V, L.E, L.H, L.T, L.B, L.L
+        init.manual_seed(0)
+        emb, rnn, head = nn.Embedding(V, E), nn.LSTM(E, H, num_layers=NL), nn.Linear(H, V)
+        m = nn.Sequential(emb, rnn, head)   # a container for parameters() only
+        tnn = torch.nn
+        t = tnn.ModuleDict(dict(emb=tnn.Embedding(V, E), lstm=tnn.LSTM(E, H, num_layers=NL), head=tnn.Linear(H, V)))
+        with torch.no_grad():
+            t['emb'].weight.copy_(torch.tensor(emb.weight.numpy()))
+            t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in rnn.state_dict().items()})
+        copy_weights(head, t['head'], torch)
+        rng = np.random.default_rng(0)
+        xn, yn = rng.integers(0, V, (T, B)), rng.integers(0, V, T * B)
+        fwd = lambda x: head(rnn(emb(x))[0].reshape((T * B, H)))
+        tfwd = lambda x: t['head'](t['lstm'](t['emb'](x))[0].reshape(T * B, H))
+    x, y = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn, requires_grad=False)
+    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    opt, topt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    lossf, tlossf = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+    def mi_step(x, y):
+        opt.zero_grad(); loss = lossf(fwd(x), y); loss.backward(); opt.step(); return loss
+    def t_step(x, y):
+        topt.zero_grad(); loss = tlossf(tfwd(x), y); loss.backward(); topt.step(); return loss
+    return (lambda: mi_step(x, y)), mi_step, (lambda: t_step(tx, ty)), t_step, (x, y), (tx, ty)
+
+def make_steps(name, torch):
+    if name in HEAVY: return make_big(name, torch)
+    import minima as mi
+    from minima import nn, optim, init
+    init.manual_seed(0)
+    m, t, shape, bs = build(name, nn, torch.nn)
+    copy_weights(m, t, torch)
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((bs,) + shape).astype('float32'); yn = rng.integers(0, 10, bs)
+    x, y, tx, ty = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn), torch.tensor(xn), torch.tensor(yn)
+    opt, topt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    lossf, tlossf = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+    def mi_step(x, y):
+        opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step(); return loss
+    def t_step(x, y):
+        topt.zero_grad(); loss = tlossf(t(x), y); loss.backward(); topt.step(); return loss
+    return (lambda: mi_step(x, y)), mi_step, (lambda: t_step(tx, ty)), t_step, (x, y), (tx, ty)
+
+def compile_time(name):
+    "Seconds for the first four calls of the compiled step (this process: fresh imports, the cache as it is)."
+    import torch, minima as mi
+    _, step, _, _, (x, y), _ = make_steps(name, torch)
+    f = mi.compile(step)
+    cpu = lambda: sum(os.times()[:4])   # this process and the compilers it ran
+    t0, c0 = time.perf_counter(), cpu()
+    for _ in range(4): f(x, y)   # one eager call, two captures, the first replay (kernels compile before it)
+    dt, dc = time.perf_counter() - t0, cpu() - c0
+    assert f.program is not None
+    print(f'{dt:.3f} | {dc:.3f}')
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--repeat', type=int, default=7)
+    ap.add_argument('--steps', type=int, default=20)
+    ap.add_argument('--torch-compile', action='store_true')
+    ap.add_argument('--compile-time')
+    ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop', 'lstm', 'gpt'])
+    args = ap.parse_args()
+    if args.compile_time: return compile_time(args.compile_time)
+    import torch, minima as mi
+    from minima.compile import CaptureError
+    nt = blas_threads()
+    torch.set_num_threads(nt)
+    clock = time.process_time
+    print(f"one training step, {nt} thread(s), best of {args.repeat} x {args.steps} steps, process CPU time\n")
+    print('| workload | minima eager ms | minima compiled ms | torch eager ms | compiled / torch | eager / torch '
+          '| target | calls (captured -> replayed) |' + (' torch.compile ms |' if args.torch_compile else ''))
+    print('|---|---:|---:|---:|---:|---:|---:|---|' + ('---:|' if args.torch_compile else ''))
+    for name in args.only:
+        rep, steps = (3, 2) if name in HEAVY else (args.repeat, args.steps)
+        eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
+        ce, _ = timeit_pair(eager, teager, rep, steps, clock, warmup=2)
+        eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
+        f = mi.compile(step)
+        try: tc, tt = timeit_pair(lambda: f(x, y), teager, rep, steps, clock, warmup=4)
+        except CaptureError as e:
+            print(f'| {LABELS[name]} | {ce * 1e3:.3f} | not captured: {str(e)[:100]} | | | | | |', flush=True)
+            continue
+        s = f.program.stats
+        row = (f"| {LABELS[name]} | {ce * 1e3:.3f} | {tc * 1e3:.3f} | {tt * 1e3:.3f} | {tc / tt:.2f}x | {ce / tt:.2f}x "
+               f"| {TARGETS[name]} | {s['captured']} -> {s['final']} ({s['kernels']} fused) |")
+        if args.torch_compile and name in HEAVY: row += ' - |'
+        elif args.torch_compile:
+            tc2 = torch.compile(tstep)
+            for _ in range(3): tc2(tx, ty)
+            tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
+            row += f' {tcc * 1e3:.3f} |'
+        print(row, flush=True)
+    print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
+    print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, MINIMA_CACHE=d)
+        for what in ('cold (empty kernel cache)', 'from the disk cache'):
+            r = subprocess.run([sys.executable, __file__, '--compile-time', 'mlp'], env=env, capture_output=True,
+                               text=True, check=True)
+            print(f'| {what} | {r.stdout.strip()} |')
+
+if __name__ == '__main__': main()

@@ -1,0 +1,189 @@
+"""`minima.compile`: compiled steps against eager minima (same losses and parameters over 50 steps, dropout and batch
+norm included), guards, the capture errors, and random op programs (forward and gradient) compiled and compared."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, HealthCheck, strategies as st
+import minima as mi
+from minima import nn, optim, init
+from minima.compile import CaptureError
+
+def mlp(drop):
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Dropout(drop), nn.Linear(16, 5))
+
+def cnn(drop):
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(drop),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 3, 5))
+
+def train(make, shape, compiled, steps=50, drop=0.3, backend='c'):
+    "Losses and final parameters (and buffers) of `steps` SGD-momentum steps, eager or compiled, from one seed."
+    init.manual_seed(0)
+    m = make(drop)
+    opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    lossf = nn.CrossEntropyLoss()
+    rng = np.random.default_rng(1)
+    xs = [mi.Tensor(rng.standard_normal(shape).astype('float32'), requires_grad=False) for _ in range(3)]
+    ys = [mi.Tensor(rng.integers(0, 5, shape[0])) for _ in range(3)]
+    def step(x, y):
+        opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
+        return loss
+    f = mi.compile(step, backend=backend) if compiled else step
+    init.manual_seed(2)   # the dropout masks: compiled replays draw from the same generator, in the same order
+    losses = [float(f(xs[i % 3], ys[i % 3]).numpy()) for i in range(steps)]
+    state = [p.numpy() for p in m.parameters()] + [b.numpy() for _, b in m.named_buffers()]
+    return np.array(losses), state, f
+
+@pytest.mark.parametrize('make,shape', [(mlp, (8, 12)), (cnn, (6, 1, 6, 6))], ids=['mlp', 'cnn'])
+def test_compiled_matches_eager(make, shape):
+    le, se, _ = train(make, shape, False)
+    lc, sc, f = train(make, shape, True)
+    assert f.program is not None and f.captures == 2   # one eager call, two captures, 47 replays
+    np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    assert f.program.stats['kernels'] > 0
+    d = f.program.draw()
+    assert d.n_nodes == len(f.program.instrs) and d.n_edges > d.n_nodes // 2 and d.svg.startswith('<svg')
+
+def test_numba_backend_matches_eager():
+    "The fallback backend (numba) generates the same kernels in Python; same check, fewer steps."
+    pytest.importorskip('numba')
+    le, se, _ = train(mlp, (8, 12), False, steps=10)
+    lc, sc, f = train(mlp, (8, 12), True, steps=10, backend='numba')
+    assert f.program.backend == 'numba' and all(k.lang == 'numba' for k in f.program.kernels)
+    np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+def test_dropout_masks_change_between_replays():
+    "Random ops draw fresh numbers on every replay (the same numbers as eager, but not the same every step)."
+    init.manual_seed(0)
+    x = mi.Tensor(np.ones((4, 50), 'float32'), requires_grad=False)
+    f = mi.compile(lambda x: mi.nn.functional.dropout(x, 0.5) * 1.0)
+    masks = [f(x).numpy().copy() for _ in range(6)]
+    assert f.program is not None
+    assert not np.array_equal(masks[4], masks[5]) and set(np.unique(masks[5])) <= {0.0, 2.0}
+
+def test_shape_change_captures_again():
+    init.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    f = mi.compile(lambda x: (lin(x) * 2.0).sum())
+    a, b = (mi.Tensor(np.random.default_rng(i).standard_normal((n, 3)).astype('float32')) for i, n in ((0, 4), (1, 7)))
+    for _ in range(4): f(a)
+    assert f.captures == 2
+    for _ in range(4): out = f(b)
+    assert f.captures == 4 and len(f.programs) == 2
+    np.testing.assert_allclose(out.numpy(), (lin(b) * 2.0).sum().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(a).numpy(), (lin(a) * 2.0).sum().numpy(), rtol=1e-6)   # the first program still
+    assert f.captures == 4
+
+def test_train_eval_and_grad_mode_are_guards():
+    init.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
+    f = mi.compile(lambda x: m(x))
+    x = mi.Tensor(np.ones((2, 3), 'float32'))
+    for _ in range(4): f(x)
+    m.eval()
+    for _ in range(4): y = f(x)
+    assert f.captures == 4
+    np.testing.assert_allclose(y.numpy(), m(x).numpy(), rtol=1e-6)
+    with mi.no_grad():
+        for _ in range(4): f(x)
+    assert f.captures == 6
+
+def test_item_inside_is_a_clear_error():
+    lin = nn.Linear(3, 1)
+    def step(x):
+        loss = lin(x).sum()
+        if loss.item() > 0: loss = loss * 2.0
+        return loss
+    f = mi.compile(step)
+    x = mi.Tensor(np.ones((2, 3), 'float32'))
+    f(x)   # the first call runs eagerly
+    with pytest.raises(CaptureError, match=r"test_compile.py:\d+ `if loss.item\(\) > 0: loss = loss \* 2.0`"):
+        f(x)
+
+def test_changing_python_numbers_are_an_error():
+    "Adam's bias correction is a Python number that changes every step: capture says so instead of baking it in."
+    init.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    opt = optim.Adam(lin.parameters(), lr=0.01)
+    x = mi.Tensor(np.ones((2, 3), 'float32'))
+    def step(x):
+        opt.zero_grad(); loss = lin(x).sum(); loss.backward(); opt.step(); return loss
+    f = mi.compile(step)
+    with pytest.raises(CaptureError, match='a value changed between two calls'):
+        for _ in range(3): f(x)
+
+# random programs: forward and gradient, compiled against eager
+UNARY = {'exp': lambda h: (h * 0.3).exp(), 'tanh': lambda h: h.tanh(), 'relu': lambda h: h.relu(),
+         'sigmoid': lambda h: h.sigmoid(), 'square': lambda h: h * h, 'log1p_abs': lambda h: (h.abs() + 1.0).log(),
+         'neg': lambda h: -h, 'scale': lambda h: h * 1.7 - 0.2}
+BINARY = {'add_b': lambda h, b: h + b.broadcast_to(h.shape), 'mul_b': lambda h, b: h * b.broadcast_to(h.shape),
+          'max_b': lambda h, b: mi.maximum(h, b.broadcast_to(h.shape)),
+          'div_b': lambda h, b: h / (b * b + 1.0).broadcast_to(h.shape),
+          'matmul': lambda h, w: h @ w, 'rowsum': lambda h, b: h - h.sum(1, keepdims=True).broadcast_to(h.shape) / 4.0,
+          'softmax': lambda h, b: mi.nn.functional.softmax(h, -1)}
+
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
+@given(ops=st.lists(st.sampled_from(sorted(UNARY) + sorted(BINARY)), min_size=1, max_size=6), seed=st.integers(0, 999),
+       fuse=st.booleans())
+def test_random_programs(ops, seed, fuse):
+    rng = np.random.default_rng(seed)
+    def fn(a, b, w, up):
+        h = a
+        for name in ops:
+            if name in UNARY: h = UNARY[name](h)
+            else: h = BINARY[name](h, w if name == 'matmul' else b)
+        loss = (h * up).sum()
+        return (loss,) + mi.grad(loss, [a, b, w])
+    T = lambda *s: mi.Tensor(rng.standard_normal(s).astype('float32'), requires_grad=True)
+    f = mi.compile(fn, fuse=fuse)
+    for i in range(5):   # calls 4 and 5 replay, on new arguments
+        args = (T(3, 4), T(4), T(4, 4), T(3, 4))
+        got = f(*args)
+        want = fn(*args)
+        for g, e in zip(got, want): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-5, atol=2e-5)
+    assert f.program is not None
+
+def test_fused_kernels_on_the_cuda_emulator(tmp_path):
+    "The CUDA C generated for each fused kernel of a training step computes what the CPU kernel computes."
+    import ctypes, shutil, subprocess, sys
+    from pathlib import Path
+    from minima.compile import cuda_source, _c_arg
+    if not shutil.which('g++'): pytest.skip('the CUDA emulator needs g++')
+    emu = Path(__file__).resolve().parents[1] / 'tools' / 'cuda_emu'
+    sys.path.insert(0, str(emu))
+    from build import translate
+    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
+    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
+    assert len(fused) >= 4 and any(len(i.args[1]) > 1 for i in fused)   # strided (broadcast) loads included
+    src = ['#include "cuda_runtime.h"']
+    for j, ins in enumerate(fused):
+        cu = translate(cuda_source(ins))
+        src.append(cu.replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}('))
+    (tmp_path / 'k.cpp').write_text('\n'.join(src))
+    subprocess.run(['g++', '-std=c++20', '-O1', '-shared', '-fPIC', '-w', f'-I{emu}', '-o', str(tmp_path / 'k.so'),
+                    str(tmp_path / 'k.cpp')], check=True)
+    lib = ctypes.CDLL(str(tmp_path / 'k.so'))
+    rng = np.random.default_rng(0)
+    for j, ins in enumerate(fused):
+        spec = ins.args[4]
+        bufs = [v for t, v in spec if t == 'buf']
+        init_ = {b: (rng.random(b.size) > 0.5 if b.dtype == 'bool' else rng.standard_normal(b.size)).astype(b.dtype)
+                 for b in bufs}
+        cpu, gpu = {b: a.copy() for b, a in init_.items()}, {b: a.copy() for b, a in init_.items()}
+        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
+        getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in spec])
+        for b in bufs: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
+
+def test_attention_dropout_draws_like_eager():
+    "scaled_dot_product_attention draws its dropout mask on the host (rng.random(shape) >= p): replayed afresh."
+    sdpa = mi.nn.functional.scaled_dot_product_attention
+    rng = np.random.default_rng(0)
+    q, k, v = (mi.Tensor(rng.standard_normal((2, 3, 5, 4)).astype('float32')) for _ in range(3))
+    fn = lambda q, k, v: sdpa(q, k, v, dropout_p=0.4, is_causal=True)
+    outs = {}
+    for compiled in (False, True):
+        f = mi.compile(fn) if compiled else fn
+        init.manual_seed(3)
+        outs[compiled] = [f(q, k, v).numpy().copy() for _ in range(6)]
+    assert not np.allclose(outs[True][4], outs[True][5])
+    for a, b in zip(outs[False], outs[True]): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
