@@ -44,7 +44,7 @@ def test_views_share_memory(rng):
 def test_linear(rng):
     m, tm = nn.Linear(5, 3), torch.nn.Linear(5, 3)
     with torch.no_grad():
-        tm.weight.copy_(torch.tensor(m.weight.numpy().T)); tm.bias.copy_(torch.tensor(m.bias.numpy().ravel()))
+        tm.weight.copy_(torch.tensor(m.weight.numpy())); tm.bias.copy_(torch.tensor(m.bias.numpy()))
     x = rng.standard_normal((4, 5)).astype('float32')
     xt = mi.Tensor(x)
     y = m(xt)
@@ -53,7 +53,7 @@ def test_linear(rng):
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **TOL)
     g = rng.standard_normal((4, 3)).astype('float32')
     y.backward(mi.Tensor(g)); ty.backward(torch.tensor(g))
-    np.testing.assert_allclose(m.weight.grad.numpy(), tm.weight.grad.numpy().T, **TOL)
+    np.testing.assert_allclose(m.weight.grad.numpy(), tm.weight.grad.numpy(), **TOL)
     np.testing.assert_allclose(m.bias.grad.numpy().ravel(), tm.bias.grad.numpy(), **TOL)
     np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), **TOL)
 
@@ -66,7 +66,7 @@ def test_simple_layers(rng):
     lin = nn.Linear(8, 8)
     seq = nn.Sequential(nn.Flatten(), nn.Residual(nn.Sequential(lin, nn.ReLU())))
     f = x.reshape(3, 8)
-    ref = f + np.maximum(f @ lin.weight.numpy() + lin.bias.numpy(), 0)
+    ref = f + np.maximum(f @ lin.weight.numpy().T + lin.bias.numpy(), 0)
     np.testing.assert_allclose(seq(mi.Tensor(x)).numpy(), ref, **TOL)
 
 

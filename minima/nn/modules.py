@@ -272,20 +272,26 @@ class Residual(Module):
 
 # %% ../../nbs/10_nn.ipynb
 class Linear(Module):
-    "`y = x @ weight + bias`, weight `(in_features, out_features)`, bias `(1, out_features)` (needle's layout)."
+    """`y = x @ weight.T + bias` with torch's layout and initialisation: weight `(out_features, in_features)`, bias
+    `(out_features,)`, both uniform in `±1/sqrt(in_features)`. `Linear(5, 3)(x)` for x `(..., 5)`."""
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(init.kaiming_uniform(in_features, out_features, device=device, dtype=dtype))
-        b = 1 / math.sqrt(in_features)
-        self.bias = Parameter(init.rand(1, out_features, low=-b, high=b, device=device, dtype=dtype)) if bias else None
+        self.weight = Parameter(init.zeros(out_features, in_features, device=device, dtype=dtype))
+        self.bias = Parameter(init.zeros(out_features, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+    def reset_parameters(self):
+        "Draw weight and bias again, uniformly in `±1/sqrt(in_features)` (torch's default)."
+        b = 1 / math.sqrt(self.in_features) if self.in_features else 0.0
+        for p in (self.weight, self.bias):
+            if p is not None: p.cached_data = init.rand(*p.shape, low=-b, high=b, device=p.device, dtype=p.dtype).cached_data
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
-    def forward(self, X):
-        if X.shape[-1] != self.in_features:
+    def forward(self, x):
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear({self.extra_repr()}): expected input with {self.in_features} features in its "
-                             f"last dimension, got {X.shape[-1]} (input shape {X.shape})")
-        if self.bias is None: return X @ self.weight
-        return affine(X, self.weight, self.bias)
+                             f"last dimension, got {x.shape[-1] if x.ndim else 0} (input shape {x.shape})")
+        if self.bias is None: return LinearOp(True)(x, self.weight)
+        return LinearOp(True)(x, self.weight, self.bias)
 
 # %% ../../nbs/10_nn.ipynb
 def _check_features(layer, x, axis, n):

@@ -1004,24 +1004,31 @@ def _ones_row(a: NDArray) -> NDArray:
     return _ONES[key]
 
 class LinearOp(TensorOp):
-    "`x @ weight + bias` for `x` `(..., in)`, `weight` `(in, out)`, `bias` `(1, out)`, as one op."
-    def compute(self, x: NDArray, w: NDArray, b: NDArray):
+    """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
+    `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be left out."""
+    def __init__(self, transposed=False): self.transposed = transposed
+    def compute(self, x: NDArray, w: NDArray, b: NDArray = None):
         x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
-        y = x2 @ w + b
-        return y.reshape(x.shape[:-1] + (w.shape[1],)) if x.ndim != 2 else y
+        y = x2 @ (w.permute((1, 0)) if self.transposed else w)
+        if b is not None: y = y + b
+        return y.reshape(x.shape[:-1] + (y.shape[1],)) if x.ndim != 2 else y
     def gradient(self, g, node):
-        x, w, b = node.inputs
-        k, m = w.shape
+        x, w = node.inputs[:2]
+        b = node.inputs[2] if len(node.inputs) > 2 else None
+        k, m, t = x.shape[-1], g.shape[-1], self.transposed
         if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
-            g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
-            gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            gb = (_ones_row(g2) @ g2).reshape(b.shape)
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(gb)
+            g2, x2, wd = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data
+            gx = (g2 @ (wd if t else wd.permute((1, 0)))).reshape(x.shape) if x.requires_grad else None
+            gw = g2.permute((1, 0)) @ x2 if t else x2.permute((1, 0)) @ g2
+            out = (None if gx is None else Tensor.make_const(gx), Tensor.make_const(gw))
+            return out if b is None else out + (Tensor.make_const((_ones_row(g2) @ g2).reshape(b.shape)),)
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True).reshape(b.shape)
+        gx = (g2 @ (w if t else w.transpose())).reshape(x.shape)
+        out = (gx, g2.transpose() @ x2 if t else x2.transpose() @ g2)
+        return out if b is None else out + (g2.sum((0,), keepdims=True).reshape(b.shape),)
 
 def affine(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: the op behind `nn.Linear`."
+    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
     if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
     _same_place('affine', x, weight=weight, bias=bias)
     out = weight.shape[-1]
@@ -1038,11 +1045,11 @@ def linear(x, weight, bias=None) -> Tensor:
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} and weight {weight.shape} do not fit: expected a weight "
                          f"(out_features, {x.shape[-1] if x.ndim else '?'})")
-    if bias is None: return x @ weight.transpose()
+    if bias is None: return LinearOp(True)(x, weight)
     if bias.shape != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
                          f"got {bias.shape}")
-    return LinearOp()(x, weight.transpose(), bias.reshape((1, -1)))
+    return LinearOp(True)(x, weight, bias)
 
 register_op('affine', affine, lambda T, x, w, b: x @ w + b,
             [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp)
