@@ -22,6 +22,6 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot']
 
-# %% ../../nbs/15_attention.ipynb 28
+# %% ../../nbs/15_attention.ipynb 29
 from ..ops.attention import scaled_dot_product_attention, layer_norm
 _all_ = ['scaled_dot_product_attention', 'layer_norm']

@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -444,7 +444,8 @@ register_op('avg_pool2d', lambda x, **kw: avg_pool2d(x, **kw), lambda T, x, **kw
 # %% ../../nbs/08_nn_functional.ipynb
 def _index_tensor(indices, x, op) -> Tensor:
     if not isinstance(indices, Tensor): indices = Tensor(np.asarray(indices), device=x.device, requires_grad=False)
-    if indices.dtype != 'int64': raise TypeError(f"{op}: indices must be integers (int64), got dtype {indices.dtype}")
+    if indices.dtype == 'int32': return Tensor(indices.cached_data.astype('int64'), requires_grad=False)  # as torch
+    if indices.dtype != 'int64': raise TypeError(f"{op}: indices must be integers (int64 or int32), got dtype {indices.dtype}")
     return indices
 
 def _norm_axis(axis, ndim, op):
@@ -615,7 +616,11 @@ def _loss_setup(op, x, target, weight, reduction, ignore_index):
     _check_tensor(x, 'input', op)
     if reduction not in ('none', 'mean', 'sum'): raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, requires_grad=False)
-    if target.dtype != 'int64': raise TypeError(f"{op}: target must hold integer class indices (int64), got dtype {target.dtype}")
+    if target.dtype in ('int8', 'int16', 'int32', 'uint8'):   # torch accepts these and reads them as class indices
+        target = Tensor(target.cached_data.astype('int64'), requires_grad=False)
+    if target.dtype != 'int64':
+        raise TypeError(f"{op}: target must hold integer class indices, got dtype {target.dtype}"
+                        + (" (class probabilities need a target of the input's shape)" if op == 'cross_entropy' else ''))
     for name, t in (('target', target), ('weight', weight)):
         if isinstance(t, Tensor) and t.device != x.device:
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
@@ -695,6 +700,9 @@ def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, l
     target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
     if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    if isinstance(target, Tensor) and target.dtype in ('float16', 'float32', 'float64') and isinstance(x, Tensor) \
+            and target.shape == x.shape and x.ndim:
+        return _soft_cross_entropy(x, target, weight, reduction, label_smoothing)
     target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
     loss = CrossEntropy(reduction, ignore_index)(x, target, weight)
     return _smoothed(loss, x, target, weight, reduction, ignore_index, label_smoothing) if label_smoothing else loss
@@ -709,8 +717,30 @@ def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
     elif reduction == 'sum': total = smooth.sum()
     else:
         t = NDArray.where(keep.cached_data != 0, target.cached_data, zeros((), dtype='int64', device=x.device))
-        total = smooth.sum() / Tensor.make_const((weight.cached_data.take(t) * keep.cached_data).sum())
+        tot = (weight.cached_data.take(t) * keep.cached_data).sum()   # every target ignored: divide by 1, as torch
+        total = smooth.sum() / Tensor.make_const(NDArray.where(tot == 0, full((), 1, dtype=tot.dtype, device=tot.device), tot))
     return loss * (1 - eps) + total * (eps / C)
+
+def _soft_cross_entropy(x, target, weight, reduction, eps):
+    """torch's cross-entropy against class probabilities (mixup, distillation): `-Σ_c w_c t_c log p_c` per example,
+    the mean dividing by the number of examples; `label_smoothing` mixes `t` with the uniform distribution."""
+    op = 'cross_entropy'
+    if target.dtype != x.dtype:
+        raise TypeError(f"{op}: class-probability target has dtype {target.dtype} but the input has dtype {x.dtype}")
+    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if reduction not in ('none', 'mean', 'sum'):
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    ax = 1 if x.ndim > 1 else 0
+    C, kshape = x.shape[ax], tuple(x.shape[ax] if i == ax else 1 for i in range(x.ndim))
+    if eps: target = target * (1 - eps) + eps / C
+    lp = log_softmax(x, ax)
+    if weight is not None:
+        _check_tensor(weight, 'weight', op)
+        if weight.shape != (C,): raise ValueError(f"{op}: weight must have shape ({C},), got {weight.shape}")
+        lp = lp * weight.reshape(kshape).broadcast_to(x.shape)
+    loss = -(lp * target).sum((ax,))
+    if reduction == 'none': return loss
+    return loss.sum() if reduction == 'sum' else loss.sum() / max(x.size // C, 1)
 
 register_op('cross_entropy', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _LOSS, op=CrossEntropy,
             make_inputs=_loss_inputs, grad=(0,))
@@ -719,7 +749,19 @@ _SMOOTH = [case((4, 5), (4,), label_smoothing=0.1), case((6, 3), (6,), use_weigh
            case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True, label_smoothing=0.15, reduction='sum'),
            case((5, 4), (5,), ignore=True, label_smoothing=0.4, reduction='none'), case((5,), (), label_smoothing=0.5)]
 register_op('cross_entropy_smoothed', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _SMOOTH,
-            make_inputs=_loss_inputs, grad=(0,));
+            make_inputs=_loss_inputs, grad=(0,))
+
+def _soft_inputs(rng, shapes, use_weight=False, **kw):
+    "Logits and a class-probability target of the same shape (rows sum to 1 along the class axis)."
+    ax = 1 if len(shapes[0]) > 1 else 0
+    t = rng.uniform(0.1, 1.0, shapes[0])
+    out = [rng.standard_normal(shapes[0]), t / t.sum(ax, keepdims=True)]
+    return out + [rng.uniform(0.5, 2.0, (shapes[0][ax],))] if use_weight else out
+
+register_op('cross_entropy_soft', _loss_fn(cross_entropy), _loss_ref('cross_entropy'),
+            [case((4, 5), (4, 5)), case((3, 4, 2), (3, 4, 2), use_weight=True, reduction='sum'),
+             case((6, 3), (6, 3), label_smoothing=0.2, reduction='none'), case((5,), (5,), label_smoothing=0.1)],
+            make_inputs=_soft_inputs, grad=(0, 1));
 
 # %% ../../nbs/08_nn_functional.ipynb
 _FALLBACK_RNG = [np.random.default_rng()]
@@ -898,6 +940,17 @@ def _weights(op, x, weight, name='weight'):
     try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
     except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
 
+class BinaryCrossEntropy(TensorOp):
+    """`-(t log p + (1 - t) log(1 - p))` elementwise, each log clamped at -100, with torch's gradient
+    `(p - t) / max(p (1 - p), 1e-12)`: finite at p = 0 and p = 1, where the clamped composition gives 0 * inf = NaN."""
+    def compute(self, p: NDArray, t: NDArray):
+        return -(t * p.log().maximum(-100.0) + (1 - t) * (1 - p).log().maximum(-100.0))
+    def gradient(self, g, node):
+        p, t = node.inputs
+        gp = g * (p - t) / clamp(p * (1 - p), lo=1e-12)
+        if not t.requires_grad: return gp, None
+        return gp, g * (clamp(log(1 - p), lo=-100.0) - clamp(log(p), lo=-100.0))
+
 def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
     """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
     `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
@@ -905,7 +958,7 @@ def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor
     if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
         raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
                          "binary_cross_entropy_with_logits")
-    loss = -(t * clamp(log(input), lo=-100.0) + (1 - t) * clamp(log(1 - input), lo=-100.0))
+    loss = BinaryCrossEntropy()(input, t)
     w = _weights('binary_cross_entropy', input, weight)
     return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
 
@@ -975,7 +1028,8 @@ register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
 register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
             lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
             [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
-             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,))
+             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,),
+            op=BinaryCrossEntropy)
 register_op('binary_cross_entropy_with_logits',
             lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
                 x, t, None if pw else w, pos_weight=w if pw else None, **kw),
