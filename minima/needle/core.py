@@ -394,7 +394,7 @@ class SGD(_mopt.Optimizer):
 class Adam(_mopt.Adam):
     "needle's Adam: torch's update rule with needle's default `lr=0.01`."
     def __init__(self, params, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
-        super().__init__(params, lr, beta1, beta2, eps, weight_decay)
+        super().__init__(params, lr, (beta1, beta2), eps, weight_decay)
 
 optim = namespace('optim', _mopt, SGD, Adam)
 
