@@ -94,8 +94,8 @@ class Net(nn.Module):
 def test_module_plumbing():
     net = Net()
     names = [n for n, _ in net.named_parameters()]
-    assert names == ['body.0.weight', 'body.0.bias', 'body.1.weight', 'body.1.bias', 'heads.0.weight', 'heads.0.bias',
-                     'heads.1.weight', 'heads.1.bias', 'scale']
+    assert names == ['scale', 'body.0.weight', 'body.0.bias', 'body.1.weight', 'body.1.bias', 'heads.0.weight',
+                     'heads.0.bias', 'heads.1.weight', 'heads.1.bias']   # torch's order: own parameters, then children
     assert len(net.parameters()) == 9 and all(isinstance(p, nn.Parameter) and p.requires_grad for p in net.parameters())
     assert [n for n, _ in net.named_buffers()] == ['body.1.running_mean', 'body.1.running_var', 'body.1.num_batches_tracked']
     net.eval(); assert not any(m.training for m in net.modules())

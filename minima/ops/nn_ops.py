@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -1262,3 +1262,123 @@ def _sce_inputs(rng, shapes):
 register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
+
+# %% ../../nbs/10_nn.ipynb 43
+from .elementwise import where as _where, exp as _exp, absolute as _abs
+from .movement import stack as _stack
+
+def leaky_relu(x, negative_slope=0.01, inplace=False) -> Tensor:
+    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (out of place)."
+    _check_tensor(x, 'input', 'leaky_relu')
+    return _where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
+    "Standardise each group of `C / num_groups` channels of `(N, C, *)` over the group and `*`, then scale and shift."
+    _check_tensor(x, 'input', 'group_norm')
+    if x.ndim < 2 or x.shape[1] % num_groups:
+        raise ValueError(f"group_norm: expected (N, C, ...) with C divisible by num_groups={num_groups}, got {x.shape}")
+    N, C = x.shape[:2]
+    xr = x.reshape((N, num_groups, -1))
+    n = xr.shape[2]
+    xc = xr - (xr.sum((2,), keepdims=True) / n).broadcast_to(xr.shape)
+    var = (xc * xc).sum((2,), keepdims=True) / n
+    y = (xc / ((var + eps) ** 0.5).broadcast_to(xr.shape)).reshape(x.shape)
+    k = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None: y = y * weight.reshape(k).broadcast_to(x.shape)
+    if bias is not None: y = y + bias.reshape(k).broadcast_to(x.shape)
+    return y
+
+def _one(v, name, op):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1: raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    return v
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    "1-d convolution of `(N, C_in, L)` with `weight` `(C_out, C_in/groups, k)`, as `torch.nn.functional.conv1d`."
+    _check_tensor(x, 'input', 'conv1d')
+    if x.ndim not in (2, 3) or weight.ndim != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got {x.shape} "
+                         f"and {weight.shape}")
+    unb = x.ndim == 2
+    x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
+    p = _one(padding, 'padding', 'conv1d')
+    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, _one(stride, 'stride', 'conv1d')),
+               p if isinstance(p, str) else (0, p), (1, _one(dilation, 'dilation', 'conv1d')), groups)
+    return y.reshape((y.shape[1], y.shape[3])) if unb else y.reshape((y.shape[0], y.shape[1], y.shape[3]))
+
+def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
+    _check_tensor(x, 'input', op)
+    if x.ndim not in (2, 3): raise ValueError(f"{op}: expected input (N, C, L) or (C, L), got {x.shape}")
+    k = _one(kernel_size, 'kernel_size', op)
+    s = k if stride is None else _one(stride, 'stride', op)
+    y = f(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, k), (1, s), (0, _one(padding, 'padding', op)), **kw)
+    return y.reshape(y.shape[:-2] + y.shape[-1:])
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
+    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d`."
+    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, _one(dilation, 'dilation',
+                   'max_pool1d')), ceil_mode=ceil_mode)
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."
+    return _pool1d(avg_pool2d, x, kernel_size, stride, padding, 'avg_pool1d', ceil_mode=ceil_mode,
+                   count_include_pad=count_include_pad)
+
+def adaptive_avg_pool2d(x, output_size) -> Tensor:
+    "Average `(N, C, H, W)` onto an `output_size` grid of nearly equal cells, as torch's function of that name."
+    _check_tensor(x, 'input', 'adaptive_avg_pool2d')
+    if x.ndim not in (3, 4): raise ValueError(f"adaptive_avg_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
+    H, W = x.shape[-2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    if H % oh == 0 and W % ow == 0: return avg_pool2d(x, (H // oh, W // ow))
+    rows = []
+    for i in range(oh):
+        h0, h1 = (i * H) // oh, -(-((i + 1) * H) // oh)
+        cols = [x[..., h0:h1, (j * W) // ow:-(-((j + 1) * W) // ow)].sum((x.ndim - 2, x.ndim - 1))
+                / ((h1 - h0) * (-(-((j + 1) * W) // ow) - (j * W) // ow)) for j in range(ow)]
+        rows.append(_stack(cols, -1))
+    return _stack(rows, -2)
+
+def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
+    "Resize the trailing 1 or 2 spatial axes; `mode='nearest'` (torch's default) only: row `floor(i * in / out)`."
+    _check_tensor(x, 'input', 'interpolate')
+    if mode != 'nearest':
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest' is")
+    nsp = x.ndim - 2
+    if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
+    if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
+    ins = x.shape[2:]
+    if size is not None: outs = (size,) * nsp if isinstance(size, numbers.Integral) else tuple(size)
+    else:
+        sf = (scale_factor,) * nsp if isinstance(scale_factor, numbers.Real) else tuple(scale_factor)
+        outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
+    for ax, (n, m) in enumerate(zip(ins, outs)):
+        scale = n / m if size is not None else 1 / sf[ax]
+        idx = np.minimum(np.floor(np.arange(m) * scale).astype('int64'), n - 1)
+        x = take(x, Tensor(idx, device=x.device, requires_grad=False), 2 + ax)
+    return x
+
+def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Tensor:
+    "`0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`, as `torch.nn.functional.smooth_l1_loss`."
+    d = input - _target('smooth_l1_loss', input, target)
+    if beta == 0: return _reduce(_abs(d), reduction, 'smooth_l1_loss')
+    small = Tensor.make_const(d.cached_data.abs() < beta)
+    return _reduce(_where(small, d * d * (0.5 / beta), _abs(d) - 0.5 * beta), reduction, 'smooth_l1_loss')
+
+def huber_loss(input, target, reduction='mean', delta=1.0) -> Tensor:
+    "`0.5 d²` where `|d| < delta`, else `delta (|d| - 0.5 delta)`, as `torch.nn.functional.huber_loss`."
+    d = input - _target('huber_loss', input, target)
+    small = Tensor.make_const(d.cached_data.abs() < delta)
+    return _reduce(_where(small, d * d * 0.5, (_abs(d) - 0.5 * delta) * delta), reduction, 'huber_loss')
+
+def kl_div(input, target, reduction='mean', log_target=False) -> Tensor:
+    "KL divergence of `target` from log-probabilities `input`: `t (log t - input)` summed as `reduction` says."
+    t = _target('kl_div', input, target)
+    if log_target: loss = _exp(t) * (t - input)
+    else:
+        pos = Tensor.make_const(t.cached_data > 0)
+        loss = t * _where(pos, log(_where(pos, t, 1.0)), 0.0) - t * input
+    if reduction == 'batchmean': return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction, 'kl_div')
