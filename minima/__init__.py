@@ -1,5 +1,6 @@
 __version__ = "0.1.0"
-"""minima: a literate, notebook-driven deep-learning framework (needle's API: `import minima as ndl` works)."""
+"""minima: a literate, notebook-driven deep-learning framework. `import minima` is torch's face (`import minima as torch`);
+`import minima.needle as ndl` is needle's."""
 from .backend_ndarray.device import cpu, cpu_numpy, cuda, default_device, all_devices
 from .autograd import (Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad, set_grad_enabled,
                        inference_mode)
@@ -9,6 +10,8 @@ from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.nn_ops import checkpoint
 from .init import manual_seed
+from . import utils                                                  # minima.utils.data (21b)
+from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)
 
 # torch's face: torch's functions and dtypes (`minima.zeros`, `minima.cat`, `minima.float32`, ...); the op classes and
 # needle's functional names stay in `minima.ops` (chapter *The torch face*, module `minima.ops.torch_face`).
@@ -19,7 +22,7 @@ globals().update(_torch_face.DTYPE_NAMES)
 import sys as _sys, types as _types
 
 __all__ = sorted(['Tensor', 'TensorTuple', 'no_grad', 'enable_grad', 'is_grad_enabled', 'grad', 'set_grad_enabled',
-                  'inference_mode', 'draw_graph', 'checkpoint', 'manual_seed', 'cpu', 'cpu_numpy', 'cuda',
+                  'inference_mode', 'draw_graph', 'checkpoint', 'manual_seed', 'save', 'load', 'cpu', 'cpu_numpy', 'cuda',
                   'default_device', 'all_devices', *_torch_face.TORCH_FUNCTIONS, *_torch_face.DTYPE_NAMES])
 
 def _api_dir(mod):

@@ -21,7 +21,7 @@ __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flat
            'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
            'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d',
            'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss',
-           'HuberLoss', 'KLDivLoss']
+           'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -809,3 +809,50 @@ class KLDivLoss(_Loss):
     "KL divergence with log-probability inputs, as `torch.nn.KLDivLoss` (`reduction='batchmean'` is the true KL)."
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
+
+# %% ../../nbs/10_nn.ipynb
+import io, json
+
+def _flatten_obj(obj, arrays):
+    "A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ..."
+    def put(a): name = f'a{len(arrays)}'; arrays[name] = a; return name
+    if isinstance(obj, (Tensor, NDArray)): return {'tensor': put(obj.numpy())}
+    if isinstance(obj, np.ndarray): return {'array': put(obj)}
+    if isinstance(obj, np.generic): obj = obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)): return {'value': obj}
+    if isinstance(obj, dict):
+        return {'dict': [[_flatten_obj(k, arrays), _flatten_obj(v, arrays)] for k, v in obj.items()],
+                'ordered': isinstance(obj, OrderedDict)}
+    if isinstance(obj, (list, tuple)):
+        return {type(obj).__name__ if type(obj) in (list, tuple) else 'tuple': [_flatten_obj(v, arrays) for v in obj]}
+    raise TypeError(f"save: cannot save a {type(obj).__name__} (minima saves dicts, lists, tuples, numbers, strings, "
+                    "arrays and Tensors, without pickling; save a module's state_dict())")
+
+def _unflatten_obj(d, arrays):
+    if 'tensor' in d: return Tensor(arrays[d['tensor']], dtype=str(arrays[d['tensor']].dtype), requires_grad=False)
+    if 'array' in d: return arrays[d['array']]
+    if 'value' in d: return d['value']
+    if 'dict' in d:
+        items = [(_unflatten_obj(k, arrays), _unflatten_obj(v, arrays)) for k, v in d['dict']]
+        return OrderedDict(items) if d.get('ordered') else dict(items)
+    if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
+    return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
+
+def save_object(obj, f):
+    "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
+    arrays = {}
+    spec = _flatten_obj(obj, arrays)
+    arrays['__spec__'] = np.array(json.dumps(spec))
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, 'wb') as fh: np.savez(fh, **arrays)
+    else: np.savez(f, **arrays)
+
+def load_object(f, map_location=None, weights_only=True):
+    "`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file."
+    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f) and os.path.exists(f'{f}.npz'): f = f'{f}.npz'
+    with np.load(f, allow_pickle=False) as z:
+        if '__spec__' not in z.files:
+            raise ValueError(f"load: {f} was not written by minima.save (no '__spec__' entry); for a module's "
+                             ".npz use module.load(path)")
+        arrays = {k: z[k] for k in z.files}
+    return _unflatten_obj(json.loads(str(arrays.pop('__spec__'))), arrays)
