@@ -59,6 +59,15 @@ class Tensor(_ag.Tensor):
         return self + (-other) if isinstance(other, _ag.Tensor) else super().__sub__(other)
     def __rsub__(self, other):
         return other + (-self) if isinstance(other, _ag.Tensor) else super().__rsub__(other)
+    # needle's conventions where minima's Tensor now follows torch's:
+    def is_leaf(self): "needle calls it as a method (torch's is a property)."; return self.op is None
+    def split(self, axis=0, sizes=None): "needle's `split(axis, sizes)`."; return _ops.split(self, axis, sizes)
+    def squeeze(self, axes=None): "numpy's squeeze, which raises for a non-1 axis."; return _ops.squeeze(self, axes)
+    def max(self, axes=None, keepdims=False): "The maximum over `axes` (values only)."; return _ops.amax(self, axes, keepdims)
+    def __iadd__(self, other): return self + other      # needle rebinds the name: no in-place write, no leaf check
+    def __isub__(self, other): return self - other
+    def __imul__(self, other): return self * other
+    def __itruediv__(self, other): return self / other
 
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
