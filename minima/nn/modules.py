@@ -12,7 +12,7 @@ from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype
 from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm,
-                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair)
+                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair, _one)
 from . import functional as F
 
 # %% auto 0
@@ -318,6 +318,8 @@ class Sequential(Module):
     def _named_members(self):
         names = self.__dict__.get('_names') or [str(i) for i in range(len(self.modules_))]
         yield from zip(names, self.modules_)
+        for k, v in Module._named_members(self):   # anything registered beside the layers (a parameter, a buffer)
+            if not k.startswith('modules_'): yield k, v
     def __getattr__(self, k):   # children named by an OrderedDict, as torch's `seq.fc`
         names = self.__dict__.get('_names', ())
         if k in names: return self.modules_[names.index(k)]
