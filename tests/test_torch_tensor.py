@@ -377,3 +377,31 @@ def test_top_level_namespace_is_torchs():
     assert len([n for n in names if not n.startswith('_')]) < 200
     assert mi.ops.split(mi.zeros(2, 3), 1)[0].shape == (2,)   # needle's functional split stays in minima.ops
     assert mi.ops.transpose(mi.zeros(2, 3)).shape == (3, 2)
+
+
+def test_a_minima_folder_beside_a_script_does_not_shadow_the_package(tmp_path):
+    "Also (issue 21): the README's install is `editable_mode=compat`, which puts the clone on sys.path, so an empty"
+    " `minima/` folder beside the user's script (the clone itself) no longer makes `import minima` a namespace package."
+    import pathlib, subprocess, sys
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for f in ('README.md', '.ci/run'):
+        cmds = [l for l in (root / f).read_text().splitlines() if 'pip install -e' in l]
+        assert cmds and all('editable_mode=compat' in l for l in cmds), f
+    (tmp_path / 'minima').mkdir()
+    code = f"import sys; sys.path.append({str(root)!r}); import minima; print(minima.__file__); minima.zeros(1)"
+    out = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True,
+                         env={'PATH': '/usr/bin:/bin'})
+    assert out.returncode == 0 and out.stdout.strip() == str(root / 'minima' / '__init__.py'), out.stderr
+
+def test_max_with_dim_sends_the_gradient_to_the_returned_index_like_torch():
+    "torch's `max(dim)`: on ties the gradient goes to the index it returns; `amax` splits it (both as torch)."
+    a = np.array([[1., 3., 3.], [2., 2., 0.]])
+    for kind in ('max', 'min'):
+        for dim in (0, 1):
+            m, t = mi.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+            g = r(*getattr(t, kind)(dim).values.shape)
+            getattr(m, kind)(dim).values.backward(mi.tensor(g)); getattr(t, kind)(dim).values.backward(torch.tensor(g))
+            assert close(m.grad, t.grad) and (getattr(m, kind)(dim).indices.numpy() == getattr(t, kind)(dim).indices.numpy()).all()
+    m, t = mi.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    m.amax(1).sum().backward(); t.amax(1).sum().backward()
+    assert close(m.grad, t.grad)

@@ -61,9 +61,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data`, as `torch.tensor`: a numpy array keeps its dtype, Python floats become
     float32, ints int64 and bools bool. `tensor([[1., 2.], [3., 4.]])`."""
     if isinstance(data, Tensor): nd = data.cached_data
-    elif isinstance(data, np.ndarray):
+    elif isinstance(data, (np.ndarray, np.generic)):   # numpy data keeps its dtype
         if data.dtype.name not in DTYPES: raise TypeError(f"tensor: numpy dtype {data.dtype} is not supported")
-        nd = data
+        nd = np.asarray(data)
     else:
         a = np.asarray(data)
         nd = a.astype(_python_dtype(a)) if dtype is None else a
