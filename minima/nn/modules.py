@@ -381,6 +381,10 @@ class ModuleDict(Module):
         self._mods = {}
         if modules is not None: self.update(modules)
     def _named_members(self): yield from self._mods.items()
+    def __getattr__(self, k):   # `md.encoder` as torch
+        mods = self.__dict__.get('_mods', {})
+        if k in mods: return mods[k]
+        raise AttributeError(f"{type(self).__name__} has no attribute {k!r}")
     def __setitem__(self, k, m):
         if not isinstance(k, str): raise TypeError(f"ModuleDict: keys must be strings, got {k!r}")
         if not isinstance(m, Module): raise TypeError(f"ModuleDict: expected a Module for {k!r}, got {type(m).__name__}")
