@@ -41,6 +41,14 @@ def _members_in(name, v):
     elif isinstance(v, dict):
         for i, x in v.items(): yield from _members_in(f'{name}.{i}', x)
 
+class _ParamList(list):
+    "A list that is also an iterator over itself: `len(m.parameters())` (needle) and `next(m.parameters())` (torch)."
+    _pos = 0
+    def __next__(self):
+        if self._pos >= len(self): raise StopIteration
+        self._pos += 1
+        return self[self._pos - 1]
+
 class _HookHandle:
     "What `register_forward_hook` returns: `remove()` unregisters the hook."
     _next = [0]
@@ -140,8 +148,8 @@ class Module:
                 seen.add(id(p)); out.append((f'{name}.{k}' if name else k, p))
         return out
     def parameters(self, recurse=True) -> list:
-        "Every Parameter in the tree (needle's name)."
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+        "Every Parameter in the tree: a list (needle's), on which `next()` also works, as on torch's generator."
+        return _ParamList(p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix='', recurse=True, remove_duplicate=True):
         out, seen = [], set()

@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -599,7 +599,7 @@ def _loss_scale(out_grad: Tensor, wt: NDArray, reduction) -> Tensor:
         scale = wt / NDArray.where(tot == 0, full((), 1, dtype=wt.dtype, device=wt.device), tot)
     return out_grad.reshape((1,) * wt.ndim).broadcast_to(wt.shape) * _const(scale)
 
-class NLLLoss(TensorOp):
+class NegLogLikelihood(TensorOp):
     "Negative log-likelihood of `targets` under log-probs; inputs `(log_probs, target, weight)`."
     def __init__(self, reduction='mean', ignore_index=-100): self.reduction, self.ignore_index = reduction, ignore_index
     def compute(self, lp: NDArray, t: NDArray, w: NDArray):
@@ -646,7 +646,7 @@ def nll_loss(log_probs, target, weight=None, reduction='mean', ignore_index=-100
     """Negative log-likelihood, as `torch.nn.functional.nll_loss`: `log_probs` (N, C, ...) or (C,), `target` (N, ...).
     `nll_loss(Tensor([[0., -1.]]), Tensor([1]))` is `1.0`."""
     target, weight = _loss_setup('nll_loss', log_probs, target, weight, reduction, ignore_index)
-    return NLLLoss(reduction, ignore_index)(log_probs, target, weight)
+    return NegLogLikelihood(reduction, ignore_index)(log_probs, target, weight)
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _loss_inputs(rng, shapes, use_weight=False, ignore=False, **kw):
@@ -672,7 +672,7 @@ _LOSS = [case((4, 5), (4,)), case((4, 5), (4,), reduction='sum'), case((4, 5), (
          case((5, 4), (5,), ignore=True, ignore_index=2, reduction='sum'), case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True),
          case((2, 3, 5), (2, 5), reduction='none'), case((5,), ()), case((1, 3), (1,), use_weight=True)]
 
-register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NLLLoss, make_inputs=_loss_inputs, grad=(0,));
+register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NegLogLikelihood, make_inputs=_loss_inputs, grad=(0,));
 
 # %% ../../nbs/08_nn_functional.ipynb
 class CrossEntropy(TensorOp):
