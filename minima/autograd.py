@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_autograd.ipynb 4
 from __future__ import annotations
-import numbers
+import numbers, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
@@ -195,7 +195,7 @@ def _to_ndarray(array, device, dtype):
 
 class Tensor(Value):
     "An n-dimensional array that records the ops applied to it, for reverse-mode differentiation."
-    __slots__ = ('grad', '_retain', '_hooks')
+    __slots__ = ('grad', '_retain')
     __array_ufunc__ = None   # so `np.float32(2) * t` defers to Tensor.__rmul__ instead of returning a numpy array
 
     def __init__(self, array, *, device=None, dtype=None, requires_grad=True):
@@ -297,7 +297,8 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
     """Adjoints of every node that requires grad. `keep(node)` says whose adjoint to return. `free=True` marks each
     node passed as used up (torch frees what it saved), so that a second backward through it raises."""
     result = {}
-    with (enable_grad() if create_graph else no_grad()):
+    prev, _GRAD[0] = _GRAD[0], bool(create_graph)   # record the gradients' graph only with create_graph
+    try:
         order = find_topo_sort(outputs)
         adj = {}
         for o, g in zip(outputs, out_grads): adj.setdefault(id(o), []).append(g)
@@ -305,9 +306,8 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
             gs = adj.pop(id(node), None)
             if gs is None: continue
             g = _sum_grads(gs)
-            hooks = getattr(node, '_hooks', None)
-            if hooks:
-                for h in list(hooks.values()):
+            if _HOOKS and id(node) in _HOOKS:   # one truth test per node when no hook is registered
+                for h in list(_HOOKS[id(node)].values()):
                     r = h(g)
                     if r is not None: g = r
             if keep(node): result[id(node)] = (node, g)
@@ -322,6 +322,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
                     raise RuntimeError(f"{type(node.op).__name__}.gradient returned shape {gx.shape} for an input of shape {x.shape}")
                 if gx.dtype != x.dtype and isinstance(x, Tensor): gx = _cast(gx, x.dtype, create_graph)
                 adj.setdefault(id(x), []).append(gx)
+    finally: _GRAD[0] = prev
     return result
 
 def _check_out_grad(t, out_grad, what='backward'):
@@ -382,6 +383,8 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
     compute_gradient_of_variables(self, _check_out_grad(self, g), create_graph, retain, inputs)
 Tensor.backward = _backward
 
+_HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
+
 class _HookHandle:
     "What `register_hook` returns: `.remove()` takes the hook off again."
     def __init__(self, hooks, key): self.hooks, self.key = hooks, key
@@ -392,8 +395,10 @@ def _register_hook(self, hook) -> _HookHandle:
     tensor it returns replaces the gradient."""
     if not self.requires_grad:
         raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
-    hooks = getattr(self, '_hooks', None)
-    if hooks is None: hooks = self._hooks = {}
+    hooks = _HOOKS.get(id(self))
+    if hooks is None:
+        hooks = _HOOKS[id(self)] = {}
+        weakref.finalize(self, _HOOKS.pop, id(self), None)   # the hooks go when the tensor goes
     key = max(hooks, default=-1) + 1
     hooks[key] = hook
     return _HookHandle(hooks, key)
