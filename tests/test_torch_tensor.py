@@ -405,3 +405,12 @@ def test_max_with_dim_sends_the_gradient_to_the_returned_index_like_torch():
     m, t = mi.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
     m.amax(1).sum().backward(); t.amax(1).sum().backward()
     assert close(m.grad, t.grad)
+
+def test_norm_of_zeros_has_torchs_zero_gradient():
+    "The 2-norm at an all-zero vector: value 0 and gradient 0, as torch (sqrt alone would give NaN)."
+    for shape, dim in [((3,), None), ((2, 3), 1)]:
+        a = np.zeros(shape); a[-1:] = 0.0
+        if len(shape) == 2: a[0] = [1., 2., 2.]
+        m, t = mi.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        m.norm(dim=dim).sum().backward(); t.norm(dim=dim).sum().backward()
+        assert close(m.norm(dim=dim), t.norm(dim=dim)) and close(m.grad, t.grad)

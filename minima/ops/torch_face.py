@@ -504,7 +504,9 @@ def norm(input, p='fro', dim=None, keepdim=False) -> Tensor:
     "The vector p-norm over `dim` (all elements by default): 2 ('fro'), 1, inf, -inf or any positive p."
     _float_input(input, 'norm')
     axes = _dims(input, dim, 'norm')
-    if p in ('fro', 2, 2.0): return _ew.sqrt(_rd.summation(input * input, axes, keepdim))
+    if p in ('fro', 2, 2.0):   # s / sqrt(s) equals sqrt(s) and has torch's zero gradient at s = 0 (sqrt's is infinite)
+        sq = _rd.summation(input * input, axes, keepdim)
+        return sq / _ew.sqrt(_ew.where(_ew.equal(sq, 0), 1.0, sq))
     a = _ew.absolute(input)
     if p == math.inf: return _rd.amax(a, axes, keepdim)
     if p == -math.inf: return _rd.amin(a, axes, keepdim)
