@@ -414,3 +414,15 @@ def test_norm_of_zeros_has_torchs_zero_gradient():
         m, t = mi.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
         m.norm(dim=dim).sum().backward(); t.norm(dim=dim).sum().backward()
         assert close(m.norm(dim=dim), t.norm(dim=dim)) and close(m.grad, t.grad)
+
+def test_needle_keeps_its_conventions_beside_torchs():
+    "The torch face changed Tensor's methods; `minima.needle.Tensor` keeps needle's (is_leaf(), split(axis), +=)."
+    import minima.needle as ndl
+    a = np.arange(6.).reshape(2, 3)
+    n, t = ndl.Tensor(a), mi.tensor(a, requires_grad=True)
+    assert n.is_leaf() and t.is_leaf
+    assert len(n.split(1)) == 3 and n.split(1)[0].shape == (2,)       # needle: the slices along axis 1
+    assert len(t.split(1)) == 2 and t.split(1)[0].shape == (1, 3)     # torch: chunks of size 1 along dim 0
+    assert n.transpose().shape == (3, 2) == t.transpose(0, 1).shape == tuple(torch.tensor(a).transpose(0, 1).shape)
+    m = n; n += 1
+    assert m is not n and m.numpy()[0, 0] == 0.                         # needle's `+=` rebinds
