@@ -439,7 +439,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         elif not allow_unused:
             raise RuntimeError(f"grad: input {i} (shape {x.shape}) was not used to compute the outputs; "
                                "pass allow_unused=True to get None for it (as torch)")
-        elif materialize_grads: out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
+        elif materialize_grads:
+            out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
         else: out.append(None)
     return out[0] if single else tuple(out)
 

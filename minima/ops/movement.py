@@ -199,8 +199,8 @@ def _is_array_index(i):
 
 def _torch_index(idx):
     "torch reads a list holding sequences, slices, None or `...` as a tuple of indices (`x[[[0, 1], [1, 2]]]`)."
-    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None or i is Ellipsis
-                                     for i in idx):
+    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None
+                                     or i is Ellipsis for i in idx):
         return tuple(idx)
     return idx
 
@@ -304,7 +304,7 @@ def _setitem(self, idx, value):
     self.cached_data[idx] = value
 
 def _setitem_positions(self, pos: np.ndarray, value):
-    "Write `value` (broadcast to `pos.shape`) at the flat positions `pos` of `self`; a repeated position takes the last."
+    "Write `value` (broadcast to `pos.shape`) at the flat positions `pos` of `self`; a repeated position: the last."
     d, n = self.cached_data, int(np.prod(self.shape))
     if isinstance(value, Tensor):
         if value.device != self.device:

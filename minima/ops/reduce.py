@@ -92,7 +92,8 @@ class Mean(TensorOp):
         axes = normalize_axes(self.axes, a.ndim, 'mean')
         n = int(np.prod([a.shape[i] for i in axes]))
         if a.dtype == 'float16':   # accumulate wider, as torch: a float16 sum of 1000 x 100 overflows
-            return (a.astype('float32').sum(self.axes, keepdims=self.keepdims) / (n if n else float('nan'))).astype('float16')
+            s = a.astype('float32').sum(self.axes, keepdims=self.keepdims)
+            return (s / (n if n else float('nan'))).astype('float16')
         return a.sum(self.axes, keepdims=self.keepdims) / (n if n else float('nan'))
     def gradient(self, out_grad, node):
         x = node.inputs[0]
