@@ -157,14 +157,15 @@ class DataLoader:
 
 # %% ../nbs/12_data.ipynb
 class TensorDataset(Dataset):
-    "Rows of equal-length tensors (or arrays): `ds[i]` is the tuple of their `i`-th rows, as `torch.utils.data.TensorDataset`."
+    "Rows of equal-length tensors (or arrays): `ds[i]` is the tuple of their `i`-th rows, as torch's TensorDataset."
     def __init__(self, *tensors):
         super().__init__()
         if not tensors: raise ValueError("TensorDataset: needs at least one tensor")
         self.tensors = tensors
         self.arrays = [t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
         if len({len(a) for a in self.arrays}) != 1:
-            raise ValueError(f"TensorDataset: size mismatch between tensors, first dims {[len(a) for a in self.arrays]}")
+            raise ValueError(f"TensorDataset: size mismatch between tensors, first dims "
+                             f"{[len(a) for a in self.arrays]}")
     def __len__(self): return len(self.arrays[0])
     def __getitem__(self, i): return tuple(Tensor(a[i], requires_grad=False) for a in self.arrays)
     def get_batch(self, idx): return tuple(a[idx] for a in self.arrays)
@@ -188,7 +189,8 @@ def random_split(dataset, lengths, generator=None) -> list:
         for i in range(n - sum(counts)): counts[i % len(counts)] += 1
         lengths = counts
     if sum(lengths) != n:
-        raise ValueError(f"random_split: the lengths {list(lengths)} sum to {sum(lengths)}, the dataset has {n} examples")
+        raise ValueError(f"random_split: the lengths {list(lengths)} sum to {sum(lengths)}, the dataset has {n} "
+                         "examples")
     perm = (generator or np.random).permutation(n)
     out, start = [], 0
     for k in lengths: out.append(Subset(dataset, perm[start:start + k])); start += k

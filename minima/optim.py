@@ -591,7 +591,8 @@ class PolynomialLR(LRScheduler):
 class CosineAnnealingWarmRestarts(LRScheduler):
     "Cosine annealing restarted every `T_0` steps, each period `T_mult` times longer (SGDR, Loshchilov and Hutter)."
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
-        if T_0 < 1 or int(T_0) != T_0: raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0}")
+        if T_0 < 1 or int(T_0) != T_0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0}")
         if T_mult < 1 or int(T_mult) != T_mult:
             raise ValueError(f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult}")
         self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, last_epoch

@@ -403,3 +403,21 @@ def test_optimizers_match_torch(name, kw):
         g = r.standard_normal((4, 3)); p.grad, tp.grad = M(g, False), torch.tensor(g)
         o.step(); to.step()
     close(p, tp.detach().numpy(), 1e-8)
+
+@pytest.mark.parametrize('batch_first', [True, False])
+def test_multihead_attention_with_kdim_vdim_matches_torch(batch_first):
+    mi.init.manual_seed(0)
+    m = nn.MultiheadAttention(8, 2, batch_first=batch_first, kdim=5, vdim=3).double()
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first, kdim=5, vdim=3).double()
+    assert list(m.state_dict()) == list(tm.state_dict())
+    to_torch(m, tm)
+    r = RNG(19)
+    sh = (lambda n, d: (2, n, d)) if batch_first else (lambda n, d: (n, 2, d))
+    q, k, v = r.standard_normal(sh(4, 8)), r.standard_normal(sh(6, 5)), r.standard_normal(sh(6, 3))
+    ms, ts = [M(a) for a in (q, k, v)], [T(a) for a in (q, k, v)]
+    (o, w), (to, tw) = m(*ms), tm(*ts)
+    close(o, to); close(w, tw)
+    g = r.standard_normal(o.shape)
+    o.backward(M(g, False)); to.backward(torch.tensor(g))
+    for a, b in zip(ms, ts): close(a.grad, b.grad)
+    for (k_, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters()): close(p.grad, tp.grad)

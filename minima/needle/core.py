@@ -63,7 +63,9 @@ class Tensor(_ag.Tensor):
     def is_leaf(self): "needle calls it as a method (torch's is a property)."; return self.op is None
     def split(self, axis=0, sizes=None): "needle's `split(axis, sizes)`."; return _ops.split(self, axis, sizes)
     def squeeze(self, axes=None): "numpy's squeeze, which raises for a non-1 axis."; return _ops.squeeze(self, axes)
-    def max(self, axes=None, keepdims=False): "The maximum over `axes` (values only)."; return _ops.amax(self, axes, keepdims)
+    def max(self, axes=None, keepdims=False):
+        "The maximum over `axes`, values only (torch's `max(dim)` also returns the indices)."
+        return _ops.amax(self, axes, keepdims)
     def __iadd__(self, other): return self + other      # needle rebinds the name: no in-place write, no leaf check
     def __isub__(self, other): return self - other
     def __imul__(self, other): return self * other
@@ -186,7 +188,8 @@ class Linear(Module):
         if bias:
             b = init.kaiming_uniform(out_features, 1, **kw)
             self.bias = Parameter(b.reshape((1, out_features)))
-    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
+    def extra_repr(self):
+        return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
     def forward(self, X):
         if X.dtype != self.weight.dtype: X = _ops.cast(X, self.weight.dtype)   # as Conv does
         if X.ndim < 1 or X.shape[-1] != self.in_features:

@@ -230,7 +230,7 @@ class Module:
         return '\n'.join(lines + [')'])
 
     def _state_items(self, prefix=''):
-        "torch's order, module by module: own parameters, own persistent buffers, then each child; every name of a shared tensor."
+        "torch's order, module by module: own parameters, own persistent buffers, then each child (shared: every name)."
         for k, p in self._own('p'): yield prefix + k, p
         for k, t, keep in self._own('b'):
             if keep: yield prefix + k, t
@@ -340,7 +340,7 @@ class Sequential(Module):
     def __setitem__(self, i, m): self.modules_[i] = self._check(m)
     def __delitem__(self, i):
         del self.modules_[i]; del self._names[i]
-        self._names = [str(k) for k in range(len(self.modules_))] if all(n.isdigit() for n in self._names) else self._names
+        if all(n.isdigit() for n in self._names): self._names = [str(k) for k in range(len(self.modules_))]
     def append(self, m):
         "Add `m` at the end (named by its position), as torch; returns self."
         self.modules_.append(self._check(m)); self._names.append(str(len(self.modules_) - 1))
@@ -430,7 +430,8 @@ class Linear(Module):
         "Draw weight and bias again, uniformly in `±1/sqrt(in_features)` (torch's default)."
         b = 1 / math.sqrt(self.in_features) if self.in_features else 0.0
         for p in (self.weight, self.bias):
-            if p is not None: p.cached_data = init.rand(*p.shape, low=-b, high=b, device=p.device, dtype=p.dtype).cached_data
+            if p is not None:
+                p.cached_data = init.rand(*p.shape, low=-b, high=b, device=p.device, dtype=p.dtype).cached_data
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
     def forward(self, x):
         if x.ndim < 1 or x.shape[-1] != self.in_features:
@@ -446,7 +447,8 @@ def _check_features(layer, x, axis, n):
 
 class _BatchNorm(Module):
     _ndims = (2,)
-    def __init__(self, dim, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype="float32"):
+    def __init__(self, dim, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype="float32"):
         super().__init__()
         if momentum is not None and not 0 <= momentum <= 1:
             raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, got {momentum!r}")
@@ -458,15 +460,18 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer('running_mean', init.zeros(dim, **kw))
             self.register_buffer('running_var', init.ones(dim, **kw))
-            self.register_buffer('num_batches_tracked', Tensor(np.array(0), device=device, dtype='int64', requires_grad=False))
+            self.register_buffer('num_batches_tracked',
+                                 Tensor(np.array(0), device=device, dtype='int64', requires_grad=False))
         else: self.running_mean = self.running_var = self.num_batches_tracked = None
     num_features = property(lambda self: self.dim)
     def reset_running_stats(self):
         "Running mean 0, variance 1, no batches counted."
         if self.track_running_stats:
-            for t, v in ((self.running_mean, 0), (self.running_var, 1), (self.num_batches_tracked, 0)): t.cached_data.fill(v)
+            for t, v in ((self.running_mean, 0), (self.running_var, 1), (self.num_batches_tracked, 0)):
+                t.cached_data.fill(v)
     def extra_repr(self):
-        extra = ''.join(f', {k}={v}' for k, v in (('affine', self.affine), ('track_running_stats', self.track_running_stats))
+        flags = (('affine', self.affine), ('track_running_stats', self.track_running_stats))
+        extra = ''.join(f', {k}={v}' for k, v in flags
                         if not v)
         return f'{self.dim}, eps={self.eps}, momentum={self.momentum}{extra}'
     def forward(self, x):
@@ -664,7 +669,8 @@ class Embedding(Module):
         self.weight = Parameter(init.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} embeddings")
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} "
+                                 "embeddings")
             padding_idx %= num_embeddings
             self.weight.cached_data[padding_idx] = 0.0
         self.padding_idx = padding_idx
@@ -716,7 +722,8 @@ class Conv1d(Module):
         super().__init__()
         if padding_mode != 'zeros': raise NotImplementedError(f"Conv1d: padding_mode {padding_mode!r}; only 'zeros'")
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
+            raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
+                             f"out_channels={out_channels}")
         k = _one(kernel_size, 'kernel_size', 'Conv1d')
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
@@ -724,7 +731,8 @@ class Conv1d(Module):
                                             out_channels if bias else None, device, dtype)
     def extra_repr(self):
         return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
-    def forward(self, x): return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    def forward(self, x):
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
@@ -756,7 +764,8 @@ class MaxPool1d(Module):
         self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode = (kernel_size, stride, padding,
                                                                                       dilation, ceil_mode)
     def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}'
-    def forward(self, x): return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+    def forward(self, x):
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
@@ -786,7 +795,8 @@ class Upsample(Module):
 class _Loss(Module):
     def __init__(self, reduction='mean'):
         super().__init__()
-        if reduction not in ('none', 'mean', 'sum') and not (reduction == 'batchmean' and type(self).__name__ == 'KLDivLoss'):
+        kl = reduction == 'batchmean' and type(self).__name__ == 'KLDivLoss'
+        if reduction not in ('none', 'mean', 'sum') and not kl:
             raise ValueError(f"{type(self).__name__}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
@@ -809,7 +819,8 @@ class BCEWithLogitsLoss(_Loss):
     "Binary cross-entropy of logits, computed stably, as `torch.nn.BCEWithLogitsLoss`."
     def __init__(self, weight=None, reduction='mean', pos_weight=None):
         super().__init__(reduction); self.weight, self.pos_weight = weight, pos_weight
-    def forward(self, x, y): return F.binary_cross_entropy_with_logits(x, y, self.weight, self.reduction, self.pos_weight)
+    def forward(self, x, y):
+        return F.binary_cross_entropy_with_logits(x, y, self.weight, self.reduction, self.pos_weight)
 
 class SmoothL1Loss(_Loss):
     def __init__(self, reduction='mean', beta=1.0): super().__init__(reduction); self.beta = beta

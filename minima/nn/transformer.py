@@ -65,13 +65,22 @@ def _heads(x: Tensor, H) -> Tensor:
 
 class MultiheadAttention(Module):
     "torch's `nn.MultiheadAttention`: `out, weights = mha(query, key, value)`, `(L, B, E)` or `batch_first`."
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, device=None, dtype="float32"):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, kdim=None, vdim=None,
+                 device=None, dtype="float32"):
         super().__init__()
         if embed_dim % num_heads: raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
-        self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim, shape=(3 * embed_dim, embed_dim),
-                                                            device=device, dtype=dtype))
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim, shape=(3 * embed_dim, embed_dim),
+                                                                device=device, dtype=dtype))
+        else:   # torch's separate projections for keys and values of other widths
+            self.q_proj_weight, self.k_proj_weight, self.v_proj_weight = (
+                Parameter(init.xavier_uniform(d, embed_dim, shape=(embed_dim, d), device=device, dtype=dtype))
+                for d in (embed_dim, self.kdim, self.vdim))
+            self.in_proj_weight = None
         self.in_proj_bias = Parameter(init.zeros(3 * embed_dim, device=device, dtype=dtype)) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         if bias: self.out_proj.bias = Parameter(init.zeros(embed_dim, device=device, dtype=dtype))
@@ -80,7 +89,8 @@ class MultiheadAttention(Module):
     def _project(self, x, i, n):
         "Rows `i*E .. (i+n)*E` of the input projection applied to `x`."
         E = self.embed_dim
-        w = self.in_proj_weight if n == 3 else self.in_proj_weight[i * E:(i + n) * E]
+        if not self._qkv_same_embed_dim: w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
+        else: w = self.in_proj_weight if n == 3 else self.in_proj_weight[i * E:(i + n) * E]
         b = self.in_proj_bias if n == 3 or self.in_proj_bias is None else self.in_proj_bias[i * E:(i + n) * E]
         return linear(x, w, b)
 
@@ -89,13 +99,13 @@ class MultiheadAttention(Module):
         batched = query.ndim == 3
         if not batched: query, key, value = (t.reshape((1,) + t.shape) for t in (query, key, value))
         elif not self.batch_first: query, key, value = (t.transpose((0, 1)) for t in (query, key, value))
-        if query.shape[-1] != self.embed_dim or key.shape[-1] != self.embed_dim or value.shape[-1] != self.embed_dim:
-            raise ValueError(f"MultiheadAttention({self.embed_dim}): expected query, key, value with {self.embed_dim} "
-                             f"features, got {query.shape}, {key.shape}, {value.shape}")
+        if query.shape[-1] != self.embed_dim or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
+            raise ValueError(f"MultiheadAttention({self.embed_dim}): expected query, key, value with {self.embed_dim}, "
+                             f"{self.kdim}, {self.vdim} features, got {query.shape}, {key.shape}, {value.shape}")
         B, L, E = query.shape
         S, H = key.shape[1], self.num_heads
         if key_padding_mask is not None and not batched: key_padding_mask = np.asarray(key_padding_mask)[None]
-        if query is key and key is value:   # self-attention: one projection, then split into q, k, v
+        if query is key and key is value and self._qkv_same_embed_dim:   # self-attention: one projection, split
             q, k, v = ops.split(self._project(query, 0, 3).reshape((B, L, 3, H, E // H)).permute((2, 0, 3, 1, 4)), 0)
         else:
             q, k, v = (_heads(self._project(x, i, 1), H) for i, x in enumerate((query, key, value)))

@@ -445,7 +445,8 @@ register_op('avg_pool2d', lambda x, **kw: avg_pool2d(x, **kw), lambda T, x, **kw
 def _index_tensor(indices, x, op) -> Tensor:
     if not isinstance(indices, Tensor): indices = Tensor(np.asarray(indices), device=x.device, requires_grad=False)
     if indices.dtype == 'int32': return Tensor(indices.cached_data.astype('int64'), requires_grad=False)  # as torch
-    if indices.dtype != 'int64': raise TypeError(f"{op}: indices must be integers (int64 or int32), got dtype {indices.dtype}")
+    if indices.dtype != 'int64':
+        raise TypeError(f"{op}: indices must be integers (int64 or int32), got dtype {indices.dtype}")
     return indices
 
 def _norm_axis(axis, ndim, op):
@@ -620,7 +621,8 @@ def _loss_setup(op, x, target, weight, reduction, ignore_index):
         target = Tensor(target.cached_data.astype('int64'), requires_grad=False)
     if target.dtype != 'int64':
         raise TypeError(f"{op}: target must hold integer class indices, got dtype {target.dtype}"
-                        + (" (class probabilities need a target of the input's shape)" if op == 'cross_entropy' else ''))
+                        + (" (class probabilities need a target of the input's shape)" if op == 'cross_entropy'
+                           else ''))
     for name, t in (('target', target), ('weight', weight)):
         if isinstance(t, Tensor) and t.device != x.device:
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
@@ -672,7 +674,8 @@ _LOSS = [case((4, 5), (4,)), case((4, 5), (4,), reduction='sum'), case((4, 5), (
          case((5, 4), (5,), ignore=True, ignore_index=2, reduction='sum'), case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True),
          case((2, 3, 5), (2, 5), reduction='none'), case((5,), ()), case((1, 3), (1,), use_weight=True)]
 
-register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NegLogLikelihood, make_inputs=_loss_inputs, grad=(0,));
+register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NegLogLikelihood, make_inputs=_loss_inputs,
+            grad=(0,));
 
 # %% ../../nbs/08_nn_functional.ipynb
 class CrossEntropy(TensorOp):
@@ -718,7 +721,8 @@ def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
     else:
         t = NDArray.where(keep.cached_data != 0, target.cached_data, zeros((), dtype='int64', device=x.device))
         tot = (weight.cached_data.take(t) * keep.cached_data).sum()   # every target ignored: divide by 1, as torch
-        total = smooth.sum() / Tensor.make_const(NDArray.where(tot == 0, full((), 1, dtype=tot.dtype, device=tot.device), tot))
+        one = full((), 1, dtype=tot.dtype, device=tot.device)
+        total = smooth.sum() / Tensor.make_const(NDArray.where(tot == 0, one, tot))
     return loss * (1 - eps) + total * (eps / C)
 
 def _soft_cross_entropy(x, target, weight, reduction, eps):
@@ -727,7 +731,8 @@ def _soft_cross_entropy(x, target, weight, reduction, eps):
     op = 'cross_entropy'
     if target.dtype != x.dtype:
         raise TypeError(f"{op}: class-probability target has dtype {target.dtype} but the input has dtype {x.dtype}")
-    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if target.device != x.device:
+        raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
     if reduction not in ('none', 'mean', 'sum'):
         raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     ax = 1 if x.ndim > 1 else 0
@@ -1059,7 +1064,8 @@ def _ones_row(a: NDArray) -> NDArray:
 
 class LinearOp(TensorOp):
     """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
-    `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be left out."""
+    `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
+    left out."""
     def __init__(self, transposed=False): self.transposed = transposed
     def compute(self, x: NDArray, w: NDArray, b: NDArray = None):
         x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
@@ -1298,7 +1304,8 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     "1-d convolution of `(N, C_in, L)` with `weight` `(C_out, C_in/groups, k)`, as `torch.nn.functional.conv1d`."
     _check_tensor(x, 'input', 'conv1d')
     if x.ndim not in (2, 3) or weight.ndim != 3:
-        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got {x.shape} "
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got "
+                         f"{x.shape} "
                          f"and {weight.shape}")
     unb = x.ndim == 2
     x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
@@ -1348,7 +1355,8 @@ def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest' is")
     nsp = x.ndim - 2
     if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
-    if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
     ins = x.shape[2:]
     if size is not None: outs = (size,) * nsp if isinstance(size, numbers.Integral) else tuple(size)
     else:
