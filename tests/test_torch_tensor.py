@@ -74,7 +74,12 @@ def test_second_backward_accumulates_into_the_same_grad_tensor():
     x = mi.Tensor([1., 2.], requires_grad=True)
     (x * 2).sum().backward(); g = x.grad
     (x * 3).sum().backward()
-    assert g is x.grad and g.numpy().tolist() == [5., 5.]
+    tx = torch.tensor([1., 2.], requires_grad=True)
+    (tx * 2).sum().backward(); tg = tx.grad; (tx * 3).sum().backward()
+    assert g is x.grad and g.numpy().tolist() == [5., 5.] == tg.tolist() and tg is tx.grad
+    y = mi.Tensor([1., 1.], requires_grad=False); x.grad = y      # a .grad set by hand is added to in place too
+    (x * 3).sum().backward()
+    assert x.grad is y and y.numpy().tolist() == [4., 4.]
 
 def test_from_numpy_keeps_dtype_and_shares_memory():
     "SW11: `Tensor.from_numpy` / `minima.from_numpy` keep float64 and share memory, as torch."
