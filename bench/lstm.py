@@ -35,7 +35,7 @@ def make_steps(torch, reference=False):
     with torch.no_grad():   # same weights: the LSTM's names and layouts are torch's; minima's Linear is (in, out)
         t['emb'].weight.copy_(torch.tensor(m.emb.weight.numpy()))
         t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in m.lstm.state_dict().items()})
-        t['head'].weight.copy_(torch.tensor(m.head.weight.numpy().T)); t['head'].bias.copy_(torch.tensor(m.head.bias.numpy()[0]))
+        t['head'].weight.copy_(torch.tensor(m.head.weight.numpy())); t['head'].bias.copy_(torch.tensor(m.head.bias.numpy()))
     rng = np.random.default_rng(0)
     xn, yn = rng.integers(0, V, (T, B)), rng.integers(0, V, T * B)
     x, y, tx, ty = mi.Tensor(xn), mi.Tensor(yn), torch.tensor(xn), torch.tensor(yn)

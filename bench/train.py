@@ -37,10 +37,10 @@ def build(name, mi, nn, torch):
             if i < len(sizes) - 2: ml.append(nn.ReLU()); tl.append(tnn.ReLU())
         m, t = nn.Sequential(*ml), tnn.Sequential(*tl)
         shape = (sizes[0],)
-    with torch.no_grad():  # copy minima's initial weights into torch (Linear weights are transposed)
+    with torch.no_grad():  # copy minima's initial weights into torch (the same layouts)
         for mm, tm in zip(m, t):
             if isinstance(mm, nn.Linear):
-                tm.weight.copy_(torch.tensor(mm.weight.numpy().T)); tm.bias.copy_(torch.tensor(mm.bias.numpy()[0]))
+                tm.weight.copy_(torch.tensor(mm.weight.numpy())); tm.bias.copy_(torch.tensor(mm.bias.numpy()))
             elif isinstance(mm, nn.Conv2d):
                 tm.weight.copy_(torch.tensor(mm.weight.numpy())); tm.bias.copy_(torch.tensor(mm.bias.numpy()))
     return m, t, shape, bs

@@ -1,16 +1,30 @@
 __version__ = "0.1.0"
-"""minima: a literate, notebook-driven deep-learning framework (needle's API: `import minima as ndl` works)."""
+"""minima: a literate, notebook-driven deep-learning framework. `import minima` is torch's face (`import minima as torch`);
+`import minima.needle as ndl` is needle's."""
 from .backend_ndarray.device import cpu, cpu_numpy, cuda, default_device, all_devices
-from .autograd import Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad
+from .autograd import (Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad, set_grad_enabled,
+                       inference_mode)
 from .viz import draw_graph
 from . import ops
-from .ops import *
 from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.nn_ops import checkpoint
+from .init import manual_seed
+from . import utils                                                  # minima.utils.data (21b)
+from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)
+
+# torch's face: torch's functions and dtypes (`minima.zeros`, `minima.cat`, `minima.float32`, ...); the op classes and
+# needle's functional names stay in `minima.ops` (chapter *The torch face*, module `minima.ops.torch_face`).
+from .ops import torch_face as _torch_face
+globals().update(_torch_face.TORCH_FUNCTIONS)
+globals().update(_torch_face.DTYPE_NAMES)
 from .compile import compile   # the function; the module stays importable as minima.compile via sys.modules
 
 import sys as _sys, types as _types
+
+__all__ = sorted(['Tensor', 'TensorTuple', 'no_grad', 'enable_grad', 'is_grad_enabled', 'grad', 'set_grad_enabled',
+                  'inference_mode', 'draw_graph', 'checkpoint', 'compile', 'manual_seed', 'save', 'load', 'cpu', 'cpu_numpy', 'cuda',
+                  'default_device', 'all_devices', *_torch_face.TORCH_FUNCTIONS, *_torch_face.DTYPE_NAMES])
 
 def _api_dir(mod):
     "`dir(mod)`, hence tab completion, lists the module's API (`__all__`) and submodules, not its own imports."
@@ -27,3 +41,4 @@ def _install_api_dirs():
             _mod.__dir__ = _api_dir(_mod)
 
 _install_api_dirs()
+__dir__ = _api_dir(_sys.modules[__name__])   # dir(minima): torch's functions, dtypes and the submodules

@@ -4,15 +4,15 @@
 
 # %% ../nbs/01_autograd.ipynb 4
 from __future__ import annotations
-import numbers
+import numbers, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
 
 # %% auto 0
-__all__ = ['ops', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor',
-           'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple',
-           'as_operand']
+__all__ = ['ops', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'Op', 'TensorOp',
+           'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple',
+           'TupleGetItem', 'MakeTensorTuple', 'as_operand']
 
 # %% ../nbs/01_autograd.ipynb
 _GRAD = [True]
@@ -20,20 +20,50 @@ def is_grad_enabled() -> bool: "Whether new ops record the graph."; return _GRAD
 
 class _GradMode:
     mode = True
+    def __new__(cls, func=None):
+        self = object.__new__(cls)
+        return self(func) if callable(func) else self   # `@no_grad` without parentheses, as in torch
     def __enter__(self): self.prev = _GRAD[0]; _GRAD[0] = self.mode
     def __exit__(self, *exc): _GRAD[0] = self.prev
+    def _clone(self): return type(self)()
     def __call__(self, f):
         def wrapped(*args, **kwargs):
-            with type(self)(): return f(*args, **kwargs)
+            with self._clone(): return f(*args, **kwargs)
         wrapped.__name__, wrapped.__doc__ = f.__name__, f.__doc__
         return wrapped
 
 class no_grad(_GradMode):
-    "Context manager and decorator: ops inside record no graph."
+    "Context manager and decorator (`@no_grad` or `@no_grad()`): ops inside record no graph."
     mode = False
 class enable_grad(_GradMode):
     "Context manager and decorator: ops inside record the graph (even within `no_grad`)."
     mode = True
+
+class set_grad_enabled(_GradMode):
+    "torch's `set_grad_enabled(mode)`: switches recording at once; as a context manager or decorator it restores after."
+    def __new__(cls, mode): return object.__new__(cls)
+    def __init__(self, mode):
+        if not isinstance(mode, (bool, int)): raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
+        self.mode, self.prev = bool(mode), _GRAD[0]
+        _GRAD[0] = self.mode
+    def __enter__(self): pass
+    def _clone(self): return set_grad_enabled(self.mode)
+    def __call__(self, f):
+        _GRAD[0] = self.prev   # decorating does not switch the mode for the caller
+        return super().__call__(f)
+
+class inference_mode(_GradMode):
+    """torch's `inference_mode`: here `no_grad` (minima has no separate inference tensors); `inference_mode(False)`
+    changes nothing. Works with and without parentheses."""
+    def __new__(cls, mode=True):
+        self = object.__new__(cls)
+        self.on = True
+        return self(mode) if callable(mode) else self   # `@inference_mode` without parentheses
+    def __init__(self, mode=True): self.on = bool(mode)
+    def __enter__(self):
+        self.prev = _GRAD[0]
+        if self.on: _GRAD[0] = False
+    def _clone(self): return inference_mode(self.on)
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -87,7 +117,8 @@ class Value:
     def realize_cached_data(self):
         "The node's NDArray (computed on creation; kept for needle compatibility)."
         return self.cached_data
-    def is_leaf(self) -> bool: return self.op is None
+    is_leaf = property(lambda self: self.op is None, doc="Whether the node is a leaf (no op made it), as torch's.")
+    grad_fn = property(lambda self: self.op, doc="The op that made this node (None for a leaf): torch's `grad_fn`.")
 
     def _init(self, op, inputs, *, cached_data=None, requires_grad=None):
         if requires_grad is None: requires_grad = any(x.requires_grad for x in inputs)
@@ -131,6 +162,12 @@ def _versions(v) -> tuple:
 def _check_versions(node):
     "Raise if a value that the node's gradient reads was modified in place after the forward pass."
     op, vers = node.op, node._vers
+    if vers is None:   # a backward pass without retain_graph went through here
+        if op.saves_output or op.saved_inputs is None or op.saved_inputs:
+            raise RuntimeError(f"backward: trying to backward through the graph a second time ({type(op).__name__} "
+                               "needs values that the first backward released, as torch does). Specify "
+                               "retain_graph=True in the first backward() or grad() call to go through it again")
+        return
     try:
         if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
     except AttributeError: pass
@@ -144,7 +181,6 @@ def _check_versions(node):
                 f"backward: {type(op).__name__} needs {role} (a {t.dtype} tensor of shape {t.shape}) as it was in the "
                 f"forward pass, but it was modified in place since: it is at version {now}, expected version "
                 f"{vers[i + 1]}. Modify a copy instead, or modify it after the backward pass")
-
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
@@ -172,7 +208,18 @@ class Tensor(Value):
 
     @staticmethod
     def from_numpy(a, dtype=None, device=None, requires_grad=False):
-        return Tensor(np.asarray(a), dtype=dtype, device=device, requires_grad=requires_grad)
+        """A tensor that keeps the array's dtype and, as torch's `from_numpy`, shares its memory (a C-contiguous array
+        on the CPU; otherwise, or with another `dtype` or `device`, a copy)."""
+        if not isinstance(a, np.ndarray): raise TypeError(f"from_numpy: expected a numpy array, got {type(a).__name__}")
+        if a.dtype.name not in DTYPES:
+            raise TypeError(f"from_numpy: numpy dtype {a.dtype} is not supported; minima supports {', '.join(DTYPES)}")
+        dev = cpu() if device is None else device
+        if (dtype is None or as_dtype(dtype) == a.dtype.name) and dev == cpu() and a.flags.c_contiguous and a.size \
+                and isinstance(dev.alloc(0, a.dtype.name), np.ndarray):
+            data = NDArray.make(a.shape, device=dev, handle=a.reshape(-1), dtype=a.dtype.name)
+        else: data = _to_ndarray(a, dev, a.dtype.name if dtype is None else dtype)
+        t = Tensor.make_const(data)
+        return t.requires_grad_(True) if requires_grad else t
 
     shape = property(lambda self: self.cached_data.shape)
     dtype = property(lambda self: self.cached_data.dtype)
@@ -246,10 +293,12 @@ def _sum_grads(gs):
     for h in gs[1:]: g = g + h
     return g
 
-def _backprop(outputs, out_grads, create_graph, keep):
-    "Adjoints of every node that requires grad. `keep(node)` says whose adjoint to return."
+def _backprop(outputs, out_grads, create_graph, keep, free=False):
+    """Adjoints of every node that requires grad. `keep(node)` says whose adjoint to return. `free=True` marks each
+    node passed as used up (torch frees what it saved), so that a second backward through it raises."""
     result = {}
-    with (enable_grad() if create_graph else no_grad()):
+    prev, _GRAD[0] = _GRAD[0], bool(create_graph)   # record the gradients' graph only with create_graph
+    try:
         order = find_topo_sort(outputs)
         adj = {}
         for o, g in zip(outputs, out_grads): adj.setdefault(id(o), []).append(g)
@@ -257,16 +306,23 @@ def _backprop(outputs, out_grads, create_graph, keep):
             gs = adj.pop(id(node), None)
             if gs is None: continue
             g = _sum_grads(gs)
+            if _HOOKS and id(node) in _HOOKS:   # one truth test per node when no hook is registered
+                for h in list(_HOOKS[id(node)].values()):
+                    r = h(g)
+                    if r is not None: g = r
             if keep(node): result[id(node)] = (node, g)
             if node.op is None: continue
             _check_versions(node)
-            for x, gx in zip(node.inputs, node.op.gradient_as_tuple(g, node)):
+            grads = node.op.gradient_as_tuple(g, node)
+            if free: node._vers = None
+            for x, gx in zip(node.inputs, grads):
                 if gx is None or not x.requires_grad: continue
                 if not isinstance(gx, Value): _bad_gradient(node.op, gx)
                 if gx.shape != x.shape:
                     raise RuntimeError(f"{type(node.op).__name__}.gradient returned shape {gx.shape} for an input of shape {x.shape}")
                 if gx.dtype != x.dtype and isinstance(x, Tensor): gx = _cast(gx, x.dtype, create_graph)
                 adj.setdefault(id(x), []).append(gx)
+    finally: _GRAD[0] = prev
     return result
 
 def _check_out_grad(t, out_grad, what='backward'):
@@ -293,28 +349,67 @@ def _own(g, taken: set, create_graph):
     taken.add(id(g.cached_data._handle))
     return g
 
-def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False):
-    "Backpropagate `out_grad` from `output_tensor` and accumulate into the `.grad` of leaves (and retained nodes)."
-    res = _backprop([output_tensor], [out_grad], create_graph, lambda n: n.op is None or getattr(n, '_retain', False))
+def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, retain_graph=True, inputs=None):
+    """Backpropagate `out_grad` from `output_tensor` and accumulate into the `.grad` of leaves (and retained nodes), or
+    only of `inputs` when given. Without `create_graph` a `.grad` is added to in place, as torch does."""
+    if inputs is None: keep = lambda n: n.op is None or getattr(n, '_retain', False)
+    else:
+        want = {id(x) for x in inputs}
+        keep = lambda n: id(n) in want
+    res = _backprop([output_tensor], [out_grad], create_graph, keep, free=not retain_graph)
     taken = {id(out_grad.cached_data._handle)}
     for node, g in res.values():
         if g.dtype != node.dtype: g = _cast(g, node.dtype, create_graph)
-        if node.grad is None: node.grad = _own(g, taken, create_graph)
-        elif create_graph: node.grad = node.grad + g
-        else: node.grad = Tensor.make_const(node.grad.cached_data + g.cached_data)
+        old = node.grad
+        if old is None: node.grad = _own(g, taken, create_graph)
+        elif create_graph or old.requires_grad: node.grad = old + g
+        elif old.shape == g.shape and old.dtype == g.dtype and old.device == g.device:
+            d = old.cached_data
+            d += g.cached_data   # in place: a reference to `.grad` taken earlier sees the sum (torch's accumulation)
+        else: node.grad = Tensor.make_const(old.cached_data + g.cached_data)
 
-def _backward(self, out_grad=None, create_graph=False):
-    """Accumulate d(self)/d(leaf) into every leaf's `.grad`. `out_grad` is the upstream gradient (needed unless `self`
-    has one element). With `create_graph=True` the gradients are graphs themselves, for higher-order derivatives."""
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, out_grad=None):
+    """Accumulate d(self)/d(leaf) into every leaf's `.grad`, as torch's `backward`. `gradient` (or `out_grad`) is the
+    upstream gradient (needed unless `self` has one element). The graph can be walked again only with
+    `retain_graph=True`; with `create_graph=True` the gradients are graphs themselves, for higher-order derivatives;
+    `inputs` limits the accumulation to those tensors."""
     if not self.requires_grad:
         raise RuntimeError(f"backward: this tensor (shape {self.shape}, dtype {self.dtype}) does not require grad; "
                            "it was created from tensors with requires_grad=False or under no_grad()")
-    compute_gradient_of_variables(self, _check_out_grad(self, out_grad), create_graph)
+    if gradient is not None and out_grad is not None: raise TypeError("backward: give gradient or out_grad, not both")
+    g = gradient if out_grad is None else out_grad
+    if inputs is not None: inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    compute_gradient_of_variables(self, _check_out_grad(self, g), create_graph, retain, inputs)
 Tensor.backward = _backward
 
-def grad(outputs, inputs, grad_outputs=None, create_graph=False):
+_HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
+
+class _HookHandle:
+    "What `register_hook` returns: `.remove()` takes the hook off again."
+    def __init__(self, hooks, key): self.hooks, self.key = hooks, key
+    def remove(self): self.hooks.pop(self.key, None)
+
+def _register_hook(self, hook) -> _HookHandle:
+    """torch's `register_hook`: `hook(grad)` runs whenever the gradient with respect to this tensor is computed; a
+    tensor it returns replaces the gradient."""
+    if not self.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+    hooks = _HOOKS.get(id(self))
+    if hooks is None:
+        hooks = _HOOKS[id(self)] = {}
+        weakref.finalize(self, _HOOKS.pop, id(self), None)   # the hooks go when the tensor goes
+    key = max(hooks, default=-1) + 1
+    hooks[key] = hook
+    return _HookHandle(hooks, key)
+Tensor.register_hook = _register_hook
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         materialize_grads=False):
     """The gradients of `outputs` with respect to `inputs`, returned as a tuple; `.grad` is left untouched.
-    Like `torch.autograd.grad`: pass `create_graph=True` to differentiate the result again."""
+    As `torch.autograd.grad`: `create_graph=True` to differentiate the result again, `retain_graph=True` to go
+    through the graph again, `allow_unused=True` to get None (or zeros, `materialize_grads=True`) for an input the
+    outputs do not depend on, which otherwise raises."""
     single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if single else list(inputs)
@@ -326,15 +421,27 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False):
                            "(None for an output with one element)")
     for o in outputs:
         if not o.requires_grad: raise RuntimeError(f"grad: an output (shape {o.shape}) does not require grad")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor): raise TypeError(f"grad: inputs must be Tensors, got {type(x).__name__}")
+        if not x.requires_grad:
+            raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad, so it has no gradient "
+                               "(as torch: One of the differentiated Tensors does not require grad)")
+    if allow_unused is None: allow_unused = materialize_grads
     gs = [_check_out_grad(o, g, 'grad') for o, g in zip(outputs, grad_outputs)]
     want = {id(x) for x in inputs}
-    res = _backprop(outputs, gs, create_graph, lambda n: id(n) in want)
+    retain = create_graph if retain_graph is None else retain_graph
+    res = _backprop(outputs, gs, create_graph, lambda n: id(n) in want, free=not retain)
     out, taken = [], {id(g.cached_data._handle) for g in gs}
-    for x in inputs:
+    for i, x in enumerate(inputs):
         if id(x) in res:
             g = res[id(x)][1]
             out.append(_own(g if g.dtype == x.dtype else _cast(g, x.dtype, create_graph), taken, create_graph))
-        else: out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
+        elif not allow_unused:
+            raise RuntimeError(f"grad: input {i} (shape {x.shape}) was not used to compute the outputs; "
+                               "pass allow_unused=True to get None for it (as torch)")
+        elif materialize_grads:
+            out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
+        else: out.append(None)
     return out[0] if single else tuple(out)
 
 # %% ../nbs/01_autograd.ipynb

@@ -50,7 +50,15 @@ class BPETokenizer:
 
     def decode(self, ids) -> str:
         "The text of `ids`: their bytes concatenated, read as UTF-8 (invalid sequences become U+FFFD)."
-        return b''.join(self.vocab[int(i)] for i in ids).decode('utf-8', errors='replace')
+        ids = ids.numpy() if hasattr(ids, 'numpy') else ids
+        out = []
+        for i in ids:
+            if isinstance(i, float) or (hasattr(i, 'dtype') and i.dtype.kind not in 'iu'):
+                raise TypeError(f"BPETokenizer.decode: ids must be integers, got {i!r}")
+            if int(i) not in self.vocab:
+                raise ValueError(f"BPETokenizer.decode: id {int(i)} is not in the vocabulary (ids 0..{len(self) - 1})")
+            out.append(self.vocab[int(i)])
+        return b''.join(out).decode('utf-8', errors='replace')
 
     def __len__(self): return 256 + len(self.merges)
     def __repr__(self): return f'BPETokenizer(vocab_size={len(self)})'

@@ -12,7 +12,8 @@ from .autograd import Tensor
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize',
-           'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'load_digits', 'train_test_split',
+           'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'TensorDataset', 'Subset',
+           'random_split', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'load_digits', 'train_test_split',
            'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash', 'download_url', 'MNIST',
            'tiny_shakespeare']
 
@@ -86,35 +87,147 @@ class NDArrayDataset(Dataset):
         return tuple(a[idx] for a in self.arrays)
 
 def default_collate(samples):
-    "Stack a list of examples (tuples of arrays or numbers) field by field into numpy arrays."
+    """Stack a list of examples field by field, as torch's `default_collate`: arrays, Tensors and numbers are stacked
+    into numpy arrays; tuples, lists and dicts are collated entry by entry (at any depth); strings stay a list."""
     first = samples[0]
-    if isinstance(first, tuple): return tuple(default_collate([s[i] for s in samples]) for i in range(len(first)))
+    if isinstance(first, dict): return {k: default_collate([s[k] for s in samples]) for k in first}
+    if isinstance(first, (tuple, list)):
+        if any(len(s) != len(first) for s in samples):
+            raise ValueError(f"default_collate: examples have different lengths {sorted({len(s) for s in samples})}")
+        out = [default_collate([s[i] for s in samples]) for i in range(len(first))]
+        return tuple(out) if isinstance(first, tuple) else out
+    if isinstance(first, (str, bytes)): return list(samples)
     return np.stack([s.numpy() if isinstance(s, Tensor) else np.asarray(s) for s in samples])
 
+def _to_tensors(b, device):
+    "Every array in a collated batch as a Tensor (no grad), keeping tuples, lists and dicts."
+    if isinstance(b, dict): return {k: _to_tensors(v, device) for k, v in b.items()}
+    if isinstance(b, (tuple, list)) and not (b and isinstance(b[0], (str, bytes))):
+        return type(b)(_to_tensors(v, device) for v in b)
+    if isinstance(b, np.ndarray) or isinstance(b, Tensor): return Tensor(b, device=device, requires_grad=False)
+    return b
+
 class DataLoader:
-    "Iterate over `dataset` in batches of `batch_size` examples, as tuples of Tensors."
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None, device=None):
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
-        self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, int(batch_size), shuffle, drop_last
-        self.collate_fn, self.device = collate_fn, device
+    """Iterate over `dataset` in batches of `batch_size` examples, as tuples of Tensors (dicts and lists of them for
+    such examples). torch's `sampler`, `batch_sampler` and `generator` (a numpy Generator) choose the order;
+    `num_workers`, `pin_memory` and `persistent_workers` are accepted and the loading stays in this process."""
+    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
+                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None, generator=None,
+                 *, device=None, prefetch_factor=None, persistent_workers=False):
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+            raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler is mutually exclusive with shuffle (the sampler sets the order)")
+        if batch_sampler is not None and (batch_size not in (1, None) or shuffle or sampler is not None or drop_last):
+            raise ValueError("DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
+                             "drop_last")
+        self.dataset, self.shuffle, self.drop_last = dataset, shuffle, drop_last
+        self.batch_size = None if batch_size is None or batch_sampler is not None else int(batch_size)
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        self.collate_fn, self.device, self.num_workers = collate_fn, device, num_workers
 
     def __len__(self):
-        n = len(self.dataset)
+        if self.batch_sampler is not None: return len(self.batch_sampler)
+        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
+        if self.batch_size is None: return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def _batches(self):
+    def _order(self):
         n = len(self.dataset)
-        order = np.random.permutation(n) if self.shuffle else np.arange(n)
-        for i in range(len(self)): yield order[i * self.batch_size:(i + 1) * self.batch_size]
+        if self.sampler is not None: return np.asarray(list(self.sampler), dtype='int64')
+        if not self.shuffle: return np.arange(n)
+        return self.generator.permutation(n) if self.generator is not None else np.random.permutation(n)
+
+    def _batches(self):
+        if self.batch_sampler is not None:
+            yield from (np.asarray(list(b), dtype='int64') for b in self.batch_sampler); return
+        order = self._order()
+        bs = self.batch_size or 1
+        for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
 
     def __iter__(self):
         fast = self.collate_fn is None and hasattr(self.dataset, 'get_batch') and not self.dataset.transforms
         for idx in self._batches():
+            if self.batch_size is None and self.batch_sampler is None:   # torch's batch_size=None: one example
+                yield _to_tensors(self.dataset[int(idx[0])], self.device); continue
             if fast: batch = self.dataset.get_batch(idx)
             else: batch = (self.collate_fn or default_collate)([self.dataset[int(i)] for i in idx])
-            if not isinstance(batch, tuple): batch = (batch,)
-            yield tuple(Tensor(b, device=self.device, requires_grad=False) for b in batch)
+            if not isinstance(batch, (tuple, list, dict)): batch = (batch,)
+            yield _to_tensors(batch, self.device)
+
+# %% ../nbs/12_data.ipynb
+class TensorDataset(Dataset):
+    "Rows of equal-length tensors (or arrays): `ds[i]` is the tuple of their `i`-th rows, as torch's TensorDataset."
+    def __init__(self, *tensors):
+        super().__init__()
+        if not tensors: raise ValueError("TensorDataset: needs at least one tensor")
+        self.tensors = tensors
+        self.arrays = [t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
+        if len({len(a) for a in self.arrays}) != 1:
+            raise ValueError(f"TensorDataset: size mismatch between tensors, first dims "
+                             f"{[len(a) for a in self.arrays]}")
+    def __len__(self): return len(self.arrays[0])
+    def __getitem__(self, i): return tuple(Tensor(a[i], requires_grad=False) for a in self.arrays)
+    def get_batch(self, idx): return tuple(a[idx] for a in self.arrays)
+
+class Subset(Dataset):
+    "The examples of `dataset` at `indices`."
+    def __init__(self, dataset, indices):
+        super().__init__()
+        self.dataset, self.indices = dataset, [int(i) for i in indices]
+    def __len__(self): return len(self.indices)
+    def __getitem__(self, i):
+        if isinstance(i, (list, np.ndarray)): return [self.dataset[self.indices[int(j)]] for j in i]
+        return self.dataset[self.indices[i]]
+
+def random_split(dataset, lengths, generator=None) -> list:
+    """Split `dataset` into non-overlapping `Subset`s of the given `lengths` (counts, or fractions summing to 1,
+    the remainder handed out one by one from the first), after a random permutation."""
+    n = len(dataset)
+    if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1:
+        counts = [int(math.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)): counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError(f"random_split: the lengths {list(lengths)} sum to {sum(lengths)}, the dataset has {n} "
+                         "examples")
+    perm = (generator or np.random).permutation(n)
+    out, start = [], 0
+    for k in lengths: out.append(Subset(dataset, perm[start:start + k])); start += k
+    return out
+
+class SequentialSampler:
+    "Indices `0 .. len(data_source) - 1` in order."
+    def __init__(self, data_source): self.data_source = data_source
+    def __iter__(self): return iter(range(len(self.data_source)))
+    def __len__(self): return len(self.data_source)
+
+class RandomSampler:
+    "A random permutation of the indices, or `num_samples` draws with `replacement`."
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source, self.replacement, self.generator = data_source, replacement, generator
+        self._num = num_samples
+    def __len__(self): return len(self.data_source) if self._num is None else self._num
+    def __iter__(self):
+        g, n = self.generator or np.random, len(self.data_source)
+        if self.replacement:
+            draw = g.integers(0, n, len(self)) if hasattr(g, 'integers') else g.randint(0, n, len(self))
+            return iter(int(i) for i in draw)
+        return iter(int(i) for i in g.permutation(n)[:len(self)])
+
+class BatchSampler:
+    "Group the indices of `sampler` into lists of `batch_size` (the last one shorter unless `drop_last`)."
+    def __init__(self, sampler, batch_size, drop_last):
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+    def __iter__(self):
+        b = []
+        for i in self.sampler:
+            b.append(i)
+            if len(b) == self.batch_size: yield b; b = []
+        if b and not self.drop_last: yield b
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
 # %% ../nbs/12_data.ipynb
 def load_digits(images: bool = False):

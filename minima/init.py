@@ -13,7 +13,8 @@ from .backend_ndarray.device import get_device
 # %% auto 0
 __all__ = ['generator', 'manual_seed', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like',
            'one_hot', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',
-           'kaiming_normal']
+           'kaiming_normal', 'uniform_', 'normal_', 'trunc_normal_', 'constant_', 'zeros_', 'ones_', 'eye_',
+           'xavier_uniform_', 'xavier_normal_', 'kaiming_uniform_', 'kaiming_normal_']
 
 # %% ../nbs/09_init.ipynb
 _GEN = []
@@ -137,3 +138,70 @@ def kaiming_normal(fan_in, fan_out, nonlinearity="relu", shape=None, gain=None, 
     shape = _fan_shape(fan_in, fan_out, shape)
     std = (calculate_gain(nonlinearity) if gain is None else gain) / math.sqrt(fan_in)
     return randn(*shape, mean=0.0, std=std, **kwargs)
+
+# %% ../nbs/09_init.ipynb
+def _calculate_fan_in_and_fan_out(tensor) -> tuple:
+    "torch's fans of a weight `(out, in, *kernel)`: `(in * prod(kernel), out * prod(kernel))`."
+    if tensor.ndim < 2:
+        raise ValueError(f"init: fan in and fan out need a tensor with at least 2 dimensions, got shape {tensor.shape}")
+    k = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * k, tensor.shape[0] * k
+
+def _write(tensor, a: np.ndarray):
+    "Copy the samples `a` into `tensor`'s own buffer (in place, no graph); returns the tensor, as torch's `*_`."
+    if not isinstance(tensor, Tensor): raise TypeError(f"init: expected a Tensor, got {type(tensor).__name__}")
+    tensor.cached_data[...] = NDArray(np.asarray(a, dtype=tensor.dtype).reshape(tensor.shape), device=tensor.device)
+    return tensor
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    "Fill with samples of U(a, b)."
+    return _write(tensor, np.random.rand(*tensor.shape) * (b - a) + a)
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    "Fill with samples of N(mean, std²)."
+    return _write(tensor, np.random.randn(*tensor.shape) * std + mean)
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    "Fill with N(mean, std²) samples kept inside `[a, b]` (the others are drawn again)."
+    if not a < b: raise ValueError(f"trunc_normal_: need a < b, got a={a}, b={b}")
+    x = np.random.randn(*tensor.shape) * std + mean
+    for _ in range(1000):
+        bad = (x < a) | (x > b)
+        if not bad.any(): break
+        x[bad] = np.random.randn(int(bad.sum())) * std + mean
+    else: raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] holds almost none of N({mean}, {std}²)")
+    return _write(tensor, x)
+
+def constant_(tensor, val): "Fill with `val`."; return _write(tensor, np.full(tensor.shape, val))
+def zeros_(tensor): "Fill with 0."; return constant_(tensor, 0.0)
+def ones_(tensor): "Fill with 1."; return constant_(tensor, 1.0)
+
+def eye_(tensor):
+    "The identity matrix, in a 2-d tensor."
+    if tensor.ndim != 2: raise ValueError(f"eye_: expected a 2-d tensor, got shape {tensor.shape}")
+    return _write(tensor, np.eye(*tensor.shape))
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    "U(-a, a) with `a = gain * sqrt(6 / (fan_in + fan_out))` (Glorot and Bengio, 2010)."
+    fi, fo = _calculate_fan_in_and_fan_out(tensor)
+    a = gain * math.sqrt(6.0 / (fi + fo))
+    return uniform_(tensor, -a, a)
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    "N(0, std²) with `std = gain * sqrt(2 / (fan_in + fan_out))`."
+    fi, fo = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fi + fo)))
+
+def _kaiming_std(tensor, a, mode, nonlinearity):
+    if mode not in ('fan_in', 'fan_out'): raise ValueError(f"kaiming: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan = _calculate_fan_in_and_fan_out(tensor)[0 if mode == 'fan_in' else 1]
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+def kaiming_uniform_(tensor, a=0.0, mode='fan_in', nonlinearity='leaky_relu', generator=None):
+    "U(-b, b) with `b = sqrt(3) * gain / sqrt(fan)` (He et al., 2015), torch's arguments."
+    b = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    return uniform_(tensor, -b, b)
+
+def kaiming_normal_(tensor, a=0.0, mode='fan_in', nonlinearity='leaky_relu', generator=None):
+    "N(0, std²) with `std = gain / sqrt(fan)`, torch's arguments."
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity))

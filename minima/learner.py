@@ -147,6 +147,7 @@ def lr_find(self: Learner, start_lr=1e-7, end_lr=10.0, num_it=100, stop_div=4.0,
             show_plot=True):
     "Grow the lr exponentially until the loss diverges, restore the model, suggest an lr."
     state, rng_state = self.model.state_dict(), generator().bit_generator.state
+    modes = [(m, m.training) for m in self.model.modules()]
     opt = self.opt_func(self.model.parameters(), lr=start_lr)
     lrs, losses, avg, best = [], [], 0.0, math.inf
     self.model.train()
@@ -162,10 +163,11 @@ def lr_find(self: Learner, start_lr=1e-7, end_lr=10.0, num_it=100, stop_div=4.0,
             if not math.isfinite(smooth) or smooth > stop_div * best: break
             lrs.append(opt.lr); losses.append(smooth)
             best = min(best, smooth)
-    finally:   # leave the learner as it was: weights, buffers, gradients, random state
+    finally:   # leave the learner as it was: weights, buffers, gradients, random state, modes
         self.model.load_state_dict(state)
         generator().bit_generator.state = rng_state
         opt.reset_grad()
+        for m, mode in modes: m.training = mode   # train/eval mode as it was, per module
     if not lrs: raise ValueError(f'lr_find: the loss was not finite even at start_lr={start_lr}')
     self.lr_find_lrs, self.lr_find_losses = np.array(lrs), np.array(losses)
     self.lr_suggestion = float(lrs[int(np.argmin(losses))] / 10)

@@ -4,13 +4,16 @@
 
 # %% ../nbs/11_optim.ipynb 4
 from __future__ import annotations
-import math
+import bisect, math, numbers, sys, types
+import numpy as np
 from .autograd import Tensor
 from .backend_ndarray.ndarray import NDArray
 
 # %% auto 0
-__all__ = ['clip_grad_norm', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'LinearLR',
-           'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_']
+__all__ = ['clip_grad_norm', 'lr_scheduler', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR',
+           'LinearLR', 'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_', 'clip_grad_value_', 'RMSprop', 'Adagrad',
+           'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR',
+           'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR']
 
 # %% ../nbs/11_optim.ipynb
 def _check_hyper(name, group):
@@ -28,6 +31,9 @@ class Optimizer:
     and per-parameter state; `step()` updates, `zero_grad()` clears gradients, `state_dict()` saves both."""
     def __init__(self, params, defaults: dict):
         name = type(self).__name__
+        if isinstance(params, (Tensor, dict)):
+            raise TypeError(f"{name}: params must be an iterable of Tensors, of (name, Tensor) pairs or of parameter "
+                            f"groups (dicts), got a {type(params).__name__}; wrap it in a list")
         params = list(params)
         if not params:
             raise ValueError(f"{name}: got an empty parameter list; pass model.parameters() of a model that has parameters")
@@ -42,10 +48,11 @@ class Optimizer:
             raise TypeError(f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r}")
         g = {**self.defaults, **group}
         ps = [g['params']] if isinstance(g['params'], Tensor) else list(g['params'])
+        if ps and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in ps):
+            g['param_names'], ps = [n for n, _ in ps], [p for _, p in ps]   # named_parameters(), as torch 2.x
         seen = {id(p) for q in self.param_groups for p in q['params']}
-        for p in ps:
+        for p in ps:   # a frozen parameter (requires_grad=False) is fine: it has no gradient, so it is skipped
             if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
-            if not p.requires_grad: raise ValueError(f"{name}: a parameter of shape {p.shape} does not require grad")
             if id(p) in seen: raise ValueError(f"{name}: a parameter (shape {p.shape}) appears in more than one group")
         g['params'] = ps
         _check_hyper(name, g)
@@ -100,6 +107,10 @@ class Optimizer:
             p = ps[int(i)]
             st = {}
             for k, v in s.items():
+                if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # torch's tensors
+                if isinstance(v, (Tensor, NDArray)): v = v.numpy()
+                if isinstance(v, np.ndarray) and v.ndim == 0: v = v.item()
+                if k == 'step' and isinstance(v, float) and v.is_integer(): v = int(v)
                 if hasattr(v, 'shape') and getattr(v, 'ndim', 0) > 0:
                     if tuple(v.shape) != p.shape:
                         raise ValueError(f"{name}.load_state_dict: state '{k}' of parameter {i} has shape "
@@ -111,9 +122,10 @@ class Optimizer:
 # %% ../nbs/11_optim.ipynb
 class SGD(Optimizer):
     "Stochastic gradient descent with optional momentum, dampening, Nesterov momentum and weight decay (torch's rules)."
-    def __init__(self, params, lr=0.01, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params, lr=0.001, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+                                      nesterov=nesterov, maximize=maximize))
         for g in self.param_groups:
             if g['nesterov'] and (g['momentum'] <= 0 or g['dampening'] != 0):
                 raise ValueError("SGD: Nesterov momentum requires a positive momentum and zero dampening")
@@ -124,6 +136,7 @@ class SGD(Optimizer):
             lr, mu, tau, wd = group['lr'], group['momentum'], group['dampening'], group['weight_decay']
             for p, g, st in self._grads(group):
                 w = p.cached_data
+                if group.get('maximize'): g = -g
                 if wd: g = g + w * wd
                 if mu:
                     buf = st.get('momentum_buffer')
@@ -136,11 +149,17 @@ class SGD(Optimizer):
 
 # %% ../nbs/11_optim.ipynb
 class Adam(Optimizer):
-    "Adam with bias correction; `weight_decay` is L2 added to the gradient (torch's `Adam`)."
+    """Adam with bias correction; `weight_decay` is L2 added to the gradient (torch's `Adam`), `amsgrad` divides by
+    the running maximum of the second moment, `maximize` ascends. `Adam(params, 1e-3, (0.9, 0.999))` as torch."""
     decoupled = False
-    def __init__(self, params, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, betas=None):
-        if betas is None: betas = (beta1, beta2)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False, beta1=None, beta2=None):
+        name = type(self).__name__
+        if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
+            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
+        betas = (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)   # needle's keywords
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
 
     beta1 = property(lambda self: self.param_groups[0]['betas'][0])
     beta2 = property(lambda self: self.param_groups[0]['betas'][1])
@@ -153,6 +172,7 @@ class Adam(Optimizer):
             (b1, b2), lr, wd, eps = group['betas'], group['lr'], group['weight_decay'], group['eps']
             for p, g, st in self._grads(group):
                 w = p.cached_data
+                if group.get('maximize'): g = -g
                 if wd and self.decoupled: w = w * (1 - lr * wd)
                 elif wd: g = g + w * wd
                 m, v = st.get('exp_avg'), st.get('exp_avg_sq')
@@ -162,6 +182,9 @@ class Adam(Optimizer):
                 else:   # the moment buffers are the optimizer's own: update them in place
                     m *= b1; m += g * (1 - b1)
                     v *= b2; v += g * g * (1 - b2)
+                if group.get('amsgrad'):   # Reddi et al. (2018): never let the denominator shrink
+                    vmax = st.get('max_exp_avg_sq')
+                    v = st['max_exp_avg_sq'] = v + 0.0 if vmax is None else vmax.maximum(v)
                 st['step'] = t = st['step'] + 1   # per parameter, as in torch
                 step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
                 p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
@@ -169,28 +192,39 @@ class Adam(Optimizer):
 class AdamW(Adam):
     "Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before each Adam step (torch's `AdamW`)."
     decoupled = True
-    def __init__(self, params, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, betas=None):
-        super().__init__(params, lr, beta1, beta2, eps, weight_decay, betas)
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
+                 maximize=False, beta1=None, beta2=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, beta1=beta1, beta2=beta2)
 
 # %% ../nbs/11_optim.ipynb
 class LRScheduler:
-    """Sets each parameter group's `lr` to `get_lr()` (one rate per group) at construction and at every `step()`;
-    `last_epoch` counts the steps."""
-    def __init__(self, optimizer: Optimizer):
-        self.optimizer, self.last_epoch = optimizer, 0
+    """Sets each parameter group's `lr` at construction and at every `step()`, as torch's schedulers: *chainable*,
+    each step works from the group's current `lr` (`get_lr`), so a rate changed by hand, or by a second scheduler,
+    is kept; `step(epoch)` jumps to the closed form (`lr_at`). `last_epoch` counts the steps."""
+    def __init__(self, optimizer: Optimizer, last_epoch=-1):
+        self.optimizer, self.last_epoch, self._step_count = optimizer, last_epoch, 0
         for g in optimizer.param_groups: g.setdefault('initial_lr', g['lr'])
         self.base_lrs = [g['initial_lr'] for g in optimizer.param_groups]
-        self._set(self.get_lr())
-    def get_lr(self) -> list: return [self.lr_at(b) for b in self.base_lrs]
+        self.step()
+    def get_lr(self) -> list:
+        "The next rate of each group from its current one (torch's chainable form)."
+        return [self.lr_at(b) for b in self.base_lrs]
     def lr_at(self, base_lr) -> float: raise NotImplementedError
+    def _lrs(self): return [g['lr'] for g in self.optimizer.param_groups]
     def _set(self, lrs):
         for g, lr in zip(self.optimizer.param_groups, lrs): g['lr'] = lr
-    def step(self):
-        self.last_epoch += 1
-        self._set(self.get_lr())
+    def step(self, epoch=None):
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            self._set(self.get_lr())
+        else:   # torch's closed form where the schedule has one
+            self.last_epoch = epoch
+            closed = type(self).lr_at is not LRScheduler.lr_at
+            self._set([self.lr_at(b) for b in self.base_lrs] if closed else self.get_lr())
     def get_last_lr(self) -> list:
         "The current rate of each group, as torch."
-        return [g['lr'] for g in self.optimizer.param_groups]
+        return self._lrs()
     def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
     def load_state_dict(self, state): vars(self).update(state)
 
@@ -200,6 +234,9 @@ class StepLR(LRScheduler):
         if step_size < 1: raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer)
+    def get_lr(self):
+        t = self.last_epoch
+        return [lr * self.gamma if t and t % self.step_size == 0 else lr for lr in self._lrs()]
     def lr_at(self, base): return base * self.gamma ** (self.last_epoch // self.step_size)
 
 class CosineAnnealingLR(LRScheduler):
@@ -211,6 +248,14 @@ class CosineAnnealingLR(LRScheduler):
     def lr_at(self, base):
         t = self.last_epoch
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
+    def get_lr(self):
+        t, T, lo = self.last_epoch, self.T_max, self.eta_min
+        if t == 0: return self._lrs()
+        if self._step_count == 1 and t > 0: return [self.lr_at(b) for b in self.base_lrs]
+        if (t - 1 - T) % (2 * T) == 0:
+            return [lr + (b - lo) * (1 - math.cos(math.pi / T)) / 2 for lr, b in zip(self._lrs(), self.base_lrs)]
+        return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (lr - lo) + lo
+                for lr in self._lrs()]
 
 # %% ../nbs/11_optim.ipynb
 class LinearLR(LRScheduler):
@@ -224,6 +269,11 @@ class LinearLR(LRScheduler):
     def lr_at(self, base):
         t = min(self.last_epoch, self.total_iters)
         return base * (self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters)
+    def get_lr(self):
+        t, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if t == 0: return [lr * a for lr in self._lrs()]
+        if t > n: return self._lrs()
+        return [lr * (1.0 + (b - a) / (n * a + (t - 1) * (b - a))) for lr in self._lrs()]
 
 class OneCycleLR(LRScheduler):
     """The one-cycle policy, as `torch.optim.lr_scheduler.OneCycleLR`: call `step()` after every batch, at most
@@ -320,17 +370,279 @@ class ReduceLROnPlateau:
     def load_state_dict(self, state): vars(self).update(state)
 
 # %% ../nbs/11_optim.ipynb
-def clip_grad_norm_(parameters, max_norm: float, error_if_nonfinite: bool = False) -> float:
-    "Scale all gradients so that their joint L2 norm is at most `max_norm`; returns the norm before clipping."
-    ps = [p for p in parameters if p.grad is not None]
-    if not ps: return 0.0
-    total = math.sqrt(sum(float((p.grad.cached_data * p.grad.cached_data).sum().item()) for p in ps))
+class _Norm(float):
+    "The norm `clip_grad_norm_` returns: a float that also answers torch's `.item()`."
+    def item(self) -> float: return float(self)
+
+def _with_grads(parameters):
+    ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)   # one tensor, as torch
+    return [p for p in ps if p.grad is not None]
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach=None) -> float:
+    """Scale all gradients so that their joint `norm_type` norm (2, 1, any p > 0, or `inf`) is at most `max_norm`;
+    returns the norm before clipping. `parameters` may be one tensor, as in torch."""
+    ps, p_ = _with_grads(parameters), float(norm_type)
+    if not ps: return _Norm(0.0)
+    gs = [p.grad.cached_data for p in ps]
+    if p_ == math.inf: total = max(float(g.abs().max().item()) if g.size else 0.0 for g in gs)
+    elif p_ == 2: total = math.sqrt(sum(float((g * g).sum().item()) for g in gs))
+    elif p_ == 1: total = sum(float(g.abs().sum().item()) for g in gs)
+    elif p_ > 0: total = sum(float((g.abs() ** p_).sum().item()) for g in gs) ** (1 / p_)
+    else: raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type!r}")
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total}, so they cannot be clipped; "
                            "pass error_if_nonfinite=False to scale them by it anyway")
     coef = max_norm / (total + 1e-6)
     if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
         for p in ps: p.grad = Tensor.make_const(p.grad.cached_data * coef)
-    return total
+    return _Norm(total)
 
 clip_grad_norm = clip_grad_norm_
+
+def clip_grad_value_(parameters, clip_value: float, foreach=None):
+    "Clamp every gradient element to `[-clip_value, clip_value]`, in place of the gradients, as torch."
+    c = float(clip_value)
+    for p in _with_grads(parameters):
+        p.grad = Tensor.make_const(p.grad.cached_data.maximum(-c).minimum(c))
+
+# %% ../nbs/11_optim.ipynb
+class _Stepper(Optimizer):
+    "Shared by the optimizers below: one loop over the groups, the gradient negated for `maximize`, then `update`."
+    def step(self):
+        self.step_count += 1
+        for group in self.param_groups:
+            for p, g, st in self._grads(group):
+                if group.get('maximize'): g = -g
+                p.cached_data = self.update(p.cached_data, g, st, group)
+
+def _zeros(w: NDArray) -> NDArray: return NDArray.make(w.shape, device=w.device, dtype=w.dtype).fill(0.0)
+def _decay(w, g, group):
+    "L2 weight decay, or the decoupled kind (`w *= 1 - lr * wd`) where the group asks for it: (w, g)."
+    wd = group['weight_decay']
+    if not wd: return w, g
+    if group.get('decoupled_weight_decay'): return w * (1 - group['lr'] * wd), g
+    return w, g + w * wd
+
+class RMSprop(_Stepper):
+    "RMSprop as `torch.optim.RMSprop`: a running average of squared gradients divides the step."
+    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
+                 maximize=False):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered, maximize=maximize))
+    def update(self, w, g, st, group):
+        lr, a, eps, mu = group['lr'], group['alpha'], group['eps'], group['momentum']
+        w, g = _decay(w, g, group)
+        st['step'] = st.get('step', 0) + 1
+        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * a + g * g * (1 - a)
+        if group['centered']:
+            m = st['grad_avg'] = st.get('grad_avg', _zeros(w)) * a + g * (1 - a)
+            avg = (v - m * m).sqrt() + eps
+        else: avg = v.sqrt() + eps
+        if mu > 0:
+            buf = st['momentum_buffer'] = st.get('momentum_buffer', _zeros(w)) * mu + g / avg
+            return w - buf * lr
+        return w - g / avg * lr
+
+class Adagrad(_Stepper):
+    "Adagrad as `torch.optim.Adagrad`: the sum of all squared gradients divides the step."
+    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10, *,
+                 maximize=False):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+    def update(self, w, g, st, group):
+        w, g = _decay(w, g, group)
+        st['step'] = t = st.get('step', 0) + 1
+        s = st.get('sum')
+        if s is None: s = _zeros(w) + group['initial_accumulator_value']
+        s = st['sum'] = s + g * g
+        clr = group['lr'] / (1 + (t - 1) * group['lr_decay'])
+        return w - g / (s.sqrt() + group['eps']) * clr
+
+class Adadelta(_Stepper):
+    "Adadelta as `torch.optim.Adadelta`: steps in the parameter's own units, from two running averages."
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def update(self, w, g, st, group):
+        rho, eps = group['rho'], group['eps']
+        w, g = _decay(w, g, group)
+        st['step'] = st.get('step', 0) + 1
+        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * rho + g * g * (1 - rho)
+        u = st.get('acc_delta', _zeros(w))
+        delta = (u + eps).sqrt() / (v + eps).sqrt() * g
+        st['acc_delta'] = u * rho + delta * delta * (1 - rho)
+        return w - delta * group['lr']
+
+class Adamax(_Stepper):
+    "Adamax as `torch.optim.Adamax`: Adam with an infinity-norm second moment."
+    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def update(self, w, g, st, group):
+        (b1, b2), eps = group['betas'], group['eps']
+        w, g = _decay(w, g, group)
+        st['step'] = t = st.get('step', 0) + 1
+        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
+        u = st['exp_inf'] = (st.get('exp_inf', _zeros(w)) * b2).maximum(g.abs() + eps)
+        return w - m / u * (group['lr'] / (1 - b1 ** t))
+
+class NAdam(_Stepper):
+    "NAdam as `torch.optim.NAdam`: Adam with Nesterov momentum and torch's momentum decay schedule."
+    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=0.004,
+                 decoupled_weight_decay=False, *, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay))
+    def update(self, w, g, st, group):
+        (b1, b2), lr, eps, psi = group['betas'], group['lr'], group['eps'], group['momentum_decay']
+        w, g = _decay(w, g, group)
+        st['step'] = t = st.get('step', 0) + 1
+        mu, mu_next = b1 * (1 - 0.5 * 0.96 ** (t * psi)), b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
+        st['mu_product'] = prod = st.get('mu_product', 1.0) * mu
+        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
+        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        denom = (v / (1 - b2 ** t)).sqrt() + eps
+        w = w - g / denom * (lr * (1 - mu) / (1 - prod))
+        return w - m / denom * (lr * mu_next / (1 - prod * mu_next))
+
+class RAdam(_Stepper):
+    "RAdam as `torch.optim.RAdam`: Adam with the variance of its adaptive rate rectified (SGD with momentum early on)."
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
+                 *, maximize=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+    def update(self, w, g, st, group):
+        (b1, b2), lr, eps = group['betas'], group['lr'], group['eps']
+        w, g = _decay(w, g, group)
+        st['step'] = t = st.get('step', 0) + 1
+        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
+        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        rho_inf = 2 / (1 - b2) - 1
+        rho = rho_inf - 2 * t * b2 ** t / bc2
+        if rho <= 5: return w - m * (lr / bc1)
+        rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+        return w - m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
+
+# %% ../nbs/11_optim.ipynb
+class MultiStepLR(LRScheduler):
+    "Multiply the rate by `gamma` at each milestone (a milestone listed twice multiplies twice)."
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones, self.gamma = sorted(int(m) for m in milestones), gamma
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        k = self.milestones.count(self.last_epoch)
+        return [lr * self.gamma ** k for lr in self._lrs()]
+    def lr_at(self, base): return base * self.gamma ** bisect.bisect_right(self.milestones, self.last_epoch)
+
+class ExponentialLR(LRScheduler):
+    "Multiply the rate by `gamma` at every step."
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self): return [lr * (self.gamma if self.last_epoch else 1.0) for lr in self._lrs()]
+    def lr_at(self, base): return base * self.gamma ** self.last_epoch
+
+class LambdaLR(LRScheduler):
+    "`lr = base_lr * lr_lambda(epoch)` (one function, or one per group)."
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n:
+            raise ValueError(f"LambdaLR: expected {n} lr_lambdas (one per group), got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self): return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
+    def step(self, epoch=None):
+        if epoch is not None: self.last_epoch = epoch - 1
+        self._step_count += 1
+        self.last_epoch += 1
+        self._set(self.get_lr())
+    def state_dict(self): return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'lr_lambdas')}
+
+class MultiplicativeLR(LambdaLR):
+    "Multiply the rate by `lr_lambda(epoch)` at every step after the first."
+    def get_lr(self):
+        if self.last_epoch <= 0: return self._lrs()
+        return [lr * f(self.last_epoch) for lr, f in zip(self._lrs(), self.lr_lambdas)]
+
+class ConstantLR(LRScheduler):
+    "The rate times `factor` for the first `total_iters` steps, then the rate itself."
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if not 0 <= factor <= 1: raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        t = self.last_epoch
+        if t == 0: return [lr * self.factor for lr in self._lrs()]
+        if t != self.total_iters: return self._lrs()
+        return [lr / self.factor for lr in self._lrs()]
+    def lr_at(self, base): return base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+
+class PolynomialLR(LRScheduler):
+    "Decay the rate to 0 over `total_iters` steps as `(1 - t / total_iters) ** power`."
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        t, n = self.last_epoch, self.total_iters
+        if t == 0 or t > n: return self._lrs()
+        f = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [lr * f for lr in self._lrs()]
+    def lr_at(self, base): return base * (1.0 - min(self.last_epoch, self.total_iters) / self.total_iters) ** self.power
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    "Cosine annealing restarted every `T_0` steps, each period `T_mult` times longer (SGDR, Loshchilov and Hutter)."
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 < 1 or int(T_0) != T_0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0}")
+        if T_mult < 1 or int(T_mult) != T_mult:
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_mult must be an int >= 1, got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, last_epoch
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for b in self.base_lrs]
+    def step(self, epoch=None):
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i: self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+        else:
+            if epoch < 0: raise ValueError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
+            self.last_epoch, self.T_i, self.T_cur = math.floor(epoch), self.T_0, epoch
+            if epoch >= self.T_0:
+                if self.T_mult == 1: self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+        self._set(self.get_lr())
+
+class SequentialLR:
+    "Run `schedulers` one after another, switching at `milestones` (each later one restarts from its own epoch 0)."
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones for {len(schedulers)} "
+                             f"schedulers, got {len(milestones)}")
+        if any(s.optimizer is not optimizer for s in schedulers):
+            raise ValueError("SequentialLR: every scheduler must belong to the optimizer given")
+        self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups: g['lr'] = g['initial_lr']   # undo the schedulers' own first steps
+        for sch in self._schedulers: sch.last_epoch -= 1
+        self._schedulers[0]._step_count = 0
+        self._schedulers[0].step()
+    def step(self):
+        self.last_epoch += 1
+        i = bisect.bisect_right(self._milestones, self.last_epoch)
+        sch = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch: sch.step(0)
+        else: sch.step()
+    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+
+lr_scheduler = types.ModuleType('minima.optim.lr_scheduler', "torch's `torch.optim.lr_scheduler` names.")
+for _c in ('LRScheduler', 'StepLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR', 'ConstantLR',
+           'LinearLR', 'PolynomialLR', 'CosineAnnealingLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'OneCycleLR',
+           'ReduceLROnPlateau'):
+    setattr(lr_scheduler, _c, globals()[_c])
+lr_scheduler._LRScheduler = LRScheduler
+sys.modules[lr_scheduler.__name__] = lr_scheduler   # `from minima.optim.lr_scheduler import StepLR` works

@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
-from .autograd import Tensor, TensorTuple, grad as _grad
+from .autograd import Tensor, TensorTuple, grad
+
+def _grad(*args, **kw):
+    "`grad` with zeros for an input an op does not use (batch norm's running stats): the harness compares arrays."
+    return grad(*args, materialize_grads=True, **kw)
 
 # %% auto 0
 __all__ = ['REGISTRY', 'DOMAINS', 'Case', 'case', 'OpSpec', 'register_op', 'registered_ops', 'get_spec', 'sample_input',

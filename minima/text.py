@@ -50,6 +50,8 @@ class CharTokenizer:
         ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
         if ids.ndim != 1:
             raise ValueError(f"CharTokenizer.decode: expected a 1-d sequence of ids, got shape {ids.shape}")
+        if ids.size and ids.dtype.kind not in 'iu':   # 1.7 is a bug upstream, not token 1
+            raise TypeError(f"CharTokenizer.decode: ids must be integers, got dtype {ids.dtype}")
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f"CharTokenizer.decode: ids must lie in [0, {self.vocab_size}), "
                              f"got {ids.min()}..{ids.max()}")

@@ -8,16 +8,15 @@ def _t(x, grad=False): return torch.tensor(x.numpy(), requires_grad=grad)
 def test_linear_matches_torch_forward_backward():
     init.manual_seed(0)
     lin = nn.Linear(7, 5)
-    assert lin.weight.shape == (7, 5) and lin.bias.shape == (1, 5)
+    assert lin.weight.shape == (5, 7) and lin.bias.shape == (5,)   # torch's layout
     tl = torch.nn.Linear(7, 5)
-    with torch.no_grad():
-        tl.weight.copy_(torch.tensor(lin.weight.numpy().T)); tl.bias.copy_(torch.tensor(lin.bias.numpy()[0]))
+    tl.load_state_dict({k: torch.tensor(v) for k, v in lin.state_dict().items()})
     x = init.randn(3, 7, requires_grad=True); tx = _t(x, True)
     g = np.random.default_rng(0).standard_normal((3, 5)).astype('float32')
     (lin(x) * mi.Tensor(g)).sum().backward(); (tl(tx) * torch.tensor(g)).sum().backward()
     assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-5)
-    assert np.allclose(lin.weight.grad.numpy(), tl.weight.grad.numpy().T, atol=1e-5)
-    assert np.allclose(lin.bias.grad.numpy()[0], tl.bias.grad.numpy(), atol=1e-5)
+    assert np.allclose(lin.weight.grad.numpy(), tl.weight.grad.numpy(), atol=1e-5)
+    assert np.allclose(lin.bias.grad.numpy(), tl.bias.grad.numpy(), atol=1e-5)
 
 def test_linear_wrong_features_names_layer_and_sizes():
     with pytest.raises(ValueError, match=r'Linear\(in_features=4, out_features=2.*expected input with 4 features.*got 3'):
@@ -95,8 +94,8 @@ class Net(nn.Module):
 def test_module_plumbing():
     net = Net()
     names = [n for n, _ in net.named_parameters()]
-    assert names == ['body.0.weight', 'body.0.bias', 'body.1.weight', 'body.1.bias', 'heads.0.weight', 'heads.0.bias',
-                     'heads.1.weight', 'heads.1.bias', 'scale']
+    assert names == ['scale', 'body.0.weight', 'body.0.bias', 'body.1.weight', 'body.1.bias', 'heads.0.weight',
+                     'heads.0.bias', 'heads.1.weight', 'heads.1.bias']   # torch's order: own parameters, then children
     assert len(net.parameters()) == 9 and all(isinstance(p, nn.Parameter) and p.requires_grad for p in net.parameters())
     assert [n for n, _ in net.named_buffers()] == ['body.1.running_mean', 'body.1.running_var', 'body.1.num_batches_tracked']
     net.eval(); assert not any(m.training for m in net.modules())
@@ -120,7 +119,7 @@ def test_save_load_roundtrip_and_errors(tmp_path):
     with pytest.raises(KeyError, match=r"missing keys \['0.weight', '0.bias'\]"):
         nn.Sequential(nn.Linear(3, 4)).load(tmp_path / 'a.npz')
     nn.Sequential(nn.Linear(3, 4)).save(tmp_path / 's.npz')
-    with pytest.raises(ValueError, match=r"'0.weight' has shape \(3, 4\) in the state but \(3, 5\) in the module"):
+    with pytest.raises(ValueError, match=r"'0.weight' has shape \(4, 3\) in the state but \(5, 3\) in the module"):
         nn.Sequential(nn.Linear(3, 5)).load(tmp_path / 's.npz')
 
 def test_conv_pool_embedding_modules_match_torch():

@@ -13,17 +13,17 @@ BINARY = ['add', 'subtract', 'multiply', 'divide', 'power', 'maximum', 'minimum'
           'equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal']
 
 CASES = [
+    ('exp-list', lambda: ops.exp([1.0]), TypeError, r'exp: expected a Tensor, got list'),
+    ('log-list', lambda: ops.log([1.0]), TypeError, r'log: expected a Tensor, got list'),
+    ('erf-number', lambda: ops.erf(1.0), TypeError, r'erf: expected a Tensor, got float'),
     # elementwise
     *[(f'{n}-broadcast', lambda n=n: getattr(ops, n)(T(2, 3), T(4)), ValueError, rf'{n}: shapes \(2, 3\) and \(4,\) cannot be broadcast') for n in BINARY],
     ('add-no-tensor', lambda: ops.add(1.0, 2.0), TypeError, r'add: expected at least one Tensor, got float and float'),
-    ('exp-int', lambda: ops.exp(T(3, dtype='int64')), TypeError, r'exp: expected a float32 or float64 tensor, got int64'),
-    ('log-int', lambda: ops.log(T(3, dtype='int64')), TypeError, r'log: expected a float32 or float64 tensor, got int64'),
     ('sigmoid-list', lambda: ops.sigmoid([1.0]), TypeError, r'sigmoid: expected a Tensor, got list'),
     ('where-broadcast', lambda: ops.where(T(2, 3) > 1, T(3, 2), T(2, 3)), ValueError, r'where: shapes .*\(2, 3\) and \(3, 2\).* cannot be broadcast'),
     ('where-cond-dtype', lambda: ops.where(T(2, 3), T(2, 3), 0.0), TypeError, r'where: the condition must be a bool tensor, got dtype float32'),
     ('where-no-tensor', lambda: ops.where(True, 1.0, 2.0), TypeError, r'where: a or b must be a Tensor'),
     ('gelu-approximate', lambda: ops.gelu(T(3), approximate='fast'), ValueError, r"gelu: approximate must be 'tanh' or 'none', got 'fast'"),
-    ('erf-int', lambda: ops.erf(T(3, dtype='int64')), TypeError, r'erf: expected a float32 or float64 tensor, got int64'),
     ('clamp-no-bounds', lambda: ops.clamp(T(3)), ValueError, r'clamp: at least one of lo and hi must be given'),
     ('compare-kind', lambda: ops.Compare('almost'), ValueError, r"Compare: unknown comparison 'almost'"),
     # reductions
@@ -58,7 +58,6 @@ CASES = [
     ('getitem-neg-range', lambda: T(3, 4)[:, -5], IndexError, r'getitem: index -5 is out of range for axis 1 with size 4'),
     ('getitem-too-many', lambda: T(3)[0, 0], IndexError, r'getitem: too many indices \(2\) for an array with 1 dimensions'),
     ('getitem-step-zero', lambda: T(3)[::0], ValueError, r'slice step cannot be zero'),
-    ('getitem-two-arrays', lambda: T(3, 3)[np.array([0]), np.array([1])], IndexError, r'getitem: only one integer-array or mask index is supported, got 2'),
     ('getitem-float-array', lambda: T(3)[np.array([0.5])], IndexError, r'getitem: index arrays must hold integers or booleans, got float64'),
     ('getitem-mask-shape', lambda: T(3)[np.array([True, False])], IndexError, r'getitem: the mask of shape \(2,\) does not match the indexed shape \(3,\)'),
     ('getitem-array-range', lambda: T(3)[np.array([0, 3])], IndexError, r'getitem: index 3 is out of range for an axis of size 3'),

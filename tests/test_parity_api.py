@@ -389,15 +389,25 @@ def test_functional_names_exist():
 
 
 # ---------------------------------------------------------------- Tensor API
-@pytest.mark.parametrize('method', ['sum', 'mean', 'max', 'min', 'logsumexp', 'amax', 'amin'])
+@pytest.mark.parametrize('method', ['sum', 'mean', 'logsumexp', 'amax', 'amin'])
 def test_reduction_axis_and_dim_keywords(method):
     x = init.randn(2, 3, 4); tx = torch.tensor(x.numpy())
     for kw, tkw in [(dict(axis=1), dict(dim=1)), (dict(dim=(0, 2), keepdim=True), dict(dim=(0, 2), keepdim=True)),
                     (dict(axis=-1, keepdims=True), dict(dim=-1, keepdim=True))]:
-        if method in ('max', 'min') and isinstance(tkw['dim'], tuple): tm = getattr(torch, 'a' + method)
-        else: tm = {'max': torch.amax, 'min': torch.amin}.get(method, getattr(torch, method))
-        assert np.allclose(getattr(x, method)(**kw).numpy(), tm(tx, **tkw).numpy(), atol=1e-5), (method, kw)
+        assert np.allclose(getattr(x, method)(**kw).numpy(), getattr(torch, method)(tx, **tkw).numpy(), atol=1e-5), (method, kw)
     with pytest.raises(TypeError, match='give the axes once'): getattr(x, method)(1, axis=1)
+
+@pytest.mark.parametrize('method', ['max', 'min'])
+def test_max_min_with_dim_return_values_and_indices(method):
+    "torch's convention (issue 21): `x.max(dim)` is the named tuple (values, indices); without dim, the value."
+    x = init.randn(2, 3, 4); tx = torch.tensor(x.numpy())
+    for kw in [dict(dim=1), dict(dim=-1, keepdim=True)]:
+        got, want = getattr(x, method)(**kw), getattr(tx, method)(**kw)
+        assert np.allclose(got.values.numpy(), want.values.numpy()) and np.array_equal(got.indices.numpy(), want.indices.numpy())
+        v, i = getattr(x, method)(**kw)
+        assert v.shape == tuple(want.values.shape) and i.dtype == 'int64'
+    assert np.isclose(getattr(x, method)().item(), getattr(tx, method)().item())
+    with pytest.raises(TypeError, match='give the dim once'): getattr(x, method)(1, axis=1)
 
 def test_argmax_dim_keyword():
     x = init.randn(3, 4)

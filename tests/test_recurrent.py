@@ -131,7 +131,7 @@ def test_backward_twice_accumulates():
     x = mi.Tensor(np.random.default_rng(0).standard_normal((5, 2, 3)))
     out, _ = m(x)
     loss = (out * out).sum()
-    loss.backward()
+    loss.backward(retain_graph=True)   # torch's rule: a second backward needs the graph kept
     g1 = m.weight_hh_l0.grad.numpy().copy()
     loss.backward()
     np.testing.assert_allclose(m.weight_hh_l0.grad.numpy(), 2 * g1, rtol=1e-5, atol=1e-6)

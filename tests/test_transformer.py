@@ -255,10 +255,10 @@ def test_needle_attention_layer_against_torch():
     tx = torch.tensor(x)
     def proj(name, t):
         t = torch.nn.functional.layer_norm(t, (D,), P[f'prenorm_{name}.weight'], P[f'prenorm_{name}.bias'])
-        return (t @ P[f'{name}_projection.weight']).reshape(B, T, H, dh).transpose(1, 2)
+        return (t @ P[f'{name}_projection.weight'].T).reshape(B, T, H, dh).transpose(1, 2)
     tq, tk, tv = proj('q', tx), proj('k', tx), proj('v', tx)
     o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-    ty = o.transpose(1, 2).reshape(B, T, H * dh) @ P['out_projection.weight']
+    ty = o.transpose(1, 2).reshape(B, T, H * dh) @ P['out_projection.weight'].T
     np.testing.assert_allclose(y, ty.numpy(), rtol=1e-4, atol=1e-5)
 
 

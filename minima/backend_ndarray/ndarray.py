@@ -58,7 +58,7 @@ def normalize_axes(axes, ndim, op='reduce'):
     out = []
     for ax in axes:
         if not isinstance(ax, numbers.Integral): raise TypeError(f"{op}: axis must be an int, got {ax!r}")
-        a = ax + ndim if ax < 0 else ax
+        a = ax + max(ndim, 1) if ax < 0 else ax   # a 0-d array accepts axis 0 and -1, as torch
         if not 0 <= a < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
             raise ValueError(f"{op}: axis {ax} is out of range for an array with {ndim} dimensions")
         if a in out: raise ValueError(f"{op}: axis {ax} is repeated in {tuple(axes)}")

@@ -33,9 +33,9 @@ __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 
            'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
            'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'make_tuple', 'tuple_get_item',
            'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss',
-           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'TransformerLayer', 'Transformer', 'SGD', 'Adam',
-           'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset', 'DataLoader',
-           'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
+           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'AttentionLayer', 'TransformerLayer', 'Transformer',
+           'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset',
+           'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
@@ -59,6 +59,17 @@ class Tensor(_ag.Tensor):
         return self + (-other) if isinstance(other, _ag.Tensor) else super().__sub__(other)
     def __rsub__(self, other):
         return other + (-self) if isinstance(other, _ag.Tensor) else super().__rsub__(other)
+    # needle's conventions where minima's Tensor now follows torch's:
+    def is_leaf(self): "needle calls it as a method (torch's is a property)."; return self.op is None
+    def split(self, axis=0, sizes=None): "needle's `split(axis, sizes)`."; return _ops.split(self, axis, sizes)
+    def squeeze(self, axes=None): "numpy's squeeze, which raises for a non-1 axis."; return _ops.squeeze(self, axes)
+    def max(self, axes=None, keepdims=False):
+        "The maximum over `axes`, values only (torch's `max(dim)` also returns the indices)."
+        return _ops.amax(self, axes, keepdims)
+    def __iadd__(self, other): return self + other      # needle rebinds the name: no in-place write, no leaf check
+    def __isub__(self, other): return self - other
+    def __imul__(self, other): return self * other
+    def __itruediv__(self, other): return self / other
 
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
@@ -166,8 +177,8 @@ init = namespace('init', _minit, _calculate_fans=_calculate_fans,
                  **{k: _needle_result(getattr(_minit, k)) for k in _MAKERS})
 
 # %% ../../nbs/30_needle.ipynb
-class Linear(_mnn.Linear):
-    "needle's Linear: weight `kaiming_uniform(in, out)`, bias `kaiming_uniform(out, 1)` as a row."
+class Linear(Module):
+    "needle's Linear: `X @ weight + bias`, weight `kaiming_uniform(in, out)`, bias `kaiming_uniform(out, 1)` as a row."
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
         Module.__init__(self)
         self.in_features, self.out_features = in_features, out_features
@@ -177,9 +188,14 @@ class Linear(_mnn.Linear):
         if bias:
             b = init.kaiming_uniform(out_features, 1, **kw)
             self.bias = Parameter(b.reshape((1, out_features)))
+    def extra_repr(self):
+        return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
     def forward(self, X):
         if X.dtype != self.weight.dtype: X = _ops.cast(X, self.weight.dtype)   # as Conv does
-        return super().forward(X)
+        if X.ndim < 1 or X.shape[-1] != self.in_features:
+            raise ValueError(f"Linear({self.extra_repr()}): expected input with {self.in_features} features in its "
+                             f"last dimension, got input shape {X.shape}")
+        return X @ self.weight if self.bias is None else _ops.affine(X, self.weight, self.bias)
 
 # %% ../../nbs/30_needle.ipynb
 class _Layers(list):
@@ -354,32 +370,20 @@ class LSTM(Module):
 
 from ..nn import transformer as _tr   # needle's hw4_extra classes live with minima's transformers
 
+class AttentionLayer(_tr.AttentionLayer):
+    "needle's attention layer: its projections are needle's `Linear` (weight `(in, out)`, needle's initialisation)."
+    _linear = Linear
+
 class TransformerLayer(_tr.TransformerLayer):
-    "needle's pre-norm transformer block, its MLP made of needle's `Linear` (needle's bias initialisation)."
-    def __init__(self, q_features, num_head, dim_head, hidden_size, *, dropout=0., causal=True, device=None,
-                 dtype="float32"):
-        Module.__init__(self)
-        kw = dict(device=device, dtype=dtype)
-        self.device, self.dtype = device, dtype
-        self.attn = _tr.AttentionLayer(q_features, num_head, dim_head, dropout=dropout, causal=causal, **kw)
-        self.norm = _mnn.LayerNorm1d(q_features, **kw)
-        self.linear1 = Linear(q_features, hidden_size, **kw)
-        self.linear2 = Linear(hidden_size, q_features, **kw)
-        self.dropout = _mnn.Dropout(dropout)
+    "needle's pre-norm transformer block, made of needle's `Linear` (needle's layout and initialisation)."
+    _linear, _attention = Linear, AttentionLayer
 
 class Transformer(_tr.Transformer):
     "needle's decoder-only transformer built from needle's `TransformerLayer`."
-    def __init__(self, embedding_size, hidden_size, num_layers, *, num_head=8, dim_head=32, dropout=0.,
-                 causal=True, device=None, dtype="float32", batch_first=False, sequence_len=2048):
-        Module.__init__(self)
-        kw = dict(device=device, dtype=dtype)
-        self.device, self.dtype, self.batch_first = device, dtype, batch_first
-        self.pos_embedding = _mnn.Embedding(sequence_len, embedding_size, **kw)
-        self.layers = [TransformerLayer(embedding_size, num_head, dim_head, hidden_size, dropout=dropout,
-                                        causal=causal, **kw) for _ in range(num_layers)]
+    _layer = TransformerLayer
 
 nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
-               RNNCell, RNN, LSTMCell, LSTM, _tr.MultiHeadAttention, _tr.AttentionLayer, TransformerLayer,
+               RNNCell, RNN, LSTMCell, LSTM, _tr.MultiHeadAttention, AttentionLayer, TransformerLayer,
                Transformer)
 
 # %% ../../nbs/30_needle.ipynb
@@ -402,7 +406,7 @@ class SGD(_mopt.Optimizer):
 class Adam(_mopt.Adam):
     "needle's Adam: torch's update rule with needle's default `lr=0.01`."
     def __init__(self, params, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
-        super().__init__(params, lr, beta1, beta2, eps, weight_decay)
+        super().__init__(params, lr, (beta1, beta2), eps, weight_decay)
 
 optim = namespace('optim', _mopt, SGD, Adam)
 

@@ -1,6 +1,16 @@
-"""minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`) and the functional API (`minima.nn.functional`)."""
+"""minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`) and the functional API (`minima.nn.functional`);
+`minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's gradient clipping, as in torch."""
+import sys as _sys, types as _types
 from .modules import *
 from .recurrent import *
 from .transformer import *
 from . import functional
 from . import parallel
+from .. import init
+from ..optim import clip_grad_norm_, clip_grad_value_
+
+_sys.modules[__name__ + '.init'] = init
+utils = _types.ModuleType(__name__ + '.utils', "torch's `torch.nn.utils`: `clip_grad_norm_`, `clip_grad_value_`.")
+utils.clip_grad_norm_, utils.clip_grad_value_ = clip_grad_norm_, clip_grad_value_
+_sys.modules[utils.__name__] = utils
+del clip_grad_norm_, clip_grad_value_

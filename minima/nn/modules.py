@@ -10,16 +10,18 @@ import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
-from ..backend_ndarray.ndarray import NDArray
+from ..backend_ndarray.ndarray import NDArray, as_dtype
 from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm,
-                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair)
+                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair, _one)
 from . import functional as F
 
 # %% auto 0
 __all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
            'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d',
            'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
-           'AvgPool2d', 'Embedding']
+           'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d',
+           'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss',
+           'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -39,6 +41,14 @@ def _members_in(name, v):
     elif isinstance(v, dict):
         for i, x in v.items(): yield from _members_in(f'{name}.{i}', x)
 
+class _ParamList(list):
+    "A list that is also an iterator over itself: `len(m.parameters())` (needle) and `next(m.parameters())` (torch)."
+    _pos = 0
+    def __next__(self):
+        if self._pos >= len(self): raise StopIteration
+        self._pos += 1
+        return self[self._pos - 1]
+
 class _HookHandle:
     "What `register_forward_hook` returns: `remove()` unregisters the hook."
     _next = [0]
@@ -52,6 +62,11 @@ class Module:
     def __init__(self): self.training = True
 
     def __call__(self, *args, **kwargs):
+        pre = self.__dict__.get('_forward_pre_hooks')
+        if pre:
+            for hook in list(pre.values()):
+                r = hook(self, args)
+                if r is not None: args = r if isinstance(r, tuple) else (r,)
         out = self.forward(*args, **kwargs)
         hooks = self.__dict__.get('_forward_hooks')
         if hooks:
@@ -59,20 +74,37 @@ class Module:
                 r = hook(self, args, out)
                 if r is not None: out = r
         return out
-    def register_forward_hook(self, hook) -> '_HookHandle':
-        """After every forward, call `hook(module, inputs, output)`; a result other than None replaces the output.
-        Returns a handle: `handle.remove()` takes the hook off again (as in torch)."""
-        if not callable(hook): raise TypeError(f"register_forward_hook: expected a callable, got {type(hook).__name__}")
-        hooks = self.__dict__.setdefault('_forward_hooks', {})
+    def _add_hook(self, kind, hook, name):
+        if not callable(hook): raise TypeError(f"{name}: expected a callable, got {type(hook).__name__}")
+        hooks = self.__dict__.setdefault(kind, {})
         h = _HookHandle(hooks)
         hooks[h.id] = hook
         return h
+    def register_forward_hook(self, hook) -> '_HookHandle':
+        """After every forward, call `hook(module, inputs, output)`; a result other than None replaces the output.
+        Returns a handle: `handle.remove()` takes the hook off again (as in torch)."""
+        return self._add_hook('_forward_hooks', hook, 'register_forward_hook')
+    def register_forward_pre_hook(self, hook) -> '_HookHandle':
+        "Before every forward, call `hook(module, inputs)`; a result other than None replaces the inputs."
+        return self._add_hook('_forward_pre_hooks', hook, 'register_forward_pre_hook')
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
-    def register_buffer(self, name: str, tensor: Tensor):
-        "Store `tensor` as state that is saved and loaded with the parameters but not trained."
-        self.__dict__.setdefault('_buffers', {})[name] = None   # a dict keeps torch's registration order
+    def register_buffer(self, name: str, tensor: Tensor, persistent: bool = True):
+        """Store `tensor` as state that is saved and loaded with the parameters but not trained (`persistent=False`:
+        kept out of `state_dict`, as torch)."""
+        self.__dict__.setdefault('_buffers', {})[name] = persistent   # a dict keeps torch's registration order
         setattr(self, name, tensor)
+    def register_parameter(self, name: str, param):
+        "Add `param` (a Parameter, or None) under `name`, as torch."
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
+        setattr(self, name, param)
+    def add_module(self, name: str, module):
+        "Add a child module under `name` (torch's `add_module` / `register_module`)."
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
+        setattr(self, name, module)
+    register_module = add_module
 
     def _named_members(self):
         "(name, value) for the direct parameters, buffers and children of this module."
@@ -87,32 +119,61 @@ class Module:
         return [(k, v) for k, v in self._named_members() if isinstance(v, Module)]
     def children(self): return [m for _, m in self.named_children()]
 
-    def named_modules(self, prefix=''):
-        "This module and every descendant, with dotted names."
+    def named_modules(self, memo=None, prefix='', remove_duplicate=True):
+        "This module and every descendant, with dotted names (a shared module once, unless `remove_duplicate=False`)."
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo: return []
+            memo.add(id(self))
         out = [(prefix, self)]
-        for k, m in self.named_children(): out += m.named_modules(f'{prefix}.{k}' if prefix else k)
+        for k, m in self.named_children():
+            out += m.named_modules(memo, f'{prefix}.{k}' if prefix else k, remove_duplicate)
         return out
     def modules(self): return [m for _, m in self.named_modules()]
 
-    def named_parameters(self, prefix=''):
+    def _own(self, kind):
+        "(name, tensor) of this module's own parameters (`kind='p'`) or buffers (`'b'`, with their persistence)."
+        bufs = self.__dict__.get('_buffers', {})
+        for k, v in self._named_members():
+            if kind == 'p' and isinstance(v, Parameter) and k not in bufs: yield k, v
+            if kind == 'b' and k in bufs and isinstance(v, Tensor): yield k, v, bufs[k]
+
+    def named_parameters(self, prefix='', recurse=True, remove_duplicate=True):
         "Every Parameter in the tree, with dotted names; a parameter shared by two layers appears once."
         out, seen = [], set()
-        def walk(mod, pre):
-            for k, v in mod._named_members():
-                name = f'{pre}.{k}' if pre else k
-                if isinstance(v, Module): walk(v, name)
-                elif isinstance(v, Parameter) and id(v) not in seen: seen.add(id(v)); out.append((name, v))
-        walk(self, prefix)
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for name, m in mods:
+            for k, p in m._own('p'):
+                if remove_duplicate and id(p) in seen: continue
+                seen.add(id(p)); out.append((f'{name}.{k}' if name else k, p))
         return out
-    def parameters(self) -> list: "Every Parameter in the tree (needle's name)."; return [p for _, p in self.named_parameters()]
+    def parameters(self, recurse=True) -> list:
+        "Every Parameter in the tree: a list (needle's), on which `next()` also works, as on torch's generator."
+        return _ParamList(p for _, p in self.named_parameters(recurse=recurse))
 
-    def named_buffers(self, prefix=''):
-        out = []
-        for name, m in self.named_modules(prefix):
-            for b in m.__dict__.get('_buffers', ()):
-                t = getattr(m, b)
-                if isinstance(t, Tensor): out.append((f'{name}.{b}' if name else b, t))
+    def named_buffers(self, prefix='', recurse=True, remove_duplicate=True):
+        out, seen = [], set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for name, m in mods:
+            for k, t, _ in m._own('b'):
+                if remove_duplicate and id(t) in seen: continue
+                seen.add(id(t)); out.append((f'{name}.{k}' if name else k, t))
         return out
+    def buffers(self, recurse=True) -> list: return [t for _, t in self.named_buffers(recurse=recurse)]
+
+    def get_submodule(self, target: str) -> 'Module':
+        "The descendant at dotted path `target` ('' is this module)."
+        m = self
+        for part in target.split('.') if target else []:
+            kids = dict(m.named_children())
+            if part not in kids: raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (in {target!r})")
+            m = kids[part]
+        return m
+    def get_parameter(self, target: str) -> Parameter:
+        mod, _, name = target.rpartition('.')
+        p = dict(self.get_submodule(mod)._own('p')).get(name)
+        if p is None: raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
+        return p
 
     def train(self, mode: bool = True):
         "Put the whole tree in training mode (or evaluation mode with `mode=False`)."
@@ -120,8 +181,44 @@ class Module:
         return self
     def eval(self): "Evaluation mode: dropout off, batch norm uses running statistics."; return self.train(False)
 
-    def zero_grad(self):
-        for p in self.parameters(): p.grad = None
+    def apply(self, fn):
+        "Call `fn(module)` on every child (recursively), then on this module, as torch; returns self."
+        for m in self.children(): m.apply(fn)
+        fn(self)
+        return self
+    def requires_grad_(self, requires_grad: bool = True):
+        "Freeze (`False`) or unfreeze every parameter in place; returns self."
+        for p in self.parameters(): p.requires_grad = requires_grad
+        return self
+    def to(self, *args, **kwargs):
+        """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (the same
+        Parameter objects), as torch's `module.to(device)`, `.to(dtype)`, `.to(device, dtype)`; returns self."""
+        from minima.backend_ndarray.device import BackendDevice, get_device
+        device, dtype = kwargs.pop('device', None), kwargs.pop('dtype', None)
+        if kwargs: raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, BackendDevice) or (isinstance(a, str) and a.split(':')[0] in ('cpu', 'cuda', 'cpu_numpy')):
+                device = a
+            else: dtype = a
+        dev = None if device is None else device if isinstance(device, BackendDevice) else get_device(device)
+        dt = None if dtype is None else as_dtype(dtype)
+        for t in self.parameters() + self.buffers():
+            a = t.cached_data
+            if dev is not None and a.device != dev: a = a.to(dev)
+            if dt is not None and a.dtype != dt and a.dtype in ('float16', 'float32', 'float64'): a = a.astype(dt)
+            t.cached_data = a
+            if t.grad is not None and (t.grad.device != a.device or t.grad.dtype != a.dtype): t.grad = None
+        return self
+    def float(self): "Cast floating parameters and buffers to float32."; return self.to('float32')
+    def double(self): "Cast floating parameters and buffers to float64."; return self.to('float64')
+    def half(self): "Cast floating parameters and buffers to float16."; return self.to('float16')
+    def cpu(self): return self.to('cpu')
+    def cuda(self, device=None): return self.to('cuda')
+
+    def zero_grad(self, set_to_none: bool = True):
+        for p in self.parameters():
+            if set_to_none or p.grad is None: p.grad = None
+            else: p.grad.cached_data.fill(0)
 
     def extra_repr(self) -> str: return ''
     def __repr__(self):
@@ -132,20 +229,31 @@ class Module:
         for k, m in kids: lines.append(f'  ({k}): ' + repr(m).replace('\n', '\n  '))
         return '\n'.join(lines + [')'])
 
+    def _state_items(self, prefix=''):
+        "torch's order, module by module: own parameters, own persistent buffers, then each child (shared: every name)."
+        for k, p in self._own('p'): yield prefix + k, p
+        for k, t, keep in self._own('b'):
+            if keep: yield prefix + k, t
+        for k, m in self.named_children(): yield from m._state_items(f'{prefix}{k}.')
+
     def state_dict(self) -> OrderedDict:
-        "Name -> numpy copy of every parameter and buffer."
-        return OrderedDict((k, t.numpy()) for k, t in self.named_parameters() + self.named_buffers())
+        """Name -> numpy copy of every parameter and persistent buffer, in torch's order (module by module); a tensor
+        shared by two layers is listed under both names, as torch."""
+        return OrderedDict((k, t.numpy()) for k, t in self._state_items())
 
     def load_state_dict(self, state, strict: bool = True):
-        "Copy arrays from `state` into the parameters and buffers; names and shapes must match (all of them if `strict`)."
-        own = OrderedDict(self.named_parameters() + self.named_buffers())
+        """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
+        and shapes must match (all of them if `strict`)."""
+        own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, unexpected keys {unexpected}")
         for k, t in own.items():
             if k not in state: continue
-            a = np.asarray(state[k])
+            v = state[k]
+            if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
+            a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
             if tuple(a.shape) != t.shape:
                 raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                                  f"state but {t.shape} in the module")
@@ -180,6 +288,8 @@ class Flatten(Module):
     def forward(self, x): return ops.flatten(x, self.start_dim, self.end_dim)
 
 class ReLU(Module):
+    "`max(x, 0)`. `inplace=True` is accepted and computes out of place (minima's ops never overwrite their input)."
+    def __init__(self, inplace=False): super().__init__(); self.inplace = inplace
     def forward(self, x): return ops.relu(x)
 
 class Tanh(Module):
@@ -202,13 +312,45 @@ class SiLU(Module):
     def forward(self, x): return ops.silu(x)
 
 class Sequential(Module):
-    "Apply `modules` in order. Its children are named `0`, `1`, ... as in PyTorch."
+    """Apply `modules` in order. Its children are named `0`, `1`, ... as in PyTorch, or by the keys of an
+    `OrderedDict` passed instead (`Sequential(OrderedDict(fc=Linear(2, 3)))`, then `seq.fc`)."""
     def __init__(self, *modules):
         super().__init__()
-        self.modules_ = list(modules)
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            self._names, self.modules_ = [str(k) for k in modules[0]], list(modules[0].values())
+        else: self._names, self.modules_ = [str(i) for i in range(len(modules))], list(modules)
+        for m in self.modules_: self._check(m)
+    def _check(self, m):
+        if not isinstance(m, Module): raise TypeError(f"Sequential: expected a Module, got {type(m).__name__}")
+        return m
     def _named_members(self):
-        for i, m in enumerate(self.modules_): yield str(i), m
-    def __getitem__(self, i): return Sequential(*self.modules_[i]) if isinstance(i, slice) else self.modules_[i]
+        names = self.__dict__.get('_names') or [str(i) for i in range(len(self.modules_))]
+        yield from zip(names, self.modules_)
+        for k, v in Module._named_members(self):   # anything registered beside the layers (a parameter, a buffer)
+            if not k.startswith('modules_'): yield k, v
+    def __getattr__(self, k):   # children named by an OrderedDict, as torch's `seq.fc`
+        names = self.__dict__.get('_names', ())
+        if k in names: return self.modules_[names.index(k)]
+        raise AttributeError(f"{type(self).__name__} has no attribute {k!r}")
+    def __getitem__(self, i):
+        if not isinstance(i, slice): return self.modules_[i]
+        out = Sequential(*self.modules_[i])
+        out._names = self._names[i]
+        return out
+    def __setitem__(self, i, m): self.modules_[i] = self._check(m)
+    def __delitem__(self, i):
+        del self.modules_[i]; del self._names[i]
+        if all(n.isdigit() for n in self._names): self._names = [str(k) for k in range(len(self.modules_))]
+    def append(self, m):
+        "Add `m` at the end (named by its position), as torch; returns self."
+        self.modules_.append(self._check(m)); self._names.append(str(len(self.modules_) - 1))
+        return self
+    def extend(self, ms):
+        for m in ms: self.append(m)
+        return self
+    def insert(self, i, m):
+        self.modules_.insert(i, self._check(m)); self._names = [str(k) for k in range(len(self.modules_))]
+        return self
     def __len__(self): return len(self.modules_)
     def __iter__(self): return iter(self.modules_)
     def forward(self, x):
@@ -247,6 +389,10 @@ class ModuleDict(Module):
         self._mods = {}
         if modules is not None: self.update(modules)
     def _named_members(self): yield from self._mods.items()
+    def __getattr__(self, k):   # `md.encoder` as torch
+        mods = self.__dict__.get('_mods', {})
+        if k in mods: return mods[k]
+        raise AttributeError(f"{type(self).__name__} has no attribute {k!r}")
     def __setitem__(self, k, m):
         if not isinstance(k, str): raise TypeError(f"ModuleDict: keys must be strings, got {k!r}")
         if not isinstance(m, Module): raise TypeError(f"ModuleDict: expected a Module for {k!r}, got {type(m).__name__}")
@@ -272,20 +418,27 @@ class Residual(Module):
 
 # %% ../../nbs/10_nn.ipynb
 class Linear(Module):
-    "`y = x @ weight + bias`, weight `(in_features, out_features)`, bias `(1, out_features)` (needle's layout)."
+    """`y = x @ weight.T + bias` with torch's layout and initialisation: weight `(out_features, in_features)`, bias
+    `(out_features,)`, both uniform in `±1/sqrt(in_features)`. `Linear(5, 3)(x)` for x `(..., 5)`."""
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(init.kaiming_uniform(in_features, out_features, device=device, dtype=dtype))
-        b = 1 / math.sqrt(in_features)
-        self.bias = Parameter(init.rand(1, out_features, low=-b, high=b, device=device, dtype=dtype)) if bias else None
+        self.weight = Parameter(init.zeros(out_features, in_features, device=device, dtype=dtype))
+        self.bias = Parameter(init.zeros(out_features, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+    def reset_parameters(self):
+        "Draw weight and bias again, uniformly in `±1/sqrt(in_features)` (torch's default)."
+        b = 1 / math.sqrt(self.in_features) if self.in_features else 0.0
+        for p in (self.weight, self.bias):
+            if p is not None:
+                p.cached_data = init.rand(*p.shape, low=-b, high=b, device=p.device, dtype=p.dtype).cached_data
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
-    def forward(self, X):
-        if X.shape[-1] != self.in_features:
+    def forward(self, x):
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear({self.extra_repr()}): expected input with {self.in_features} features in its "
-                             f"last dimension, got {X.shape[-1]} (input shape {X.shape})")
-        if self.bias is None: return X @ self.weight
-        return affine(X, self.weight, self.bias)
+                             f"last dimension, got {x.shape[-1] if x.ndim else 0} (input shape {x.shape})")
+        if self.bias is None: return LinearOp(True)(x, self.weight)
+        return LinearOp(True)(x, self.weight, self.bias)
 
 # %% ../../nbs/10_nn.ipynb
 def _check_features(layer, x, axis, n):
@@ -294,17 +447,33 @@ def _check_features(layer, x, axis, n):
 
 class _BatchNorm(Module):
     _ndims = (2,)
-    def __init__(self, dim, eps=1e-5, momentum=0.1, device=None, dtype="float32"):
+    def __init__(self, dim, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype="float32"):
         super().__init__()
         if momentum is not None and not 0 <= momentum <= 1:
             raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None, got {momentum!r}")
         self.dim, self.eps, self.momentum = dim, eps, momentum
-        self.weight = Parameter(init.ones(dim, device=device, dtype=dtype))
-        self.bias = Parameter(init.zeros(dim, device=device, dtype=dtype))
-        self.register_buffer('running_mean', init.zeros(dim, device=device, dtype=dtype))
-        self.register_buffer('running_var', init.ones(dim, device=device, dtype=dtype))
-        self.register_buffer('num_batches_tracked', Tensor(np.array(0), device=device, dtype='int64', requires_grad=False))
-    def extra_repr(self): return f'{self.dim}, eps={self.eps}, momentum={self.momentum}'
+        self.affine, self.track_running_stats = affine, track_running_stats
+        kw = dict(device=device, dtype=dtype)
+        self.weight = Parameter(init.ones(dim, **kw)) if affine else None
+        self.bias = Parameter(init.zeros(dim, **kw)) if affine else None
+        if track_running_stats:
+            self.register_buffer('running_mean', init.zeros(dim, **kw))
+            self.register_buffer('running_var', init.ones(dim, **kw))
+            self.register_buffer('num_batches_tracked',
+                                 Tensor(np.array(0), device=device, dtype='int64', requires_grad=False))
+        else: self.running_mean = self.running_var = self.num_batches_tracked = None
+    num_features = property(lambda self: self.dim)
+    def reset_running_stats(self):
+        "Running mean 0, variance 1, no batches counted."
+        if self.track_running_stats:
+            for t, v in ((self.running_mean, 0), (self.running_var, 1), (self.num_batches_tracked, 0)):
+                t.cached_data.fill(v)
+    def extra_repr(self):
+        flags = (('affine', self.affine), ('track_running_stats', self.track_running_stats))
+        extra = ''.join(f', {k}={v}' for k, v in flags
+                        if not v)
+        return f'{self.dim}, eps={self.eps}, momentum={self.momentum}{extra}'
     def forward(self, x):
         name = f"{type(self).__name__}({self.dim})"
         if x.ndim not in self._ndims:
@@ -312,10 +481,11 @@ class _BatchNorm(Module):
             raise ValueError(f"{name}: expected a {want} input, got shape {x.shape}")
         _check_features(name, x, 1, self.dim)
         m = self.momentum
-        if self.training:
+        if self.training and self.track_running_stats:
             self.num_batches_tracked.cached_data = self.num_batches_tracked.cached_data + 1
             if m is None: m = 1.0 / self.num_batches_tracked.item()  # a cumulative moving average, as torch
-        try: return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.training, m, self.eps)
+        batch_stats = self.training or not self.track_running_stats   # no running statistics: always the batch's
+        try: return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, batch_stats, m, self.eps)
         except (ValueError, TypeError, RuntimeError) as e:
             raise type(e)(f"{name}: {str(e).removeprefix('batch_norm: ')}") from None
 
@@ -349,10 +519,10 @@ LayerNorm = LayerNorm1d
 # %% ../../nbs/10_nn.ipynb
 class Dropout(Module):
     "Zero each element with probability `p` in training (scaling the rest by `1/(1-p)`); identity in eval."
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"Dropout: p must be in [0, 1], got {p!r}")
-        self.p = p
+        self.p, self.inplace = p, inplace
     def extra_repr(self): return f'p={self.p}'
     def forward(self, x):
         if not self.training or self.p == 0: return x
@@ -491,10 +661,223 @@ class AvgPool2d(Module):
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 class Embedding(Module):
-    "A lookup table: integer indices of any shape -> rows of `weight` `(num_embeddings, embedding_dim)`."
-    def __init__(self, num_embeddings, embedding_dim, device=None, dtype="float32"):
+    """A lookup table: integer indices of any shape -> rows of `weight` `(num_embeddings, embedding_dim)`. With
+    `padding_idx`, that row starts at zero and gets no gradient, as torch."""
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype="float32"):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(init.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
-    def extra_repr(self): return f'{self.num_embeddings}, {self.embedding_dim}'
-    def forward(self, idx): return F.embedding(idx, self.weight)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} "
+                                 "embeddings")
+            padding_idx %= num_embeddings
+            self.weight.cached_data[padding_idx] = 0.0
+        self.padding_idx = padding_idx
+    def extra_repr(self):
+        return f'{self.num_embeddings}, {self.embedding_dim}' + (f', padding_idx={self.padding_idx}' if self.padding_idx
+                                                                  is not None else '')
+    def forward(self, idx):
+        out = F.embedding(idx, self.weight)
+        if self.padding_idx is None or not self.weight.requires_grad: return out
+        i = idx.cached_data if isinstance(idx, Tensor) else NDArray(np.asarray(idx), device=self.weight.device)
+        pad = (i == self.padding_idx).reshape(i.shape + (1,))
+        if not pad.astype('int64').sum().item(): return out
+        const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
+        return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
+
+# %% ../../nbs/10_nn.ipynb
+class LeakyReLU(Module):
+    "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(); self.negative_slope, self.inplace = negative_slope, inplace
+    def extra_repr(self): return f'negative_slope={self.negative_slope}'
+    def forward(self, x): return F.leaky_relu(x, self.negative_slope)
+
+class GroupNorm(Module):
+    "Group normalisation (Wu and He, 2018) of `(N, C, *)` with per-channel `weight` and `bias`."
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype="float32"):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels={num_channels} must be divisible by num_groups={num_groups}")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        self.weight = Parameter(init.ones(num_channels, device=device, dtype=dtype)) if affine else None
+        self.bias = Parameter(init.zeros(num_channels, device=device, dtype=dtype)) if affine else None
+    def extra_repr(self): return f'{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}'
+    def forward(self, x):
+        _check_features(f"GroupNorm({self.num_groups}, {self.num_channels})", x, 1, self.num_channels)
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+def _conv_init(shape, fan_in, bias, device, dtype):
+    "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
+    b = 1 / math.sqrt(fan_in)
+    w = Parameter(init.rand(*shape, low=-b, high=b, device=device, dtype=dtype))
+    return w, (Parameter(init.rand(shape[0] if bias == 'out' else bias, low=-b, high=b, device=device, dtype=dtype))
+               if bias else None)
+
+class Conv1d(Module):
+    "1-d convolution over `(N, C_in, L)`: weight `(C_out, C_in/groups, k)`, torch's arguments and initialisation."
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode='zeros', device=None, dtype="float32"):
+        super().__init__()
+        if padding_mode != 'zeros': raise NotImplementedError(f"Conv1d: padding_mode {padding_mode!r}; only 'zeros'")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
+                             f"out_channels={out_channels}")
+        k = _one(kernel_size, 'kernel_size', 'Conv1d')
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight, self.bias = _conv_init((out_channels, in_channels // groups, k), in_channels // groups * k,
+                                            out_channels if bias else None, device, dtype)
+    def extra_repr(self):
+        return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
+    def forward(self, x):
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+class ConvTranspose2d(Module):
+    "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode='zeros', device=None, dtype="float32"):
+        super().__init__()
+        if padding_mode != 'zeros':
+            raise NotImplementedError(f"ConvTranspose2d: padding_mode {padding_mode!r}; only 'zeros'")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose2d: groups={groups} must divide in_channels={in_channels} and "
+                             f"out_channels={out_channels}")
+        k = _pair(kernel_size, 'kernel_size', 'ConvTranspose2d')
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation = groups, dilation
+        self.weight, self.bias = _conv_init((in_channels, out_channels // groups) + k,
+                                            out_channels // groups * k[0] * k[1], out_channels if bias else None,
+                                            device, dtype)
+    def extra_repr(self):
+        return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
+    def forward(self, x):
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+class MaxPool1d(Module):
+    "Max over `kernel_size` windows of `(N, C, L)` inputs."
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode = (kernel_size, stride, padding,
+                                                                                      dilation, ceil_mode)
+    def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}'
+    def forward(self, x):
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+class AvgPool1d(Module):
+    "Mean over `kernel_size` windows of `(N, C, L)` inputs."
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+    def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}'
+    def forward(self, x):
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+
+class AdaptiveAvgPool2d(Module):
+    "Average `(N, C, H, W)` onto an `output_size` grid (`AdaptiveAvgPool2d(1)` is global average pooling)."
+    def __init__(self, output_size): super().__init__(); self.output_size = output_size
+    def extra_repr(self): return f'output_size={self.output_size}'
+    def forward(self, x): return F.adaptive_avg_pool2d(x, self.output_size)
+
+class Upsample(Module):
+    "Nearest-neighbour resizing to `size` or by `scale_factor` (torch's default mode)."
+    def __init__(self, size=None, scale_factor=None, mode='nearest'):
+        super().__init__()
+        if mode != 'nearest': raise NotImplementedError(f"Upsample: mode {mode!r} is not implemented; 'nearest' is")
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+    def extra_repr(self): return f'size={self.size}, scale_factor={self.scale_factor}, mode={self.mode!r}'
+    def forward(self, x): return F.interpolate(x, self.size, self.scale_factor, self.mode)
+
+class _Loss(Module):
+    def __init__(self, reduction='mean'):
+        super().__init__()
+        kl = reduction == 'batchmean' and type(self).__name__ == 'KLDivLoss'
+        if reduction not in ('none', 'mean', 'sum') and not kl:
+            raise ValueError(f"{type(self).__name__}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        self.reduction = reduction
+    def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
+
+class NLLLoss(_Loss):
+    "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
+    def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
+        super().__init__(reduction); self.weight, self.ignore_index = weight, ignore_index
+    def forward(self, x, y): return F.nll_loss(x, y, self.weight, self.reduction, self.ignore_index)
+
+class L1Loss(_Loss):
+    def forward(self, x, y): return F.l1_loss(x, y, self.reduction)
+
+class BCELoss(_Loss):
+    "Binary cross-entropy of probabilities, as `torch.nn.BCELoss`."
+    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.weight = weight
+    def forward(self, x, y): return F.binary_cross_entropy(x, y, self.weight, self.reduction)
+
+class BCEWithLogitsLoss(_Loss):
+    "Binary cross-entropy of logits, computed stably, as `torch.nn.BCEWithLogitsLoss`."
+    def __init__(self, weight=None, reduction='mean', pos_weight=None):
+        super().__init__(reduction); self.weight, self.pos_weight = weight, pos_weight
+    def forward(self, x, y):
+        return F.binary_cross_entropy_with_logits(x, y, self.weight, self.reduction, self.pos_weight)
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, reduction='mean', beta=1.0): super().__init__(reduction); self.beta = beta
+    def forward(self, x, y): return F.smooth_l1_loss(x, y, self.reduction, self.beta)
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction='mean', delta=1.0): super().__init__(reduction); self.delta = delta
+    def forward(self, x, y): return F.huber_loss(x, y, self.reduction, self.delta)
+
+class KLDivLoss(_Loss):
+    "KL divergence with log-probability inputs, as `torch.nn.KLDivLoss` (`reduction='batchmean'` is the true KL)."
+    def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
+    def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
+
+# %% ../../nbs/10_nn.ipynb
+import io, json
+
+def _flatten_obj(obj, arrays):
+    "A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ..."
+    def put(a): name = f'a{len(arrays)}'; arrays[name] = a; return name
+    if isinstance(obj, (Tensor, NDArray)): return {'tensor': put(obj.numpy())}
+    if isinstance(obj, np.ndarray): return {'array': put(obj)}
+    if isinstance(obj, np.generic): obj = obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)): return {'value': obj}
+    if isinstance(obj, dict):
+        return {'dict': [[_flatten_obj(k, arrays), _flatten_obj(v, arrays)] for k, v in obj.items()],
+                'ordered': isinstance(obj, OrderedDict)}
+    if isinstance(obj, (list, tuple)):
+        return {type(obj).__name__ if type(obj) in (list, tuple) else 'tuple': [_flatten_obj(v, arrays) for v in obj]}
+    raise TypeError(f"save: cannot save a {type(obj).__name__} (minima saves dicts, lists, tuples, numbers, strings, "
+                    "arrays and Tensors, without pickling; save a module's state_dict())")
+
+def _unflatten_obj(d, arrays):
+    if 'tensor' in d: return Tensor(arrays[d['tensor']], dtype=str(arrays[d['tensor']].dtype), requires_grad=False)
+    if 'array' in d: return arrays[d['array']]
+    if 'value' in d: return d['value']
+    if 'dict' in d:
+        items = [(_unflatten_obj(k, arrays), _unflatten_obj(v, arrays)) for k, v in d['dict']]
+        return OrderedDict(items) if d.get('ordered') else dict(items)
+    if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
+    return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
+
+def save_object(obj, f):
+    "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
+    arrays = {}
+    spec = _flatten_obj(obj, arrays)
+    arrays['__spec__'] = np.array(json.dumps(spec))
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, 'wb') as fh: np.savez(fh, **arrays)
+    else: np.savez(f, **arrays)
+
+def load_object(f, map_location=None, weights_only=True):
+    "`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file."
+    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f) and os.path.exists(f'{f}.npz'): f = f'{f}.npz'
+    with np.load(f, allow_pickle=False) as z:
+        if '__spec__' not in z.files:
+            raise ValueError(f"load: {f} was not written by minima.save (no '__spec__' entry); for a module's "
+                             ".npz use module.load(path)")
+        arrays = {k: z[k] for k in z.files}
+    return _unflatten_obj(json.loads(str(arrays.pop('__spec__'))), arrays)

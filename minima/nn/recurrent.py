@@ -33,6 +33,9 @@ def _check_input(layer, x, n_in, ndims):
         want = ' or '.join({1: f'({n_in},)', 2: f'(B, {n_in})' if 1 in ndims else f'(T, {n_in})',
                             3: f'(T, B, {n_in})'}[d] for d in ndims)
         raise ValueError(f"{layer}: expected input of shape {want}, got {x.shape}")
+    if 3 in ndims and 0 in x.shape[:-1]:   # a sequence layer over an empty sequence (or batch): nothing to run
+        raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than 0, got input of "
+                         f"shape {x.shape}")
     if x.dtype not in ('float32', 'float64'):
         raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
 

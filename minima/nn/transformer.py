@@ -15,9 +15,9 @@ from ..ops.nn_ops import linear
 from ..ops.attention import scaled_dot_product_attention, layer_norm, causal_mask
 
 # %% auto 0
-__all__ = ['LayerNorm', 'TorchLinear', 'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer',
-           'TransformerEncoder', 'TransformerDecoder', 'LearnedPositionalEmbedding', 'sinusoidal_table',
-           'SinusoidalPositionalEncoding', 'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'generate']
+__all__ = ['LayerNorm', 'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder',
+           'TransformerDecoder', 'LearnedPositionalEmbedding', 'sinusoidal_table', 'SinusoidalPositionalEncoding',
+           'KVCache', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'generate']
 
 # %% ../../nbs/16_transformer.ipynb
 class LayerNorm(Module):
@@ -30,21 +30,6 @@ class LayerNorm(Module):
         self.bias = Parameter(init.zeros(*shape, device=device, dtype=dtype)) if elementwise_affine and bias else None
     def extra_repr(self): return f'{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}'
     def forward(self, x): return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-# %% ../../nbs/16_transformer.ipynb
-class TorchLinear(Module):
-    "`x @ weight.T + bias` with torch's layout: weight `(out_features, in_features)`, bias `(out_features,)`."
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        b = 1 / math.sqrt(in_features)   # torch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
-        self.weight = Parameter(init.rand(out_features, in_features, low=-b, high=b, device=device, dtype=dtype))
-        self.bias = Parameter(init.rand(out_features, low=-b, high=b, device=device, dtype=dtype)) if bias else None
-    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
-    def forward(self, x):
-        if x.shape[-1] != self.in_features:
-            raise ValueError(f"TorchLinear({self.extra_repr()}): expected {self.in_features} input features, got shape {x.shape}")
-        return linear(x, self.weight, self.bias)
 
 # %% ../../nbs/16_transformer.ipynb
 def _mask_nd(m, like: Tensor, name) -> NDArray:
@@ -80,22 +65,32 @@ def _heads(x: Tensor, H) -> Tensor:
 
 class MultiheadAttention(Module):
     "torch's `nn.MultiheadAttention`: `out, weights = mha(query, key, value)`, `(L, B, E)` or `batch_first`."
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, device=None, dtype="float32"):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, kdim=None, vdim=None,
+                 device=None, dtype="float32"):
         super().__init__()
         if embed_dim % num_heads: raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
-        self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim, shape=(3 * embed_dim, embed_dim),
-                                                            device=device, dtype=dtype))
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim, shape=(3 * embed_dim, embed_dim),
+                                                                device=device, dtype=dtype))
+        else:   # torch's separate projections for keys and values of other widths
+            self.q_proj_weight, self.k_proj_weight, self.v_proj_weight = (
+                Parameter(init.xavier_uniform(d, embed_dim, shape=(embed_dim, d), device=device, dtype=dtype))
+                for d in (embed_dim, self.kdim, self.vdim))
+            self.in_proj_weight = None
         self.in_proj_bias = Parameter(init.zeros(3 * embed_dim, device=device, dtype=dtype)) if bias else None
-        self.out_proj = TorchLinear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         if bias: self.out_proj.bias = Parameter(init.zeros(embed_dim, device=device, dtype=dtype))
     def extra_repr(self): return f'embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}'
 
     def _project(self, x, i, n):
         "Rows `i*E .. (i+n)*E` of the input projection applied to `x`."
         E = self.embed_dim
-        w = self.in_proj_weight if n == 3 else self.in_proj_weight[i * E:(i + n) * E]
+        if not self._qkv_same_embed_dim: w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
+        else: w = self.in_proj_weight if n == 3 else self.in_proj_weight[i * E:(i + n) * E]
         b = self.in_proj_bias if n == 3 or self.in_proj_bias is None else self.in_proj_bias[i * E:(i + n) * E]
         return linear(x, w, b)
 
@@ -104,13 +99,13 @@ class MultiheadAttention(Module):
         batched = query.ndim == 3
         if not batched: query, key, value = (t.reshape((1,) + t.shape) for t in (query, key, value))
         elif not self.batch_first: query, key, value = (t.transpose((0, 1)) for t in (query, key, value))
-        if query.shape[-1] != self.embed_dim or key.shape[-1] != self.embed_dim or value.shape[-1] != self.embed_dim:
-            raise ValueError(f"MultiheadAttention({self.embed_dim}): expected query, key, value with {self.embed_dim} "
-                             f"features, got {query.shape}, {key.shape}, {value.shape}")
+        if query.shape[-1] != self.embed_dim or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
+            raise ValueError(f"MultiheadAttention({self.embed_dim}): expected query, key, value with {self.embed_dim}, "
+                             f"{self.kdim}, {self.vdim} features, got {query.shape}, {key.shape}, {value.shape}")
         B, L, E = query.shape
         S, H = key.shape[1], self.num_heads
         if key_padding_mask is not None and not batched: key_padding_mask = np.asarray(key_padding_mask)[None]
-        if query is key and key is value:   # self-attention: one projection, then split into q, k, v
+        if query is key and key is value and self._qkv_same_embed_dim:   # self-attention: one projection, split
             q, k, v = ops.split(self._project(query, 0, 3).reshape((B, L, 3, H, E // H)).permute((2, 0, 3, 1, 4)), 0)
         else:
             q, k, v = (_heads(self._project(x, i, 1), H) for i, x in enumerate((query, key, value)))
@@ -144,8 +139,8 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
-        self.linear1 = TorchLinear(d_model, dim_feedforward, bias=bias, **kw)
-        self.linear2 = TorchLinear(dim_feedforward, d_model, bias=bias, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.dropout, self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
@@ -169,8 +164,8 @@ class TransformerDecoderLayer(Module):
         kw = dict(device=device, dtype=dtype)
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
-        self.linear1 = TorchLinear(d_model, dim_feedforward, bias=bias, **kw)
-        self.linear2 = TorchLinear(dim_feedforward, d_model, bias=bias, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw) for _ in range(3))
         self.dropout, self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout) for _ in range(4))
         self.norm_first, self.activation = norm_first, _activation(activation)
@@ -263,6 +258,7 @@ class MultiHeadAttention(Module):
 
 class AttentionLayer(Module):
     "needle's multi-head attention layer with pre-norms; `AttentionLayer(64, 4, 16)(x)` for x `(B, T, 64)`."
+    _linear = Linear
     def __init__(self, q_features, num_head, dim_head, *, k_features=None, v_features=None, out_features=None,
                  dropout=0., causal=True, device=None, dtype="float32"):
         super().__init__()
@@ -274,11 +270,11 @@ class AttentionLayer(Module):
         kw = dict(device=device, dtype=dtype)
         self.prenorm_q, self.prenorm_k, self.prenorm_v = (LayerNorm1d(f, **kw) for f in (q_features, k_features, v_features))
         inner = num_head * dim_head
-        self.q_projection = Linear(q_features, inner, bias=False, **kw)
-        self.k_projection = Linear(k_features, inner, bias=False, **kw)
-        self.v_projection = Linear(v_features, inner, bias=False, **kw)
+        self.q_projection = self._linear(q_features, inner, bias=False, **kw)
+        self.k_projection = self._linear(k_features, inner, bias=False, **kw)
+        self.v_projection = self._linear(v_features, inner, bias=False, **kw)
         self.attn = MultiHeadAttention(dropout=dropout, causal=causal, **kw)
-        self.out_projection = Linear(inner, out_features, bias=False, **kw)
+        self.out_projection = self._linear(inner, out_features, bias=False, **kw)
     def forward(self, q, k=None, v=None):
         k = q if k is None else k
         v = q if v is None else v
@@ -292,15 +288,16 @@ class AttentionLayer(Module):
 
 class TransformerLayer(Module):
     "needle's pre-norm residual block: attention, then a ReLU MLP of width `hidden_size`."
+    _linear, _attention = Linear, AttentionLayer
     def __init__(self, q_features, num_head, dim_head, hidden_size, *, dropout=0., causal=True, device=None,
                  dtype="float32"):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
         self.device, self.dtype = device, dtype
-        self.attn = AttentionLayer(q_features, num_head, dim_head, dropout=dropout, causal=causal, **kw)
+        self.attn = self._attention(q_features, num_head, dim_head, dropout=dropout, causal=causal, **kw)
         self.norm = LayerNorm1d(q_features, **kw)
-        self.linear1 = Linear(q_features, hidden_size, **kw)
-        self.linear2 = Linear(hidden_size, q_features, **kw)
+        self.linear1 = self._linear(q_features, hidden_size, **kw)
+        self.linear2 = self._linear(hidden_size, q_features, **kw)
         self.dropout = Dropout(dropout)
     def forward(self, x):
         x = x + self.dropout(self.attn(x))
@@ -308,13 +305,14 @@ class TransformerLayer(Module):
 
 class Transformer(Module):
     "needle's decoder-only transformer: learned positions plus `num_layers` `TransformerLayer`s; returns `(x, zeros)`."
+    _layer = TransformerLayer
     def __init__(self, embedding_size, hidden_size, num_layers, *, num_head=8, dim_head=32, dropout=0., causal=True,
                  device=None, dtype="float32", batch_first=False, sequence_len=2048):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
         self.device, self.dtype, self.batch_first = device, dtype, batch_first
         self.pos_embedding = Embedding(sequence_len, embedding_size, **kw)
-        self.layers = [TransformerLayer(embedding_size, num_head, dim_head, hidden_size, dropout=dropout, causal=causal,
+        self.layers = [self._layer(embedding_size, num_head, dim_head, hidden_size, dropout=dropout, causal=causal,
                                         **kw) for _ in range(num_layers)]
     def forward(self, x, h=None):
         if not self.batch_first: x = ops.transpose(x, axes=(0, 1))
@@ -344,8 +342,8 @@ class CausalSelfAttention(Module):
     "Multi-head causal self-attention on `(B, T, C)`, with one `(C, 3C)` projection and an optional KV-cache."
     def __init__(self, n_embd, n_head, dropout=0.0, bias=True, device=None, dtype="float32"):
         super().__init__()
-        self.c_attn = TorchLinear(n_embd, 3 * n_embd, bias=bias, device=device, dtype=dtype)
-        self.c_proj = TorchLinear(n_embd, n_embd, bias=bias, device=device, dtype=dtype)
+        self.c_attn = Linear(n_embd, 3 * n_embd, bias=bias, device=device, dtype=dtype)
+        self.c_proj = Linear(n_embd, n_embd, bias=bias, device=device, dtype=dtype)
         self.resid_dropout, self.n_head, self.dropout = Dropout(dropout), n_head, dropout
     def forward(self, x, cache=None, layer=0):
         B, T, C = x.shape
@@ -371,8 +369,8 @@ class MLP(Module):
     "`Linear(C, 4C)`, GELU (tanh form, as GPT-2), `Linear(4C, C)`, dropout."
     def __init__(self, n_embd, dropout=0.0, bias=True, device=None, dtype="float32"):
         super().__init__()
-        self.c_fc = TorchLinear(n_embd, 4 * n_embd, bias=bias, device=device, dtype=dtype)
-        self.c_proj = TorchLinear(4 * n_embd, n_embd, bias=bias, device=device, dtype=dtype)
+        self.c_fc = Linear(n_embd, 4 * n_embd, bias=bias, device=device, dtype=dtype)
+        self.c_proj = Linear(4 * n_embd, n_embd, bias=bias, device=device, dtype=dtype)
         self.dropout = Dropout(dropout)
     def forward(self, x): return self.dropout(self.c_proj(ops.gelu(self.c_fc(x), 'tanh')))
 
@@ -400,7 +398,7 @@ class GPT(Module):
         self.drop = Dropout(dropout)
         self.h = [Block(n_embd, n_head, dropout, bias, **kw) for _ in range(n_layer)]
         self.ln_f = LayerNorm(n_embd, bias=bias, **kw)
-        self.lm_head = TorchLinear(n_embd, vocab_size, bias=False, **kw)
+        self.lm_head = Linear(n_embd, vocab_size, bias=False, **kw)
         rng = init.generator()
         for name, p in self.named_parameters():
             if name.endswith('c_proj.weight'): std = 0.02 / math.sqrt(2 * n_layer)

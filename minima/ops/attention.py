@@ -9,6 +9,8 @@ import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
 from ..backend_ndarray.ndarray import arange, prod
 from .softmax_family import softmax
+from .elementwise import where
+from .movement import cast
 from ..testing import register_op, case
 
 # %% auto 0
@@ -25,37 +27,63 @@ def _swap(x):
 def _rowsum(x): return x.sum(x.ndim - 1, keepdims=True)
 
 def _sdpa_vjp(q, k, v, p, g, scale, keep):
-    "The adjoints of q, k, v: the derivation's formulas on Tensors or NDArrays alike."
+    "The adjoints of q, k, v and of the scores S: the derivation's formulas on Tensors or NDArrays alike."
     a = p if keep is None else p * keep
     gv = _swap(a) @ g
     gp = g @ _swap(v)
     if keep is not None: gp = gp * keep
     gs = p * (gp - _rowsum(gp * p))
-    return (gs @ k) * scale, (_swap(gs) @ q) * scale, gv
+    return (gs @ k) * scale, (_swap(gs) @ q) * scale, gv, gs
 
-def _softmax_nd(s: NDArray) -> NDArray:
-    e = (s - s.max(s.ndim - 1, keepdims=True)).exp()
-    return e / e.sum(s.ndim - 1, keepdims=True)
+def _sum_to(x, shape):
+    "Sum `x` (Tensor or NDArray) over the axes along which `shape` was broadcast to `x.shape`."
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    return x.sum(axes, keepdims=True).reshape(shape) if axes else x
+
+def _softmax_nd(s: NDArray):
+    """Row softmax, and where every key of a row is masked (`-inf`), zeros as torch's `_safe_softmax`; also the
+    0/1 `live` column of rows that have a key (None when all do)."""
+    m = s.max(s.ndim - 1, keepdims=True)
+    dead = m == -math.inf
+    if not dead.astype('int64').sum().item():
+        e = (s - m).exp()
+        return e / e.sum(s.ndim - 1, keepdims=True), None
+    zero = NDArray.make((), device=s.device, dtype=s.dtype).fill(0.0)
+    e = (s - NDArray.where(dead, zero, m)).exp()
+    t = e.sum(s.ndim - 1, keepdims=True)
+    return e / NDArray.where(dead, zero + 1, t), NDArray.where(dead, zero, zero + 1)
 
 class ScaledDotProductAttention(TensorOp):
     """`softmax(q @ k^T * scale + mask) @ v` for q `(..., L, E)`, k `(..., S, E)`, v `(..., S, Ev)`. `mask` is an
-    additive NDArray broadcastable to `(..., L, S)`; `keep` is dropout's scaled keep mask (or None)."""
+    additive NDArray broadcastable to `(..., L, S)`, or, if None, a fourth input (a mask that needs its gradient);
+    `keep` is dropout's scaled keep mask (or None). A row whose keys are all masked gives 0, as torch."""
     def __init__(self, scale, mask=None, keep=None): self.scale, self.mask, self.keep = scale, mask, keep
-    def compute(self, q: NDArray, k: NDArray, v: NDArray):
+    def compute(self, q: NDArray, k: NDArray, v: NDArray, mask: NDArray = None):
         s = (q @ _swap(k)) * self.scale
-        if self.mask is not None: s = s + self.mask
-        self.p = _softmax_nd(s)
+        mask = self.mask if mask is None else mask
+        if mask is not None: s = s + mask
+        self.p, self.live = _softmax_nd(s) if mask is not None else (_softmax_nd(s)[0], None)
         return (self.p if self.keep is None else self.p * self.keep) @ v
     def gradient(self, out_grad, node):
-        q, k, v = node.inputs
+        q, k, v = node.inputs[:3]
+        mt = node.inputs[3] if len(node.inputs) > 3 else None
         if not is_grad_enabled():   # plain backward: arrays, with the P kept by the forward pass
-            gs = _sdpa_vjp(q.cached_data, k.cached_data, v.cached_data, self.p, out_grad.cached_data,
-                           self.scale, self.keep)
-            return tuple(Tensor.make_const(x) for x in gs)
+            *gs, gm = _sdpa_vjp(q.cached_data, k.cached_data, v.cached_data, self.p, out_grad.cached_data,
+                                self.scale, self.keep)
+            out = tuple(Tensor.make_const(x) for x in gs)
+            return out if mt is None else out + (Tensor.make_const(_sum_to(gm, mt.shape)),)
         s = (q @ k.transpose()) * self.scale
-        if self.mask is not None: s = s + Tensor.make_const(self.mask)
+        if mt is not None: s = s + mt
+        elif self.mask is not None: s = s + Tensor.make_const(self.mask)
+        if self.live is not None:   # rows with no key: finite scores there, then probabilities zeroed by `live`
+            live = self.live.broadcast_to(s.shape)
+            s = where(Tensor.make_const(live != 0), s, Tensor.make_const(live))
+        p = softmax(s, -1)
+        if self.live is not None: p = p * Tensor.make_const(self.live).broadcast_to(p.shape)
         keep = None if self.keep is None else Tensor.make_const(self.keep)
-        return _sdpa_vjp(q, k, v, softmax(s, -1), out_grad, self.scale, keep)
+        *gs, gm = _sdpa_vjp(q, k, v, p, out_grad, self.scale, keep)
+        return tuple(gs) if mt is None else tuple(gs) + (_sum_to(gm, mt.shape),)
 
 # %% ../../nbs/15_attention.ipynb
 def _as_ndarray(m, like: NDArray) -> NDArray:
@@ -105,8 +133,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: give either attn_mask or is_causal=True, not both")
     mask = causal_mask(L, S, q.device, q.dtype) if is_causal else None
+    learned = None   # a float mask that requires grad: an input of the op, so that it gets its gradient
     if attn_mask is not None:
-        mask = _additive(_as_ndarray(attn_mask, q.cached_data), q.dtype)
+        m = _as_ndarray(attn_mask, q.cached_data)
+        if m.dtype != 'bool' and m.dtype not in ('float16', 'float32', 'float64'):
+            raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = attend) or float "
+                            f"(added to the scores), got dtype {m.dtype}")
+        mask = _additive(m, q.dtype)
+        if isinstance(attn_mask, Tensor) and attn_mask.requires_grad and m.dtype != 'bool' and is_grad_enabled():
+            learned = attn_mask if attn_mask.dtype == q.dtype else cast(attn_mask, q.dtype)
         try: np.broadcast_shapes(mask.shape, q.shape[:-2] + (L, S))
         except ValueError: raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {mask.shape} does not "
                                             f"broadcast to the attention shape {q.shape[:-2] + (L, S)}") from None
@@ -116,6 +151,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0:
         m = _rng(generator, seed).random(q.shape[:-2] + (L, S)) >= dropout_p
         keep = NDArray(m, device=q.device).astype(q.dtype) * (1.0 / (1 - dropout_p))
+    if learned is not None:
+        if learned.ndim > q.ndim: raise ValueError(f"scaled_dot_product_attention: attn_mask of shape {learned.shape} "
+                                                   f"has more dims than the query {q.shape}")
+        return ScaledDotProductAttention(scale, None, keep)(q, k, v, learned)
     return ScaledDotProductAttention(scale, mask, keep)(q, k, v)
 
 # %% ../../nbs/15_attention.ipynb
@@ -125,6 +164,11 @@ def _sdpa_inputs(rng, shapes, mask=None, **kw):
     if mask == 'bool':
         m = rng.random(shapes[3]) > 0.3
         m[..., 0] = True     # every row keeps one key: no all-masked rows (their softmax is 0/0 in torch too)
+        out.append(m)
+    elif mask == 'dead':   # some query rows may attend to no key: torch's safe softmax gives them 0
+        m = rng.random(shapes[3]) > 0.3
+        m[..., 0] = True
+        m[..., 1, :] = False
         out.append(m)
     elif mask == 'float': out.append(rng.standard_normal(shapes[3]))
     return out
@@ -146,7 +190,14 @@ register_op('scaled_dot_product_attention',
              case((2, 2, 3, 4), (2, 2, 3, 4), (2, 2, 3, 4), (2, 1, 3, 3), mask='float'),
              case((2, 4, 3), (2, 5, 3), (2, 5, 3), dropout_p=0.3, seed=0),
              case((1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3), is_causal=True, dropout_p=0.5, seed=1)],
-            op=ScaledDotProductAttention, make_inputs=_sdpa_inputs, grad=(0, 1, 2));
+            op=ScaledDotProductAttention, make_inputs=_sdpa_inputs, grad=(0, 1, 2))
+register_op('sdpa_masks',
+            lambda q, k, v, m=None, mask=None, **kw: scaled_dot_product_attention(q, k, v, m, **kw), _sdpa_ref,
+            [case((2, 4, 3), (2, 5, 3), (2, 5, 2), (4, 5), mask='float'),
+             case((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3), (2, 1, 3, 5), mask='float'),
+             case((2, 3, 4), (2, 5, 4), (2, 5, 3), (3, 5), mask='dead'),
+             case((2, 2, 4, 3), (2, 2, 4, 3), (2, 2, 4, 3), (2, 1, 4, 4), mask='dead')],
+            make_inputs=_sdpa_inputs);
 
 # %% ../../nbs/15_attention.ipynb
 class Triangle(TensorOp):

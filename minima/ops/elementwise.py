@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, as_operand, is_grad_enabled
-from ..backend_ndarray.ndarray import broadcast_shapes
+from ..backend_ndarray.ndarray import broadcast_shapes, is_float_dtype
 from ..testing import register_op, case
 
 # %% auto 0
@@ -50,10 +50,9 @@ def _pair(a, b, name):
 def _const(nd: NDArray) -> Tensor: return Tensor.make_const(nd)
 
 def _float(a, name):
-    "Check that `a` is a floating Tensor (transcendental ops have no integer version)."
+    "`a` as a floating Tensor: integers and bools promote to float32, as torch (transcendental ops are float-only)."
     if not isinstance(a, Tensor): raise TypeError(f"{name}: expected a Tensor, got {type(a).__name__}")
-    if a.dtype not in ('float32', 'float64'):
-        raise TypeError(f"{name}: expected a float32 or float64 tensor, got {a.dtype}")
+    if a.dtype not in ('float32', 'float64', 'float16'): return a.astype('float32')
     return a
 def _any(mask: NDArray) -> bool: return mask.size > 0 and mask.astype('int64').sum().item() > 0
 
@@ -186,7 +185,12 @@ class Negate(TensorOp):
     def compute(self, a: NDArray): return -a
     def gradient(self, out_grad, node): return -out_grad
 
-def negate(a) -> Tensor: "`-a`."; return Negate()(a)
+def negate(a) -> Tensor:
+    "`-a`."
+    if isinstance(a, Tensor) and a.dtype == 'bool':
+        raise TypeError("negate: `-` on a bool tensor is not supported (as torch); to invert a mask use `~mask` or "
+                        "`mask.logical_not()`")
+    return Negate()(a)
 
 register_op('negate', negate, lambda T, a: -a, _UN, op=Negate)
 
@@ -219,13 +223,27 @@ class PowerScalar(TensorOp):
         if self.scalar == 0: return out_grad * 0.0
         return out_grad * power_scalar(a, self.scalar - 1) * self.scalar
 
+def _int_pow_check(a, scalar):
+    if not is_float_dtype(a.dtype) and isinstance(scalar, numbers.Integral) and scalar < 0:
+        raise RuntimeError(f"pow: integers to negative integer powers are not allowed (as torch; a {a.dtype} tensor "
+                           f"to the power {scalar}); cast to float first")
+
 def power_scalar(a, scalar) -> Tensor:
     "`a ** scalar`. `power_scalar(Tensor([3.]), 2)` is `[9.]`."
+    _int_pow_check(a, scalar)
     return PowerScalar(scalar)(a)
+
+def _int_pow(a: NDArray, b: NDArray) -> NDArray:
+    "Integer `a ** b` as torch, negative `b` included: `1 ** b` is 1, `(-1) ** b` is +-1, anything else 0."
+    p = a ** b.abs()   # equals a ** b where b >= 0, and (+-1) ** |b| = (+-1) ** b where |a| = 1
+    zero = NDArray.make((), device=p.device, dtype=p.dtype).fill(0)
+    return NDArray.where(b < 0, NDArray.where(a.abs() == 1, p, zero), p)
 
 class EWisePow(TensorOp):
     "Elementwise `a ** b` for two tensors, with broadcasting; differentiable in both."
-    def compute(self, a: NDArray, b: NDArray): return a ** b
+    def compute(self, a: NDArray, b: NDArray):
+        if is_float_dtype(a.dtype) or is_float_dtype(b.dtype) or 'bool' in (a.dtype, b.dtype): return a ** b
+        return _int_pow(a, b)
     def gradient(self, out_grad, node):
         a, b = node.inputs
         ga = out_grad * b * power(a, b - 1.0)
@@ -247,7 +265,11 @@ def power(a, b) -> Tensor:
 class RPowerScalar(TensorOp):
     "`scalar ** a` (Python's reflected `2 ** x`)."
     def __init__(self, scalar): self.scalar = scalar
-    def compute(self, a: NDArray): return self.scalar ** a
+    def compute(self, a: NDArray):
+        if isinstance(self.scalar, numbers.Integral) and not isinstance(self.scalar, bool) and a.dtype != 'bool' \
+                and not is_float_dtype(a.dtype):   # `2 ** int_tensor`: integer results, negative exponents too
+            return _int_pow(NDArray.make((), device=a.device, dtype=a.dtype).fill(self.scalar), a)
+        return self.scalar ** a
     def gradient(self, out_grad, node):
         if self.scalar == 0:   # torch: 0 where the exponent is >= 0 (0 * log 0), else -inf
             ninf = _const(NDArray.make((), device=node.device, dtype=out_grad.dtype).fill(float('-inf')))

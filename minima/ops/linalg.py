@@ -31,6 +31,9 @@ class MatMul(TensorOp):
 def matmul(a, b) -> Tensor:
     "`a @ b` with numpy's rules (vectors, broadcast batch dimensions)."
     if not isinstance(b, Tensor): b = Tensor(b, device=a.device, dtype=a.dtype, requires_grad=False)
+    if a.dtype != b.dtype:   # torch does not promote in matmul: a silent float64 product would hide a slip
+        raise TypeError(f"matmul: expected both operands to have the same dtype (as torch), got {a.dtype} and "
+                        f"{b.dtype}; cast one first, e.g. `b.to(a.dtype)`")
     return MatMul()(a, b)
 
 register_op('matmul', matmul, lambda T, a, b: a @ b,

@@ -197,12 +197,45 @@ def _is_array_index(i):
     if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
     return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
 
+def _torch_index(idx):
+    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices (`x[[[0, 1], [1, 2]]]`)."
+    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None
+                                     or i is Ellipsis for i in idx):
+        return tuple(idx)
+    return idx
+
+def _host_index(i):
+    "An index entry with its tensors as numpy arrays (index arrays are small metadata, read on the host)."
+    if isinstance(i, Tensor):
+        if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
+        return i.numpy()
+    if isinstance(i, NDArray): return i.numpy()
+    return np.asarray(i) if isinstance(i, list) else i
+
+def _flat_positions(shape, idx) -> np.ndarray:
+    "The row-major positions that `x[idx]` reads in a tensor of `shape` (numpy's advanced indexing, as torch's)."
+    idx = tuple(_host_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
+    for i in idx:
+        if isinstance(i, np.ndarray) and i.dtype != bool and i.dtype.kind not in 'iu':
+            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool tensors, got {i.dtype}")
+    try: return np.arange(int(np.prod(shape)), dtype='int64').reshape(shape)[idx]
+    except IndexError as e: raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
+
+def _n_arrays(idx): return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
+
 def getitem(a, idx) -> Tensor:
-    """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; one integer array
-    or boolean mask (`x[np.array([1, 0])]`, `x[x > 0]`) gathers with `take` (chapter 8), as in torch."""
-    if any(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,))):
+    """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; integer arrays
+    and boolean masks (`x[np.array([1, 0])]`, `x[x > 0]`, `logp[arange(N), y]`) gather with `take` (chapter 8), as
+    in torch."""
+    idx = _torch_index(idx)
+    k = _n_arrays(idx)
+    if k == 1:
         from minima.ops.nn_ops import index_gather   # the gather op lives with take, further down the course
         return index_gather(a, idx)
+    if k > 1:   # several index arrays: gather the flat positions they select
+        from minima.ops.nn_ops import take
+        pos = _flat_positions(a.shape, idx)
+        return take(reshape(a, (-1,)), Tensor.make_const(NDArray(pos, device=a.device, dtype='int64')))
     return GetItem(_norm_index(idx))(a)
 
 def getitem_grad(g, idx, shape) -> Tensor:
@@ -256,7 +289,11 @@ def _setitem(self, idx, value):
     if self.requires_grad and is_grad_enabled():
         raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad (shape {self.shape}); "
                            "autograd would not see it. Use `with minima.no_grad():` or assign through `.data`")
+    idx = _torch_index(idx)
+    if _n_arrays(idx): return _setitem_positions(self, _flat_positions(self.shape, idx), value)
     idx = _norm_index(idx)
+    if isinstance(value, (numbers.Number, np.generic)) and not is_float_dtype(self.dtype):
+        value = np.array(value).astype(self.dtype).item()   # wraps around as torch: uint8 -1 is 255
     view_shape = self.cached_data[idx].shape
     if isinstance(value, Tensor):
         if value.device != self.device:
@@ -265,6 +302,30 @@ def _setitem(self, idx, value):
             raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the indexed shape {view_shape}")
         value = value.cached_data
     self.cached_data[idx] = value
+
+def _setitem_positions(self, pos: np.ndarray, value):
+    "Write `value` (broadcast to `pos.shape`) at the flat positions `pos` of `self`; a repeated position: the last."
+    d, n = self.cached_data, int(np.prod(self.shape))
+    if isinstance(value, Tensor):
+        if value.device != self.device:
+            raise RuntimeError(f"setitem: value is on {value.device} but the tensor is on {self.device}")
+        v = value.cached_data
+    else: v = NDArray(np.asarray(value), device=self.device)
+    if broadcast_shapes(v.shape, pos.shape, op='setitem') != pos.shape:
+        raise ValueError(f"setitem: value of shape {v.shape} cannot be broadcast to the indexed shape {pos.shape}")
+    v = v.broadcast_to(pos.shape).compact().reshape((-1,))
+    if not is_float_dtype(self.dtype) and is_float_dtype(v.dtype): v = v.astype('float64')
+    flat = pos.reshape(-1)
+    last = {p: k for k, p in enumerate(flat.tolist())}
+    where_, which = np.array(list(last), dtype='int64'), np.array(list(last.values()), dtype='int64')
+    if not where_.size: return
+    picked = v.take(NDArray(which, device=self.device, dtype='int64'), 0)
+    picked = NDArray(picked.numpy().astype(self.dtype), device=self.device, dtype=self.dtype) \
+        if not is_float_dtype(self.dtype) else picked.astype(self.dtype)   # integers wrap around, as torch
+    placed = picked.scatter_add(NDArray(where_, device=self.device, dtype='int64'), 0, (n,))
+    hit = np.zeros(n, bool); hit[where_] = True
+    old = d.compact().reshape((n,))
+    d[...] = NDArray.where(NDArray(hit, device=self.device, dtype='bool'), placed, old).reshape(self.shape)
 
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = _setitem

@@ -17,7 +17,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NLLLoss', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'GradHook', 'grad_hook']
+__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'GradHook', 'grad_hook']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
@@ -444,7 +444,9 @@ register_op('avg_pool2d', lambda x, **kw: avg_pool2d(x, **kw), lambda T, x, **kw
 # %% ../../nbs/08_nn_functional.ipynb
 def _index_tensor(indices, x, op) -> Tensor:
     if not isinstance(indices, Tensor): indices = Tensor(np.asarray(indices), device=x.device, requires_grad=False)
-    if indices.dtype != 'int64': raise TypeError(f"{op}: indices must be integers (int64), got dtype {indices.dtype}")
+    if indices.dtype == 'int32': return Tensor(indices.cached_data.astype('int64'), requires_grad=False)  # as torch
+    if indices.dtype != 'int64':
+        raise TypeError(f"{op}: indices must be integers (int64 or int32), got dtype {indices.dtype}")
     return indices
 
 def _norm_axis(axis, ndim, op):
@@ -598,7 +600,7 @@ def _loss_scale(out_grad: Tensor, wt: NDArray, reduction) -> Tensor:
         scale = wt / NDArray.where(tot == 0, full((), 1, dtype=wt.dtype, device=wt.device), tot)
     return out_grad.reshape((1,) * wt.ndim).broadcast_to(wt.shape) * _const(scale)
 
-class NLLLoss(TensorOp):
+class NegLogLikelihood(TensorOp):
     "Negative log-likelihood of `targets` under log-probs; inputs `(log_probs, target, weight)`."
     def __init__(self, reduction='mean', ignore_index=-100): self.reduction, self.ignore_index = reduction, ignore_index
     def compute(self, lp: NDArray, t: NDArray, w: NDArray):
@@ -615,7 +617,12 @@ def _loss_setup(op, x, target, weight, reduction, ignore_index):
     _check_tensor(x, 'input', op)
     if reduction not in ('none', 'mean', 'sum'): raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, requires_grad=False)
-    if target.dtype != 'int64': raise TypeError(f"{op}: target must hold integer class indices (int64), got dtype {target.dtype}")
+    if target.dtype in ('int8', 'int16', 'int32', 'uint8'):   # torch accepts these and reads them as class indices
+        target = Tensor(target.cached_data.astype('int64'), requires_grad=False)
+    if target.dtype != 'int64':
+        raise TypeError(f"{op}: target must hold integer class indices, got dtype {target.dtype}"
+                        + (" (class probabilities need a target of the input's shape)" if op == 'cross_entropy'
+                           else ''))
     for name, t in (('target', target), ('weight', weight)):
         if isinstance(t, Tensor) and t.device != x.device:
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
@@ -641,7 +648,7 @@ def nll_loss(log_probs, target, weight=None, reduction='mean', ignore_index=-100
     """Negative log-likelihood, as `torch.nn.functional.nll_loss`: `log_probs` (N, C, ...) or (C,), `target` (N, ...).
     `nll_loss(Tensor([[0., -1.]]), Tensor([1]))` is `1.0`."""
     target, weight = _loss_setup('nll_loss', log_probs, target, weight, reduction, ignore_index)
-    return NLLLoss(reduction, ignore_index)(log_probs, target, weight)
+    return NegLogLikelihood(reduction, ignore_index)(log_probs, target, weight)
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _loss_inputs(rng, shapes, use_weight=False, ignore=False, **kw):
@@ -667,7 +674,8 @@ _LOSS = [case((4, 5), (4,)), case((4, 5), (4,), reduction='sum'), case((4, 5), (
          case((5, 4), (5,), ignore=True, ignore_index=2, reduction='sum'), case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True),
          case((2, 3, 5), (2, 5), reduction='none'), case((5,), ()), case((1, 3), (1,), use_weight=True)]
 
-register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NLLLoss, make_inputs=_loss_inputs, grad=(0,));
+register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NegLogLikelihood, make_inputs=_loss_inputs,
+            grad=(0,));
 
 # %% ../../nbs/08_nn_functional.ipynb
 class CrossEntropy(TensorOp):
@@ -695,6 +703,9 @@ def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, l
     target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
     if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    if isinstance(target, Tensor) and target.dtype in ('float16', 'float32', 'float64') and isinstance(x, Tensor) \
+            and target.shape == x.shape and x.ndim:
+        return _soft_cross_entropy(x, target, weight, reduction, label_smoothing)
     target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
     loss = CrossEntropy(reduction, ignore_index)(x, target, weight)
     return _smoothed(loss, x, target, weight, reduction, ignore_index, label_smoothing) if label_smoothing else loss
@@ -709,8 +720,32 @@ def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
     elif reduction == 'sum': total = smooth.sum()
     else:
         t = NDArray.where(keep.cached_data != 0, target.cached_data, zeros((), dtype='int64', device=x.device))
-        total = smooth.sum() / Tensor.make_const((weight.cached_data.take(t) * keep.cached_data).sum())
+        tot = (weight.cached_data.take(t) * keep.cached_data).sum()   # every target ignored: divide by 1, as torch
+        one = full((), 1, dtype=tot.dtype, device=tot.device)
+        total = smooth.sum() / Tensor.make_const(NDArray.where(tot == 0, one, tot))
     return loss * (1 - eps) + total * (eps / C)
+
+def _soft_cross_entropy(x, target, weight, reduction, eps):
+    """torch's cross-entropy against class probabilities (mixup, distillation): `-Σ_c w_c t_c log p_c` per example,
+    the mean dividing by the number of examples; `label_smoothing` mixes `t` with the uniform distribution."""
+    op = 'cross_entropy'
+    if target.dtype != x.dtype:
+        raise TypeError(f"{op}: class-probability target has dtype {target.dtype} but the input has dtype {x.dtype}")
+    if target.device != x.device:
+        raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if reduction not in ('none', 'mean', 'sum'):
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    ax = 1 if x.ndim > 1 else 0
+    C, kshape = x.shape[ax], tuple(x.shape[ax] if i == ax else 1 for i in range(x.ndim))
+    if eps: target = target * (1 - eps) + eps / C
+    lp = log_softmax(x, ax)
+    if weight is not None:
+        _check_tensor(weight, 'weight', op)
+        if weight.shape != (C,): raise ValueError(f"{op}: weight must have shape ({C},), got {weight.shape}")
+        lp = lp * weight.reshape(kshape).broadcast_to(x.shape)
+    loss = -(lp * target).sum((ax,))
+    if reduction == 'none': return loss
+    return loss.sum() if reduction == 'sum' else loss.sum() / max(x.size // C, 1)
 
 register_op('cross_entropy', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _LOSS, op=CrossEntropy,
             make_inputs=_loss_inputs, grad=(0,))
@@ -719,7 +754,19 @@ _SMOOTH = [case((4, 5), (4,), label_smoothing=0.1), case((6, 3), (6,), use_weigh
            case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True, label_smoothing=0.15, reduction='sum'),
            case((5, 4), (5,), ignore=True, label_smoothing=0.4, reduction='none'), case((5,), (), label_smoothing=0.5)]
 register_op('cross_entropy_smoothed', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _SMOOTH,
-            make_inputs=_loss_inputs, grad=(0,));
+            make_inputs=_loss_inputs, grad=(0,))
+
+def _soft_inputs(rng, shapes, use_weight=False, **kw):
+    "Logits and a class-probability target of the same shape (rows sum to 1 along the class axis)."
+    ax = 1 if len(shapes[0]) > 1 else 0
+    t = rng.uniform(0.1, 1.0, shapes[0])
+    out = [rng.standard_normal(shapes[0]), t / t.sum(ax, keepdims=True)]
+    return out + [rng.uniform(0.5, 2.0, (shapes[0][ax],))] if use_weight else out
+
+register_op('cross_entropy_soft', _loss_fn(cross_entropy), _loss_ref('cross_entropy'),
+            [case((4, 5), (4, 5)), case((3, 4, 2), (3, 4, 2), use_weight=True, reduction='sum'),
+             case((6, 3), (6, 3), label_smoothing=0.2, reduction='none'), case((5,), (5,), label_smoothing=0.1)],
+            make_inputs=_soft_inputs, grad=(0, 1));
 
 # %% ../../nbs/08_nn_functional.ipynb
 _FALLBACK_RNG = [np.random.default_rng()]
@@ -898,6 +945,17 @@ def _weights(op, x, weight, name='weight'):
     try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
     except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
 
+class BinaryCrossEntropy(TensorOp):
+    """`-(t log p + (1 - t) log(1 - p))` elementwise, each log clamped at -100, with torch's gradient
+    `(p - t) / max(p (1 - p), 1e-12)`: finite at p = 0 and p = 1, where the clamped composition gives 0 * inf = NaN."""
+    def compute(self, p: NDArray, t: NDArray):
+        return -(t * p.log().maximum(-100.0) + (1 - t) * (1 - p).log().maximum(-100.0))
+    def gradient(self, g, node):
+        p, t = node.inputs
+        gp = g * (p - t) / clamp(p * (1 - p), lo=1e-12)
+        if not t.requires_grad: return gp, None
+        return gp, g * (clamp(log(1 - p), lo=-100.0) - clamp(log(p), lo=-100.0))
+
 def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
     """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
     `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
@@ -905,7 +963,7 @@ def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor
     if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
         raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
                          "binary_cross_entropy_with_logits")
-    loss = -(t * clamp(log(input), lo=-100.0) + (1 - t) * clamp(log(1 - input), lo=-100.0))
+    loss = BinaryCrossEntropy()(input, t)
     w = _weights('binary_cross_entropy', input, weight)
     return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
 
@@ -975,7 +1033,8 @@ register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
 register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
             lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
             [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
-             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,))
+             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,),
+            op=BinaryCrossEntropy)
 register_op('binary_cross_entropy_with_logits',
             lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
                 x, t, None if pw else w, pos_weight=w if pw else None, **kw),
@@ -1004,24 +1063,32 @@ def _ones_row(a: NDArray) -> NDArray:
     return _ONES[key]
 
 class LinearOp(TensorOp):
-    "`x @ weight + bias` for `x` `(..., in)`, `weight` `(in, out)`, `bias` `(1, out)`, as one op."
-    def compute(self, x: NDArray, w: NDArray, b: NDArray):
+    """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
+    `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
+    left out."""
+    def __init__(self, transposed=False): self.transposed = transposed
+    def compute(self, x: NDArray, w: NDArray, b: NDArray = None):
         x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
-        y = x2 @ w + b
-        return y.reshape(x.shape[:-1] + (w.shape[1],)) if x.ndim != 2 else y
+        y = x2 @ (w.permute((1, 0)) if self.transposed else w)
+        if b is not None: y = y + b
+        return y.reshape(x.shape[:-1] + (y.shape[1],)) if x.ndim != 2 else y
     def gradient(self, g, node):
-        x, w, b = node.inputs
-        k, m = w.shape
+        x, w = node.inputs[:2]
+        b = node.inputs[2] if len(node.inputs) > 2 else None
+        k, m, t = x.shape[-1], g.shape[-1], self.transposed
         if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
-            g2, x2 = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k))
-            gx = Tensor.make_const((g2 @ w.cached_data.permute((1, 0))).reshape(x.shape)) if x.requires_grad else None
-            gb = (_ones_row(g2) @ g2).reshape(b.shape)
-            return gx, Tensor.make_const(x2.permute((1, 0)) @ g2), Tensor.make_const(gb)
+            g2, x2, wd = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data
+            gx = (g2 @ (wd if t else wd.permute((1, 0)))).reshape(x.shape) if x.requires_grad else None
+            gw = g2.permute((1, 0)) @ x2 if t else x2.permute((1, 0)) @ g2
+            out = (None if gx is None else Tensor.make_const(gx), Tensor.make_const(gw))
+            return out if b is None else out + (Tensor.make_const((_ones_row(g2) @ g2).reshape(b.shape)),)
         g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        return (g2 @ w.transpose()).reshape(x.shape), x2.transpose() @ g2, g2.sum((0,), keepdims=True).reshape(b.shape)
+        gx = (g2 @ (w if t else w.transpose())).reshape(x.shape)
+        out = (gx, g2.transpose() @ x2 if t else x2.transpose() @ g2)
+        return out if b is None else out + (g2.sum((0,), keepdims=True).reshape(b.shape),)
 
 def affine(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: the op behind `nn.Linear`."
+    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
     if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
     _same_place('affine', x, weight=weight, bias=bias)
     out = weight.shape[-1]
@@ -1038,11 +1105,11 @@ def linear(x, weight, bias=None) -> Tensor:
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} and weight {weight.shape} do not fit: expected a weight "
                          f"(out_features, {x.shape[-1] if x.ndim else '?'})")
-    if bias is None: return x @ weight.transpose()
+    if bias is None: return LinearOp(True)(x, weight)
     if bias.shape != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
                          f"got {bias.shape}")
-    return LinearOp()(x, weight.transpose(), bias.reshape((1, -1)))
+    return LinearOp(True)(x, weight, bias)
 
 register_op('affine', affine, lambda T, x, w, b: x @ w + b,
             [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp)
@@ -1202,7 +1269,129 @@ register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
 
-# %% ../../nbs/18b_ddp.ipynb 6
+# %% ../../nbs/10_nn.ipynb 43
+from .elementwise import where as _where, exp as _exp, absolute as _abs
+from .movement import stack as _stack
+
+def leaky_relu(x, negative_slope=0.01, inplace=False) -> Tensor:
+    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (out of place)."
+    _check_tensor(x, 'input', 'leaky_relu')
+    return _where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
+    "Standardise each group of `C / num_groups` channels of `(N, C, *)` over the group and `*`, then scale and shift."
+    _check_tensor(x, 'input', 'group_norm')
+    if x.ndim < 2 or x.shape[1] % num_groups:
+        raise ValueError(f"group_norm: expected (N, C, ...) with C divisible by num_groups={num_groups}, got {x.shape}")
+    N, C = x.shape[:2]
+    xr = x.reshape((N, num_groups, -1))
+    n = xr.shape[2]
+    xc = xr - (xr.sum((2,), keepdims=True) / n).broadcast_to(xr.shape)
+    var = (xc * xc).sum((2,), keepdims=True) / n
+    y = (xc / ((var + eps) ** 0.5).broadcast_to(xr.shape)).reshape(x.shape)
+    k = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None: y = y * weight.reshape(k).broadcast_to(x.shape)
+    if bias is not None: y = y + bias.reshape(k).broadcast_to(x.shape)
+    return y
+
+def _one(v, name, op):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1: raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    return v
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    "1-d convolution of `(N, C_in, L)` with `weight` `(C_out, C_in/groups, k)`, as `torch.nn.functional.conv1d`."
+    _check_tensor(x, 'input', 'conv1d')
+    if x.ndim not in (2, 3) or weight.ndim != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got "
+                         f"{x.shape} "
+                         f"and {weight.shape}")
+    unb = x.ndim == 2
+    x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
+    p = _one(padding, 'padding', 'conv1d')
+    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, _one(stride, 'stride', 'conv1d')),
+               p if isinstance(p, str) else (0, p), (1, _one(dilation, 'dilation', 'conv1d')), groups)
+    return y.reshape((y.shape[1], y.shape[3])) if unb else y.reshape((y.shape[0], y.shape[1], y.shape[3]))
+
+def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
+    _check_tensor(x, 'input', op)
+    if x.ndim not in (2, 3): raise ValueError(f"{op}: expected input (N, C, L) or (C, L), got {x.shape}")
+    k = _one(kernel_size, 'kernel_size', op)
+    s = k if stride is None else _one(stride, 'stride', op)
+    y = f(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, k), (1, s), (0, _one(padding, 'padding', op)), **kw)
+    return y.reshape(y.shape[:-2] + y.shape[-1:])
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
+    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d`."
+    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, _one(dilation, 'dilation',
+                   'max_pool1d')), ceil_mode=ceil_mode)
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."
+    return _pool1d(avg_pool2d, x, kernel_size, stride, padding, 'avg_pool1d', ceil_mode=ceil_mode,
+                   count_include_pad=count_include_pad)
+
+def adaptive_avg_pool2d(x, output_size) -> Tensor:
+    "Average `(N, C, H, W)` onto an `output_size` grid of nearly equal cells, as torch's function of that name."
+    _check_tensor(x, 'input', 'adaptive_avg_pool2d')
+    if x.ndim not in (3, 4): raise ValueError(f"adaptive_avg_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
+    H, W = x.shape[-2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    if H % oh == 0 and W % ow == 0: return avg_pool2d(x, (H // oh, W // ow))
+    rows = []
+    for i in range(oh):
+        h0, h1 = (i * H) // oh, -(-((i + 1) * H) // oh)
+        cols = [x[..., h0:h1, (j * W) // ow:-(-((j + 1) * W) // ow)].sum((x.ndim - 2, x.ndim - 1))
+                / ((h1 - h0) * (-(-((j + 1) * W) // ow) - (j * W) // ow)) for j in range(ow)]
+        rows.append(_stack(cols, -1))
+    return _stack(rows, -2)
+
+def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
+    "Resize the trailing 1 or 2 spatial axes; `mode='nearest'` (torch's default) only: row `floor(i * in / out)`."
+    _check_tensor(x, 'input', 'interpolate')
+    if mode != 'nearest':
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest' is")
+    nsp = x.ndim - 2
+    if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    ins = x.shape[2:]
+    if size is not None: outs = (size,) * nsp if isinstance(size, numbers.Integral) else tuple(size)
+    else:
+        sf = (scale_factor,) * nsp if isinstance(scale_factor, numbers.Real) else tuple(scale_factor)
+        outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
+    for ax, (n, m) in enumerate(zip(ins, outs)):
+        scale = n / m if size is not None else 1 / sf[ax]
+        idx = np.minimum(np.floor(np.arange(m) * scale).astype('int64'), n - 1)
+        x = take(x, Tensor(idx, device=x.device, requires_grad=False), 2 + ax)
+    return x
+
+def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Tensor:
+    "`0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`, as `torch.nn.functional.smooth_l1_loss`."
+    d = input - _target('smooth_l1_loss', input, target)
+    if beta == 0: return _reduce(_abs(d), reduction, 'smooth_l1_loss')
+    small = Tensor.make_const(d.cached_data.abs() < beta)
+    return _reduce(_where(small, d * d * (0.5 / beta), _abs(d) - 0.5 * beta), reduction, 'smooth_l1_loss')
+
+def huber_loss(input, target, reduction='mean', delta=1.0) -> Tensor:
+    "`0.5 d²` where `|d| < delta`, else `delta (|d| - 0.5 delta)`, as `torch.nn.functional.huber_loss`."
+    d = input - _target('huber_loss', input, target)
+    small = Tensor.make_const(d.cached_data.abs() < delta)
+    return _reduce(_where(small, d * d * 0.5, (_abs(d) - 0.5 * delta) * delta), reduction, 'huber_loss')
+
+def kl_div(input, target, reduction='mean', log_target=False) -> Tensor:
+    "KL divergence of `target` from log-probabilities `input`: `t (log t - input)` summed as `reduction` says."
+    t = _target('kl_div', input, target)
+    if log_target: loss = _exp(t) * (t - input)
+    else:
+        pos = Tensor.make_const(t.cached_data > 0)
+        loss = t * _where(pos, log(_where(pos, t, 1.0)), 0.0) - t * input
+    if reduction == 'batchmean': return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction, 'kl_div')
+
+# %% ../../nbs/19b_ddp.ipynb 6
 class GradHook(TensorOp):
     """Identity in the forward pass. In backward, `fn(grad)` is called with the input's whole gradient (every use
     summed) and returns the gradient to pass on (None passes nothing). The extra inputs `after` get a zero gradient,
