@@ -113,9 +113,13 @@ def _cell_module(src: str, default: str):
         if m: return f"{_LIB}.{m['mod'] or default}"
     return None
 
+def _chapter_matches(name: str, c: str) -> bool:
+    "'03' names chapter 03 (not 03b), '03b' names 03b; a longer prefix such as '03_ops' or a whole name works too."
+    return name.split('_')[0] == c or (not c.isalnum() and name.startswith(c)) or name.startswith(c + '_')
+
 def _in_chapters(name: str, chapters) -> bool:
-    "Whether notebook `name` is one of `chapters` (prefixes such as '03' or '03_ops'; None means all)."
-    return not chapters or any(name.startswith(c) for c in chapters)
+    "Whether notebook `name` is one of `chapters` ('03', '03b', '03_ops' or a whole name; None means all)."
+    return not chapters or any(_chapter_matches(name, c) for c in chapters)
 
 def _chapter_list(chapters):
     "['03', '04'] from '03,04', ['03,04'] or ['03', '04']; None stays None."
@@ -166,7 +170,7 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
         raise ValueError(f'student_edition: dest {dest} must be outside the project {root}')
     if chapters:
         known = [p.name for p in (root / 'nbs').glob('*.ipynb')]
-        bad = [c for c in chapters if not any(n.startswith(c) for n in known)]
+        bad = [c for c in chapters if not any(_chapter_matches(n, c) for n in known)]
         if bad: raise ValueError(f'student_edition: no notebook in {root / "nbs"} starts with {bad}')
     if dest.exists(): shutil.rmtree(dest)
     units = []
