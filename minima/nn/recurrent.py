@@ -123,7 +123,7 @@ class GRUCell(_CellBase):
 class _RNNBase(Module):
     "Stacked recurrent layers over `(T, B, input_size)` (`(B, T, ·)` with `batch_first`), as in torch."
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 device=None, dtype="float32"):
+                 bidirectional=False, device=None, dtype="float32"):
         super().__init__()
         name = type(self).__name__
         self.mode = mode
@@ -133,19 +133,22 @@ class _RNNBase(Module):
         if not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
         G, k = _GATES[mode] * H, 1 / math.sqrt(H)
+        self.bidirectional = bool(bidirectional)
+        D = 2 if self.bidirectional else 1
         for l in range(self.num_layers):
-            n_in = self.input_size if l == 0 else H
-            setattr(self, f'weight_ih_l{l}', _uniform((G, n_in), k, device, dtype))
-            setattr(self, f'weight_hh_l{l}', _uniform((G, H), k, device, dtype))
-            if bias:
-                setattr(self, f'bias_ih_l{l}', _uniform((G,), k, device, dtype))
-                setattr(self, f'bias_hh_l{l}', _uniform((G,), k, device, dtype))
+            n_in = self.input_size if l == 0 else H * D
+            for sfx in ('', '_reverse')[:D]:   # torch's names: the reverse direction has its own weights
+                setattr(self, f'weight_ih_l{l}{sfx}', _uniform((G, n_in), k, device, dtype))
+                setattr(self, f'weight_hh_l{l}{sfx}', _uniform((G, H), k, device, dtype))
+                if bias:
+                    setattr(self, f'bias_ih_l{l}{sfx}', _uniform((G,), k, device, dtype))
+                    setattr(self, f'bias_hh_l{l}{sfx}', _uniform((G,), k, device, dtype))
         self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
 
-    def layer_parameters(self, l) -> tuple:
+    def layer_parameters(self, l, reverse=False) -> tuple:
         "`(weight_ih, weight_hh, bias_ih, bias_hh)` of layer `l` (the biases are None without bias)."
-        names = ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh')
-        return tuple(getattr(self, f'{n}_l{l}', None) for n in names)
+        names, sfx = ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh'), '_reverse' if reverse else ''
+        return tuple(getattr(self, f'{n}_l{l}{sfx}', None) for n in names)
 
     def extra_repr(self):
         s = f'{self.input_size}, {self.hidden_size}'
@@ -153,11 +156,12 @@ class _RNNBase(Module):
         if not self.bias: s += ', bias=False'
         if self.batch_first: s += ', batch_first=True'
         if self.dropout: s += f', dropout={self.dropout}'
+        if self.bidirectional: s += ', bidirectional=True'
         return s
 
     def _states(self, s, name, x, unbatched) -> list:
         "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
-        L, B, H = self.num_layers, x.shape[1], self.hidden_size
+        L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], self.hidden_size
         if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
         _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
         return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
@@ -169,19 +173,23 @@ class _RNNBase(Module):
         if ub: x = input.reshape((input.shape[0], 1, self.input_size))
         else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
         hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub)
-        cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * self.num_layers
-        h_n, c_n = [], []
+        cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
+        h_n, c_n, D = [], [], 2 if self.bidirectional else 1
         for l in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l)
-            res = recurrence(self.mode, _project(x, w_ih, b_ih), hs[l], w_hh, b_hh, c0=cs[l])
-            x = res[0]
-            h_n.append(res[1])
-            if lstm: c_n.append(res[2])
+            outs = []
+            for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
+                w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
+                xd = ops.flip(x, (0,)) if d else x
+                res = recurrence(self.mode, _project(xd, w_ih, b_ih), hs[l * D + d], w_hh, b_hh, c0=cs[l * D + d])
+                outs.append(ops.flip(res[0], (0,)) if d else res[0])
+                h_n.append(res[1])
+                if lstm: c_n.append(res[2])
+            x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
             if self.dropout and self.training and l < self.num_layers - 1:
                 from minima.nn.functional import dropout
                 x = dropout(x, self.dropout)
-        T, L, H = x.shape[0], self.num_layers, self.hidden_size
-        fin = lambda ss: ops.stack(ss, 0).reshape((L, H)) if ub else ops.stack(ss, 0)
+        T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
+        fin = lambda ss: ops.stack(ss, 0).reshape((L, self.hidden_size)) if ub else ops.stack(ss, 0)
         out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
         return out, fin(h_n), (fin(c_n) if lstm else None)
 
@@ -189,11 +197,11 @@ class RNN(_RNNBase):
     """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`
     with `x` `(T, B, 10)`, `output` `(T, B, 20)`, `h_n` `(2, B, 20)`."""
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True,
-                 batch_first=False, dropout=0.0, device=None, dtype="float32"):
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype="float32"):
         if nonlinearity not in ('tanh', 'relu'):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(f'RNN_{nonlinearity.upper()}', input_size, hidden_size, num_layers, bias,
-                         batch_first, dropout, device, dtype)
+                         batch_first, dropout, bidirectional, device, dtype)
         self.nonlinearity = nonlinearity
     def extra_repr(self):
         return super().extra_repr() + ('' if self.nonlinearity == 'tanh' else ", nonlinearity='relu'")
@@ -204,8 +212,8 @@ class RNN(_RNNBase):
 class LSTM(_RNNBase):
     "LSTM layers: `output, (h_n, c_n) = LSTM(10, 20, num_layers=2)(x, (h_0, c_0))`; `x` `(T, B, 10)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 device=None, dtype="float32"):
-        super().__init__('LSTM', input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                 bidirectional=False, device=None, dtype="float32"):
+        super().__init__('LSTM', input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          device, dtype)
     def forward(self, input, hx=None):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
@@ -216,8 +224,8 @@ class LSTM(_RNNBase):
 class GRU(_RNNBase):
     "GRU layers: `output, h_n = GRU(10, 20, num_layers=2)(x, h_0)`; `x` `(T, B, 10)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 device=None, dtype="float32"):
-        super().__init__('GRU', input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                 bidirectional=False, device=None, dtype="float32"):
+        super().__init__('GRU', input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          device, dtype)
     def forward(self, input, hx=None):
         out, h_n, _ = self._run(input, hx)

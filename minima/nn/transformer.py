@@ -74,8 +74,9 @@ class MultiheadAttention(Module):
         self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim, shape=(3 * embed_dim, embed_dim),
-                                                                device=device, dtype=dtype))
+            self.in_proj_weight = Parameter(init.xavier_uniform(embed_dim, 3 * embed_dim,
+                                                                shape=(3 * embed_dim, embed_dim), device=device,
+                                                                dtype=dtype))
         else:   # torch's separate projections for keys and values of other widths
             self.q_proj_weight, self.k_proj_weight, self.v_proj_weight = (
                 Parameter(init.xavier_uniform(d, embed_dim, shape=(embed_dim, d), device=device, dtype=dtype))
