@@ -132,7 +132,7 @@ def _buffer(t: Tensor):
     if d.device == cpu() and d.is_compact():
         def bump(): d._ver[0] += 1   # an in-place write, as torch counts it
         return d._handle[d.offset:d.offset + d.size].reshape(d.shape), bump
-    a = np.ascontiguousarray(d.numpy())
+    a = np.ascontiguousarray(d.numpy()).reshape(d.shape)   # 0-d stays 0-d (ascontiguousarray makes it 1-d)
     def back(): d[...] = NDArray(a, device=d.device, dtype=d.dtype)
     return a, back
 

@@ -28,15 +28,18 @@ def batches(shape, steps=10, bs=16):
     return [(rng.standard_normal((bs,) + shape).astype('float32'), rng.integers(0, 10, bs)) for _ in range(steps)]
 
 
-def train_ddp(make, shape, **kw):
+def train_ddp(make, shape, device=None, **kw):
     "10 SGD steps with DDP, rank r on its half of each batch; every rank builds the model from its own seed."
     r, p = dist.get_rank(), dist.get_world_size()
-    model = DDP(make(seed=100 + r), **kw)   # different seeds: DDP must copy rank 0's weights
+    m = make(seed=100 + r)
+    if device is not None: m = m.to(device)
+    model = DDP(m, **kw)   # different seeds: DDP must copy rank 0's weights
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for X, y in batches(shape):
         h = len(X) // p
         opt.zero_grad()
-        loss = nn.CrossEntropyLoss()(model(mi.Tensor(X[r * h:(r + 1) * h])), mi.Tensor(y[r * h:(r + 1) * h]))
+        xb, yb = mi.Tensor(X[r * h:(r + 1) * h], device=device), mi.Tensor(y[r * h:(r + 1) * h], device=device)
+        loss = nn.CrossEntropyLoss()(model(xb), yb)
         loss.backward()
         opt.step()
     return model.module
@@ -150,6 +153,15 @@ def check_ddp():
     say('ddp cnn')
 
 
+def check_ddp_cuda():
+    "The same DDP runs with the model and batches on the CUDA device (both ranks may share one GPU)."
+    p, dev = dist.get_world_size(), mi.cuda()
+    same_weights(train_ddp(mlp, (64,), device=dev), train_one(mlp, (64,), chunks=1), tol=1e-4)
+    say('ddp mlp cuda')
+    same_weights(train_ddp(cnn, (1, 8, 8), device=dev), train_one(cnn, (1, 8, 8), chunks=p), tol=1e-4)
+    say('ddp cnn cuda')
+
+
 def check_no_sync():
     r, p = dist.get_rank(), dist.get_world_size()
     (X1, y1), (X2, y2) = batches((64,), steps=2)
@@ -243,6 +255,10 @@ def main():
         for f in [check_collectives, check_ring, check_sampler, check_ddp, check_no_sync, check_unused,
                   check_mismatch, check_checkpoint]:
             f()
+        dist.destroy_process_group()
+    elif case == 'cuda':   # only where the CUDA device works (tests/test_distributed.py skips it otherwise)
+        dist.init_process_group('mpi', timeout=120)
+        check_ddp_cuda()
         dist.destroy_process_group()
     elif case == 'raise':   # rank 1 fails while rank 0 waits in a collective with a long timeout
         dist.init_process_group('mpi', timeout=600)

@@ -62,6 +62,16 @@ def test_two_ranks(mpi):
         for r in (0, 1): assert f'OK {c} rank {r}' in out, f'{c} did not pass on rank {r}:\n{out[-3000:]}'
 
 
+def test_two_ranks_on_cuda(mpi):
+    "DDP with the model and data on the CUDA device (2 ranks may share one GPU): the weights of one CPU process."
+    dev = mi.cuda()
+    if not dev.enabled(): pytest.skip(f'CUDA device not available: {dev.why_disabled()}')
+    rc, out, _ = launch('cuda', timeout=300)
+    assert rc == 0, out[-3000:]
+    for c in ('ddp mlp cuda', 'ddp cnn cuda'):
+        for r in (0, 1): assert f'OK {c} rank {r}' in out, f'{c} did not pass on rank {r}:\n{out[-3000:]}'
+
+
 def test_a_failing_rank_ends_every_rank(mpi):
     rc, out, secs = launch('raise')   # rank 0 waits in a barrier with a 600 s timeout meanwhile
     assert rc != 0 and secs < 30, (rc, secs)
