@@ -174,6 +174,39 @@ def test_fused_kernels_on_the_cuda_emulator(tmp_path):
         getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in spec])
         for b in bufs: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
 
+def test_fused_kernels_on_a_gpu(tmp_path):
+    "The same CUDA C, compiled by nvcc and run on a real GPU (minima's CUDA device holds the buffers): the CPU's results."
+    import ctypes, subprocess
+    from minima.compile import cuda_source, _c_arg
+    from minima.backend_ndarray.cuda import find_nvcc
+    dev = mi.cuda()
+    if not dev.enabled(): pytest.skip(f'CUDA device not available: {dev.why_disabled()}')
+    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
+    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
+    assert len(fused) >= 4
+    src = [cuda_source(ins).replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}(')
+           for j, ins in enumerate(fused)]
+    (tmp_path / 'k.cu').write_text('\n'.join(src))
+    subprocess.run([find_nvcc(), '-O2', '-shared', '-Xcompiler', '-fPIC', '-w', '-o', str(tmp_path / 'k.so'),
+                    str(tmp_path / 'k.cu')], check=True)
+    lib = ctypes.CDLL(str(tmp_path / 'k.so'))
+    rng = np.random.default_rng(0)
+    for j, ins in enumerate(fused):
+        spec = ins.args[4]
+        bufs = [v for t, v in spec if t == 'buf']
+        init_ = {b: (rng.random(b.size) > 0.5 if b.dtype == 'bool' else rng.standard_normal(b.size)).astype(b.dtype)
+                 for b in bufs}
+        cpu = {b: a.copy() for b, a in init_.items()}
+        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
+        on_gpu = {}
+        for b, a in init_.items():
+            on_gpu[b] = dev.alloc(a.size, a.dtype.name); dev.from_numpy(a, on_gpu[b])
+        getattr(lib, f'k{j}')(*[ctypes.c_void_p(on_gpu[v].ptr) if t == 'buf' else _c_arg(t, v, cpu) for t, v in spec])
+        dev.synchronize()
+        for b in bufs:
+            got = dev.to_numpy(on_gpu[b], (b.size,), (1,), 0)
+            np.testing.assert_allclose(got, cpu[b], rtol=1e-5, atol=1e-6, err_msg=ins.args[0].name)
+
 def test_attention_dropout_draws_like_eager():
     "scaled_dot_product_attention draws its dropout mask on the host (rng.random(shape) >= p): replayed afresh."
     sdpa = mi.nn.functional.scaled_dot_product_attention
