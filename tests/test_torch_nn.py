@@ -446,3 +446,25 @@ def test_bidirectional_recurrent_layers_match_torch(cls, batch_first, unbatched)
     ((to * torch.tensor(g)).sum() + (th * torch.tensor(gh)).sum()).backward()
     close(xm.grad, xt.grad); close(hm.grad, ht.grad)
     for (k, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters()): close(p.grad, tp.grad)
+
+
+def test_sdpa_broadcasts_batch_dims_as_torch():
+    "Audit: scaled_dot_product_attention with batch dims that broadcast (key (1, H, S, E), value (H, S, Ev)) crashed."
+    import minima as mi
+    from minima.testing import gradcheck
+    F = mi.nn.functional
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((1, 3, 6, 5)), rng.standard_normal((3, 6, 7))
+    g = rng.standard_normal((2, 3, 4, 7))
+    mq, mk, mv = (mi.tensor(a, requires_grad=True) for a in (q, k, v))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(mq, mk, mv, is_causal=True)
+    tout = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
+    (out * mi.tensor(g)).sum().backward(); (tout * torch.tensor(g)).sum().backward()
+    for a, b in ((mq, tq), (mk, tk), (mv, tv)):
+        assert a.grad.shape == tuple(b.shape)
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), *(mi.tensor(a[..., :3, :], requires_grad=True) for a in (q, k, v)))
+    with pytest.raises(ValueError, match='do not broadcast'):
+        F.scaled_dot_product_attention(mi.randn(2, 3, 4, 5), mi.randn(3, 3, 6, 5), mi.randn(3, 3, 6, 7))

@@ -118,16 +118,20 @@ def _check_sdpa(q, k, v):
     if not (q.dtype == k.dtype == v.dtype) or q.dtype not in ('float32', 'float64'):
         raise TypeError(f"scaled_dot_product_attention: query, key, value must share a float dtype, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+    if k.shape[-2] != v.shape[-2] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"scaled_dot_product_attention: expected query (..., L, E), key (..., S, E), value "
-                         f"(..., S, Ev) with equal leading dims, got {q.shape}, {k.shape}, {v.shape}")
+                         f"(..., S, Ev), got {q.shape}, {k.shape}, {v.shape}")
+    try: batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError: raise ValueError(f"scaled_dot_product_attention: the leading (batch) dims of query {q.shape}, "
+                                        f"key {k.shape} and value {v.shape} do not broadcast") from None
+    # as torch, the batch dims broadcast; broadcast_to's adjoint sums the gradient back to each input's shape
+    return tuple(t if t.shape[:-2] == batch else t.broadcast_to(batch + t.shape[-2:]) for t in (q, k, v))
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  generator=None, seed=None) -> Tensor:
     """Fused `softmax(q k^T * scale + mask) v`, torch's signature. With q, k, v of shape `(B, H, T, d)`,
     `scaled_dot_product_attention(q, k, v, is_causal=True)` is causal self-attention."""
-    q, k, v = query, key, value
-    _check_sdpa(q, k, v)
+    q, k, v = _check_sdpa(query, key, value)
     L, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if is_causal and attn_mask is not None:
