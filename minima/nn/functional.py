@@ -22,7 +22,7 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot']
 
-# %% ../../nbs/10_nn.ipynb 44
+# %% ../../nbs/10b_nn_more.ipynb 11
 from ..ops.nn_ops import (leaky_relu, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d, interpolate,
                                smooth_l1_loss, huber_loss, kl_div)
 _all_ = ['leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',

@@ -16,12 +16,7 @@ from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, ba
 from . import functional as F
 
 # %% auto 0
-__all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU',
-           'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d',
-           'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d',
-           'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d',
-           'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss',
-           'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -584,7 +579,7 @@ class MSELoss(Module):
     def __init__(self, reduction='mean'): super().__init__(); self.reduction = reduction
     def forward(self, x, y): return F.mse_loss(x, y, reduction=self.reduction)
 
-# %% ../../nbs/10_nn.ipynb
+# %% ../../nbs/10b_nn_more.ipynb 5
 class Conv2d(Module):
     """2-d convolution over `(N, C_in, H, W)` with torch's options: weight `(C_out, C_in/groups, kh, kw)`, `kernel_size`,
     `stride`, `padding` (an int, a pair, 'same' or 'valid') and `dilation` as ints or pairs, `groups`, and a
@@ -686,7 +681,7 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10_nn.ipynb
+# %% ../../nbs/10b_nn_more.ipynb 12
 class LeakyReLU(Module):
     "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -835,7 +830,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10_nn.ipynb
+# %% ../../nbs/10b_nn_more.ipynb 18
 import io, json
 
 def _flatten_obj(obj, arrays):

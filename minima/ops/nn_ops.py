@@ -1269,7 +1269,7 @@ register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
 
-# %% ../../nbs/10_nn.ipynb 43
+# %% ../../nbs/10b_nn_more.ipynb 10
 from .elementwise import where as _where, exp as _exp, absolute as _abs
 from .movement import stack as _stack
 

@@ -15,18 +15,18 @@ from .nn_ops import take as _take, Take
 from .attention import tril, triu   # the causal mask's triangles (chapter 15)
 
 # %% auto 0
-__all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'empty_like', 'return_max', 'return_min', 'return_sort', 'return_topk',
-           'bitwise_and', 'bitwise_or', 'bitwise_xor', 'logical_not', 'logical_and', 'logical_or', 'sum', 'mean',
-           'amax', 'amin', 'logsumexp', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'square', 'erf',
-           'abs', 'neg', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor', 'is_floating_point', 'numel',
-           'tensor', 'from_numpy', 'as_tensor', 'zeros', 'ones', 'empty', 'full', 'full_like', 'arange', 'linspace',
-           'eye', 'rand', 'randn', 'rand_like', 'randn_like', 'randint', 'randperm', 'multinomial', 'Clone', 'clone',
-           'gather', 'scatter', 'scatter_add', 'index_select', 'masked_fill', 'masked_select', 'var', 'std', 'norm',
-           'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort', 'argsort', 'topk', 'transpose', 'split', 'chunk',
-           'unbind', 'squeeze', 'clamp', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero',
-           'cat', 'stack', 'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'argmax',
-           'argmin', 'softmax', 'log_softmax', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose',
-           'equal']
+__all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min', 'return_sort', 'return_topk', 'logical_not',
+           'logical_and', 'logical_or', 'mean', 'amax', 'amin', 'logsumexp', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh',
+           'sigmoid', 'relu', 'square', 'erf', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor',
+           'is_floating_point', 'numel', 'tensor', 'from_numpy', 'as_tensor', 'zeros', 'ones', 'empty', 'full',
+           'empty_like', 'full_like', 'arange', 'linspace', 'eye', 'rand', 'randn', 'rand_like', 'randn_like',
+           'randint', 'randperm', 'multinomial', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add', 'index_select',
+           'masked_fill', 'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort',
+           'argsort', 'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and', 'bitwise_or',
+           'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
+           'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
+           'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
+           'allclose', 'equal']
 
 # %% ../../nbs/18_torch_face.ipynb
 DTYPE_NAMES = {'float32': 'float32', 'float': 'float32', 'float64': 'float64', 'double': 'float64',
@@ -116,7 +116,11 @@ def _like(name, value):
     f.__name__ = name
     f.__doc__ = f"`{name.split('_')[0]}` with the shape (and, by default, dtype and device) of `input`."
     return f
-zeros_like, ones_like, empty_like = _like('zeros_like', 0), _like('ones_like', 1), _like('empty_like', 0)
+zeros_like, ones_like = _like('zeros_like', 0), _like('ones_like', 1)
+
+def empty_like(input, dtype=None, device=None, requires_grad=False) -> Tensor:
+    "`empty` with the shape (and, by default, dtype and device) of `input`; minima's memory starts as zeros."
+    return zeros_like(input, dtype, device, requires_grad)
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     "`full` with the shape (and, by default, dtype and device) of `input`."
@@ -725,9 +729,12 @@ def _bitwise(name, logical, on_host):
     f.__name__ = name
     return f
 
-bitwise_and = _bitwise('bitwise_and', lambda a, b: _ew.multiply(a, b), np.bitwise_and)
-bitwise_or = _bitwise('bitwise_or', lambda a, b: _ew.maximum(a, b), np.bitwise_or)
-bitwise_xor = _bitwise('bitwise_xor', lambda a, b: _ew.not_equal(a, b), np.bitwise_xor)
+_and = _bitwise('bitwise_and', lambda a, b: _ew.multiply(a, b), np.bitwise_and)
+_or = _bitwise('bitwise_or', lambda a, b: _ew.maximum(a, b), np.bitwise_or)
+_xor = _bitwise('bitwise_xor', lambda a, b: _ew.not_equal(a, b), np.bitwise_xor)
+def bitwise_and(input, other) -> Tensor: "`input & other`: logical and of bool tensors, bitwise of integers."; return _and(input, other)
+def bitwise_or(input, other) -> Tensor: "`input | other`: logical or of bool tensors, bitwise of integers."; return _or(input, other)
+def bitwise_xor(input, other) -> Tensor: "`input ^ other`: logical xor of bool tensors, bitwise of integers."; return _xor(input, other)
 
 def bitwise_not(input) -> Tensor:
     "`~input`: logical not of a bool tensor, bitwise not of an integer one."
@@ -842,7 +849,10 @@ def _reduction(name):
         return getattr(input, name)(dim=dim, keepdim=keepdim, **kw)
     f.__name__, f.__doc__ = name, f"torch's `{name}(input, dim, keepdim)`."
     return f
-sum, mean, amax, amin, logsumexp = (_reduction(n) for n in ('sum', 'mean', 'amax', 'amin', 'logsumexp'))
+mean, amax, amin, logsumexp = (_reduction(n) for n in ('mean', 'amax', 'amin', 'logsumexp'))
+def sum(input, dim=None, keepdim=False, **kw) -> Tensor:
+    "torch's `sum(input, dim, keepdim)`."
+    return input.sum(dim=dim, keepdim=keepdim, **kw)
 def argmax(input, dim=None, keepdim=False) -> Tensor:
     "Index of the largest entry (along `dim`)."
     return input.argmax(dim=dim, keepdim=keepdim)
@@ -863,7 +873,8 @@ def _unary(name, fn):
     return f
 exp, log, sqrt, sin, cos, tanh = (_unary(n, getattr(_ew, n)) for n in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh'))
 sigmoid, relu, square, erf = (_unary(n, getattr(_ew, n)) for n in ('sigmoid', 'relu', 'square', 'erf'))
-abs, neg = _unary('abs', _ew.absolute), _unary('neg', _ew.negate)
+def abs(input) -> Tensor: "torch's `abs`, elementwise."; return _ew.absolute(input)
+def neg(input) -> Tensor: "torch's `neg`, elementwise (`-input`)."; return _ew.negate(input)
 def rsqrt(input) -> Tensor: "`1 / sqrt(input)`."; return 1.0 / _ew.sqrt(input)
 def reciprocal(input) -> Tensor: "`1 / input`."; return 1.0 / input
 def pow(input, exponent) -> Tensor:
