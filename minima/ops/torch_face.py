@@ -926,8 +926,4 @@ def _softmax_method(fn):
     method.__name__ = fn.__name__
     return method
 Tensor.softmax, Tensor.log_softmax = _softmax_method(_sf.softmax), _softmax_method(_sf.log_softmax)
-def softmax(input, dim=None, dtype=None) -> Tensor: "torch's `softmax(x, dim)`."; return input.softmax(dim, dtype)
-def log_softmax(input, dim=None, dtype=None) -> Tensor:
-    "torch's `log_softmax(x, dim)`."
-    return input.log_softmax(dim, dtype)
 TORCH_FUNCTIONS.update(softmax=softmax, log_softmax=log_softmax)
