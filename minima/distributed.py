@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_distributed.ipynb 3
 from __future__ import annotations
-import datetime, math, os, pickle, shutil, subprocess, sys, tempfile, time, traceback
+import ctypes, ctypes.util, datetime, glob, math, os, pickle, shutil, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 import numpy as np
 from .autograd import Tensor
@@ -12,10 +12,11 @@ from .backend_ndarray.ndarray import NDArray
 from .backend_ndarray.device import cpu
 
 # %% auto 0
-__all__ = ['DEFAULT_TIMEOUT', 'is_available', 'ReduceOp', 'init_process_group', 'is_initialized', 'get_rank', 'get_world_size',
-           'get_backend', 'destroy_process_group', 'Work', 'all_reduce', 'all_reduce_array', 'broadcast', 'all_gather',
-           'reduce_scatter', 'barrier', 'all_gather_object', 'broadcast_object', 'launch', 'ring_all_reduce',
-           'DistributedSampler', 'save_checkpoint']
+__all__ = ['DEFAULT_TIMEOUT', 'NCCL_DTYPES', 'NCCL_OPS', 'is_available', 'ReduceOp', 'init_process_group', 'is_initialized',
+           'get_rank', 'get_world_size', 'get_backend', 'destroy_process_group', 'Work', 'all_reduce',
+           'all_reduce_array', 'broadcast', 'all_gather', 'reduce_scatter', 'barrier', 'all_gather_object',
+           'broadcast_object', 'launch', 'ring_all_reduce', 'DistributedSampler', 'save_checkpoint', 'find_nccl',
+           'Nccl']
 
 # %% ../nbs/19_distributed.ipynb
 def _mpi():
@@ -36,9 +37,11 @@ class ReduceOp:
     SUM, AVG, MAX, MIN, PRODUCT = 'sum', 'avg', 'max', 'min', 'product'
 
 class _Group:
-    "The world: an MPI communicator of its own, this process's rank, the world size and the collective timeout (s)."
-    def __init__(self, comm, timeout):
+    """The world: an MPI communicator of its own, this process's rank, the world size, the collective timeout (s),
+    and with backend 'nccl' an NCCL communicator for CUDA tensors."""
+    def __init__(self, comm, timeout, backend='mpi'):
         self.comm, self.rank, self.size, self.timeout = comm, comm.Get_rank(), comm.Get_size(), timeout
+        self.backend, self.nccl = backend, None
 
 _WORLD = [None]
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # torch's default for its CPU backends
@@ -62,10 +65,12 @@ def _excepthook(tp, value, tb):
 def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size=None):
     """Join the world of processes that `mpiexec -n N` started: rank and world size come from the launcher.
     `timeout` (seconds or a timedelta, default 30 minutes as torch) bounds every collective. With more than one
-    rank, an uncaught exception on any rank ends every rank with that rank's traceback (MPI_Abort)."""
+    rank, an uncaught exception on any rank ends every rank with that rank's traceback (MPI_Abort).
+    `backend='nccl'`: CUDA tensors go through NCCL, one GPU per rank (CPU tensors still go through MPI)."""
     if _WORLD[0] is not None: raise RuntimeError("init_process_group: the default process group is already initialized")
-    if backend != 'mpi':
-        raise ValueError(f"init_process_group: backend {backend!r} is not available; minima.distributed runs on 'mpi'")
+    if backend not in ('mpi', 'nccl'):
+        raise ValueError(f"init_process_group: backend {backend!r} is not available; minima.distributed runs on "
+                         "'mpi' (CPU and CUDA tensors, through host memory) or 'nccl' (CUDA tensors, GPU to GPU)")
     if timeout is None: timeout = DEFAULT_TIMEOUT
     secs = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
     if not secs > 0: raise ValueError(f"init_process_group: timeout must be positive, got {timeout!r}")
@@ -76,19 +81,24 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
             comm.Free()
             raise ValueError(f"init_process_group: {name}={want} was passed but the MPI launcher gave this process "
                              f"{name} {have}; leave it out (MPI decides)")
-    _WORLD[0] = _Group(comm, secs)
+    g = _WORLD[0] = _Group(comm, secs, backend)
     if comm.Get_size() > 1:
-        _WORLD[0].prev_hook, sys.excepthook = sys.excepthook, _excepthook
+        g.prev_hook, sys.excepthook = sys.excepthook, _excepthook
+    if backend == 'nccl':
+        try: g.nccl = _nccl_connect(g)
+        except BaseException:
+            destroy_process_group(); raise
 
 def is_initialized() -> bool: "Whether `init_process_group` was called (and not undone)."; return _WORLD[0] is not None
 def get_rank() -> int: "This process's rank, 0 to world size - 1."; return _group('get_rank').rank
 def get_world_size() -> int: "How many processes there are."; return _group('get_world_size').size
-def get_backend() -> str: _group('get_backend'); return 'mpi'
+def get_backend() -> str: "'mpi' or 'nccl'."; return _group('get_backend').backend
 
 def destroy_process_group():
     "Leave the process group (MPI itself is finalized when the process exits)."
     g = _group('destroy_process_group')
     if hasattr(g, 'prev_hook'): sys.excepthook = g.prev_hook
+    if g.nccl is not None: g.nccl.destroy()
     g.comm.Free()
     _WORLD[0] = None
 
@@ -125,6 +135,15 @@ class Work:
 def _check_tensor(t, op, what='tensor'):
     if not isinstance(t, Tensor): raise TypeError(f"{op}: expected a minima Tensor as {what}, got {type(t).__name__}")
 
+def _check_list(ts, like, g, op, name, like_name):
+    "`ts` holds one tensor per rank, each of `like`'s shape, dtype and device."
+    if len(ts) != g.size: raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
+    for i, t in enumerate(ts):
+        _check_tensor(t, op, f'{name}[{i}]')
+        if (t.shape, t.dtype, t.device) != (like.shape, like.dtype, like.device):
+            raise ValueError(f"{op}: {name}[{i}] is {t.dtype} {t.shape} on {t.device} but {like_name} is "
+                             f"{like.dtype} {like.shape} on {like.device}; they must match")
+
 def _buffer(t: Tensor):
     """(numpy array, write-back function) for `t`: a view of its own memory when it is a compact CPU tensor (then the
     collective writes in place), otherwise a copy that the write-back copies into the tensor."""
@@ -154,7 +173,8 @@ def _run(reqs, op, g, finish, async_op):
 def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce `tensor` over every rank with `op` and leave the result, in place, in every rank's `tensor`.
     >>> t = Tensor([1.0, 2.0]); all_reduce(t)   # with 2 ranks, t is now [2., 4.] on both"""
-    _group('all_reduce'); _check_tensor(tensor, 'all_reduce')
+    g = _group('all_reduce'); _check_tensor(tensor, 'all_reduce')
+    if _on_nccl(g, tensor): return g.nccl.all_reduce(tensor, op, async_op)
     a, back = _buffer(tensor)
     return all_reduce_array(a, op, async_op, back)
 
@@ -172,19 +192,15 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op=False):
     "Copy rank `src`'s `tensor` into `tensor` on every other rank (in place)."
     g = _group('broadcast'); _check_tensor(tensor, 'broadcast')
     if not 0 <= src < g.size: raise ValueError(f"broadcast: src must be a rank in [0, {g.size}), got {src}")
+    if _on_nccl(g, tensor): return g.nccl.broadcast(tensor, src, async_op)
     a, back = _buffer(tensor)
     return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op)
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
     "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; the tensors must agree in shape and dtype."
     g = _group('all_gather'); _check_tensor(tensor, 'all_gather')
-    if len(tensor_list) != g.size:
-        raise ValueError(f"all_gather: tensor_list must hold world_size = {g.size} tensors, got {len(tensor_list)}")
-    for i, t in enumerate(tensor_list):
-        _check_tensor(t, 'all_gather', f'tensor_list[{i}]')
-        if t.shape != tensor.shape or t.dtype != tensor.dtype:
-            raise ValueError(f"all_gather: tensor_list[{i}] is {t.dtype} {t.shape} but the input tensor is "
-                             f"{tensor.dtype} {tensor.shape}; they must match")
+    _check_list(tensor_list, tensor, g, 'all_gather', 'tensor_list', 'the input tensor')
+    if _on_nccl(g, tensor): return g.nccl.all_gather(tensor_list, tensor, async_op)
     send = np.ascontiguousarray(tensor.numpy())
     recv = np.empty((g.size,) + send.shape, send.dtype)
     def finish():
@@ -194,13 +210,8 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
 def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None, async_op=False):
     "Reduce `input_list[r]` over every rank with `op` and leave the result in rank r's `output`."
     g = _group('reduce_scatter'); _check_tensor(output, 'reduce_scatter', 'output')
-    if len(input_list) != g.size:
-        raise ValueError(f"reduce_scatter: input_list must hold world_size = {g.size} tensors, got {len(input_list)}")
-    for i, t in enumerate(input_list):
-        _check_tensor(t, 'reduce_scatter', f'input_list[{i}]')
-        if t.shape != output.shape or t.dtype != output.dtype:
-            raise ValueError(f"reduce_scatter: input_list[{i}] is {t.dtype} {t.shape} but output is "
-                             f"{output.dtype} {output.shape}; they must match")
+    _check_list(input_list, output, g, 'reduce_scatter', 'input_list', 'output')
+    if _on_nccl(g, output): return g.nccl.reduce_scatter(output, input_list, op, async_op)
     send = np.ascontiguousarray(np.stack([t.numpy() for t in input_list]))
     a, back = _buffer(output)
     mop = _mpi_op(op, 'reduce_scatter', a.dtype)
@@ -334,3 +345,125 @@ def _write_atomically(state, path):
     except BaseException:
         if os.path.exists(tmp): os.remove(tmp)
         raise
+
+# %% ../nbs/19_distributed.ipynb
+class _UniqueId(ctypes.Structure): _fields_ = [('internal', ctypes.c_char * 128)]   # NCCL_UNIQUE_ID_BYTES
+
+NCCL_DTYPES = {'float32': 7, 'float64': 8, 'int64': 4, 'bool': 1}   # ncclFloat32, ncclFloat64, ncclInt64, ncclUint8
+NCCL_OPS = {ReduceOp.SUM: 0, ReduceOp.PRODUCT: 1, ReduceOp.MAX: 2, ReduceOp.MIN: 3, ReduceOp.AVG: 4}
+
+def find_nccl():
+    """Path of libnccl: `$MINIMA_NCCL_LIB`, else the copy of the `nvidia-nccl-cu13` wheel (torch's CUDA wheels bring
+    it), else the one the system's loader finds; None when there is none."""
+    if os.environ.get('MINIMA_NCCL_LIB'): return os.environ['MINIMA_NCCL_LIB']
+    for d in sys.path:
+        hits = sorted(glob.glob(os.path.join(d, 'nvidia', 'nccl', 'lib', 'libnccl.so*')))
+        if hits: return hits[0]
+    return ctypes.util.find_library('nccl')
+
+class Nccl:
+    "NCCL's C API through ctypes: the calls `minima.distributed` makes, each checked, with NCCL's own error text."
+    def __init__(self, path=None):
+        path = path or find_nccl()
+        if path is None:
+            raise RuntimeError("init_process_group('nccl'): libnccl not found; pip install nvidia-nccl-cu13 "
+                               "(or set MINIMA_NCCL_LIB to libnccl.so.2), or use backend='mpi'")
+        lib = self.lib = ctypes.CDLL(path)
+        P, S, I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+        for name, args in dict(ncclGetVersion=[ctypes.POINTER(I)], ncclGetUniqueId=[ctypes.POINTER(_UniqueId)],
+                               ncclCommInitRank=[ctypes.POINTER(P), I, _UniqueId, I], ncclCommDestroy=[P],
+                               ncclAllReduce=[P, P, S, I, I, P, P], ncclBroadcast=[P, P, S, I, I, P, P],
+                               ncclAllGather=[P, P, S, I, P, P], ncclReduceScatter=[P, P, S, I, I, P, P]).items():
+            getattr(lib, name).argtypes, getattr(lib, name).restype = args, I
+        lib.ncclGetErrorString.argtypes, lib.ncclGetErrorString.restype = [I], ctypes.c_char_p
+        self.comm = None
+    def check(self, rc, what):
+        if rc: raise RuntimeError(f"{what}: NCCL error {rc}: {self.lib.ncclGetErrorString(rc).decode()}")
+    def version(self) -> int:
+        "NCCL's version as a number, e.g. 23203 for 2.32.3."
+        v = ctypes.c_int(); self.check(self.lib.ncclGetVersion(ctypes.byref(v)), 'ncclGetVersion'); return v.value
+    def unique_id(self) -> bytes:
+        "A fresh id that names one communicator; rank 0 makes it, every rank joins with it."
+        u = _UniqueId(); self.check(self.lib.ncclGetUniqueId(ctypes.byref(u)), 'ncclGetUniqueId')
+        return bytes(u)   # all 128 bytes (`u.internal` stops at the first zero)
+    def init_rank(self, nranks: int, uid: bytes, rank: int):
+        "Join the communicator `uid` as `rank` of `nranks` (collective: returns once every rank has joined)."
+        c, u = ctypes.c_void_p(), _UniqueId()
+        ctypes.memmove(ctypes.addressof(u), uid, len(uid))
+        self.check(self.lib.ncclCommInitRank(ctypes.byref(c), nranks, u, rank), f'ncclCommInitRank(rank {rank})')
+        self.comm = c
+    def destroy(self):
+        if self.comm is not None: self.lib.ncclCommDestroy(self.comm); self.comm = None
+
+def _ptr(d) -> int:
+    "Device address of a compact CUDA NDArray's first element."
+    return d._handle.ptr + d.offset * np.dtype(d.dtype).itemsize
+
+def _write_back(d, c):
+    "After an in-place collective on `c`, the compact stand-in of `d`: copy it into `d` (or count the in-place write)."
+    if c is d: d._ver[0] += 1
+    else: d[...] = c
+
+class _NcclComm:
+    "A group's NCCL communicator: the collectives on CUDA tensors, GPU to GPU, on the default stream."
+    def __init__(self, nccl, dev, g): self.nccl, self.dev, self.g = nccl, dev, g
+    def destroy(self): self.nccl.destroy()
+    def _codes(self, dtype, op, name):
+        if dtype not in NCCL_DTYPES: raise TypeError(f"{name}: NCCL cannot carry {dtype} tensors")
+        if op is None: return NCCL_DTYPES[dtype], None
+        if op not in NCCL_OPS:
+            raise ValueError(f"{name}: unknown op {op!r}; use ReduceOp.SUM, AVG, MAX, MIN or PRODUCT")
+        if op == ReduceOp.AVG and dtype not in ('float32', 'float64'):
+            raise TypeError(f"{name}: ReduceOp.AVG needs a floating tensor, got {dtype}")
+        return NCCL_DTYPES[dtype], NCCL_OPS[op]
+    def _run(self, name, call, finish, async_op):
+        "Enqueue `call()` (an NCCL call) on the stream; the result is in once the device has caught up."
+        self.nccl.check(call(), name)
+        def done(): self.dev.synchronize(); finish()
+        return _run([], name, self.g, done, async_op)
+    def all_reduce(self, t, op, async_op):
+        d = t.cached_data; c = d.compact(); ty, o = self._codes(d.dtype, op, 'all_reduce')
+        return self._run('all_reduce', lambda: self.nccl.lib.ncclAllReduce(_ptr(c), _ptr(c), c.size, ty, o,
+                         self.nccl.comm, None), lambda: _write_back(d, c), async_op)
+    def broadcast(self, t, src, async_op):
+        d = t.cached_data; c = d.compact(); ty, _ = self._codes(d.dtype, None, 'broadcast')
+        return self._run('broadcast', lambda: self.nccl.lib.ncclBroadcast(_ptr(c), _ptr(c), c.size, ty, src,
+                         self.nccl.comm, None), lambda: _write_back(d, c), async_op)
+    def all_gather(self, outs, t, async_op):
+        c = t.cached_data.compact(); ty, _ = self._codes(c.dtype, None, 'all_gather')
+        recv = NDArray.make((self.g.size,) + c.shape, device=self.dev, dtype=c.dtype)
+        def finish():
+            for r, o in enumerate(outs): o.cached_data[...] = recv[r]
+        return self._run('all_gather', lambda: self.nccl.lib.ncclAllGather(_ptr(c), _ptr(recv), c.size, ty,
+                         self.nccl.comm, None), finish, async_op)
+    def reduce_scatter(self, out, ins, op, async_op):
+        d = out.cached_data; c = d.compact(); ty, o = self._codes(d.dtype, op, 'reduce_scatter')
+        send = NDArray.make((self.g.size,) + c.shape, device=self.dev, dtype=c.dtype)
+        for r, t in enumerate(ins): send[r] = t.cached_data
+        return self._run('reduce_scatter', lambda: self.nccl.lib.ncclReduceScatter(_ptr(send), _ptr(c), c.size, ty,
+                         o, self.nccl.comm, None), lambda: _write_back(d, c), async_op)
+
+def _on_nccl(g, t) -> bool: return g.nccl is not None and t.cached_data.device.name == 'cuda'
+
+def _pick_gpu(local_rank: int):
+    "One GPU per rank on a node: the `local_rank`-th visible one, chosen before this process starts CUDA."
+    vis = os.environ.get('CUDA_VISIBLE_DEVICES')
+    ids = vis.split(',') if vis else [str(i) for i in range(local_rank + 1)]
+    if local_rank < len(ids): os.environ['CUDA_VISIBLE_DEVICES'] = ids[local_rank]
+
+def _nccl_connect(g) -> _NcclComm:
+    "Every rank: load NCCL, take a GPU of its own, join the communicator whose id rank 0 made (sent over MPI)."
+    from .backend_ndarray.device import cuda
+    nccl, MPI = Nccl(), _mpi()
+    node = g.comm.Split_type(MPI.COMM_TYPE_SHARED)
+    lrank, lsize = node.Get_rank(), node.Get_size()
+    node.Free()
+    dev = cuda()
+    if lsize > 1 and getattr(dev, '_ok', None) is None: _pick_gpu(lrank)   # CUDA not started yet in this process
+    uid = broadcast_object(nccl.unique_id() if g.rank == 0 else None)
+    if not dev.enabled():
+        raise RuntimeError(f"init_process_group('nccl'): rank {g.rank} (rank {lrank} of {lsize} on its node) has no "
+                           f"working CUDA device: {dev.why_disabled()}; NCCL needs one GPU per rank "
+                           "(backend='mpi' carries CUDA tensors through host memory instead)")
+    nccl.init_rank(g.size, uid, g.rank)
+    return _NcclComm(nccl, dev, g)

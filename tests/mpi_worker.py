@@ -68,39 +68,41 @@ def same_weights(a, b, tol=1e-5):
         assert d <= tol, f'{k}: differs by {d:.3g} > {tol}'
 
 
-def check_collectives():
+def check_collectives(device=None):
+    "Every collective against its definition, on the CPU or (NCCL, or MPI through host memory) the GPU."
     r, p = dist.get_rank(), dist.get_world_size()
+    T = lambda a, **kw: mi.Tensor(a, device=device, **kw)
     base = np.arange(6, dtype='float32').reshape(2, 3)
     for op, want in [(dist.ReduceOp.SUM, base * p + sum(range(p))), (dist.ReduceOp.AVG, base + sum(range(p)) / p),
                      (dist.ReduceOp.MAX, base + p - 1), (dist.ReduceOp.MIN, base)]:
-        t = mi.Tensor(base + r)
+        t = T(base + r)
         v = t._version
         dist.all_reduce(t, op)
         assert t.dtype == 'float32' and t._version == v + 1
         np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
-    t = mi.Tensor(np.arange(5) * (r + 1), dtype='int64')
+    t = T(np.arange(5) * (r + 1), dtype='int64')
     dist.all_reduce(t)
     assert t.dtype == 'int64' and t.tolist() == [i * sum(range(1, p + 1)) for i in range(5)]
-    with mi.no_grad(): v = mi.Tensor(base + r).transpose()   # a strided view: MPI works on a copy, written back
+    with mi.no_grad(): v = T(base + r).transpose()   # a strided view: MPI works on a copy, written back
     assert not v.cached_data.is_compact()
     dist.all_reduce(v)
     np.testing.assert_allclose(v.numpy(), (base * p + sum(range(p))).T)
-    t = mi.Tensor(np.full(3, float(r)))
+    t = T(np.full(3, float(r)))
     dist.broadcast(t, src=p - 1)
     assert t.tolist() == [p - 1.0] * 3
-    out = [mi.Tensor(np.zeros(2, 'float32')) for _ in range(p)]
-    dist.all_gather(out, mi.Tensor(np.array([r, -r], 'float32')))
+    out = [T(np.zeros(2, 'float32')) for _ in range(p)]
+    dist.all_gather(out, T(np.array([r, -r], 'float32')))
     assert [o.tolist() for o in out] == [[i, -i] for i in range(p)]
-    out = mi.Tensor(np.zeros(2, 'float32'))
-    dist.reduce_scatter(out, [mi.Tensor(np.full(2, 10.0 * i + r, 'float32')) for i in range(p)])
+    out = T(np.zeros(2, 'float32'))
+    dist.reduce_scatter(out, [T(np.full(2, 10.0 * i + r, 'float32')) for i in range(p)])
     assert out.tolist() == [10.0 * r * p + sum(range(p))] * 2
-    w = dist.all_reduce(mi.Tensor(np.ones(3, 'float32')), async_op=True)
+    w = dist.all_reduce(T(np.ones(3, 'float32')), async_op=True)
     assert w.wait() and w.is_completed()
     dist.barrier()
-    try: dist.all_gather([mi.Tensor(np.zeros(2))], mi.Tensor(np.zeros(2)))
-    except ValueError as e: assert 'world_size = 2' in str(e), e
+    try: dist.all_gather([T(np.zeros(2))] * (p + 1), T(np.zeros(2)))
+    except ValueError as e: assert f'world_size = {p}' in str(e), e
     else: raise AssertionError('all_gather accepted a list of the wrong length')
-    say('collectives')
+    say('collectives' if device is None else f'collectives {dist.get_backend()} {device.name}')
 
 
 def check_ring():
@@ -258,8 +260,18 @@ def main():
         dist.destroy_process_group()
     elif case == 'cuda':   # only where the CUDA device works (tests/test_distributed.py skips it otherwise)
         dist.init_process_group('mpi', timeout=120)
+        check_collectives(mi.cuda())
         check_ddp_cuda()
         dist.destroy_process_group()
+    elif case == 'nccl':   # one rank per GPU (tests/test_distributed.py starts as many ranks as it sees GPUs, <= 2)
+        dist.init_process_group('nccl', timeout=120)
+        assert dist.get_backend() == 'nccl'
+        check_collectives(mi.cuda())
+        check_collectives()   # CPU tensors still go through MPI
+        if dist.get_world_size() > 1: check_ddp_cuda()
+        dist.destroy_process_group()
+    elif case == 'nccl without a gpu':   # each rank reports why, then MPI_Abort ends both
+        dist.init_process_group('nccl', timeout=60)
     elif case == 'raise':   # rank 1 fails while rank 0 waits in a collective with a long timeout
         dist.init_process_group('mpi', timeout=600)
         if dist.get_rank() == 1: raise ValueError('rank one fails on purpose')

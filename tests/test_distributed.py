@@ -23,11 +23,11 @@ def _env():
     return env
 
 
-def launch(*args, timeout=60):
-    "(return code, stdout + stderr, seconds) of `mpiexec -n 2 python tests/mpi_worker.py ARGS`."
+def launch(*args, timeout=60, n=2, env=None):
+    "(return code, stdout + stderr, seconds) of `mpiexec -n N python tests/mpi_worker.py ARGS`."
     t0 = time.monotonic()
-    r = subprocess.run([_mpiexec(), '-n', '2', sys.executable, str(WORKER), *args], capture_output=True, text=True,
-                       timeout=timeout, env=_env(), cwd=ROOT)
+    r = subprocess.run([_mpiexec(), '-n', str(n), sys.executable, str(WORKER), *args], capture_output=True, text=True,
+                       timeout=timeout, env={**_env(), **(env or {})}, cwd=ROOT)
     return r.returncode, r.stdout + r.stderr, time.monotonic() - t0
 
 
@@ -68,19 +68,57 @@ def test_two_ranks_on_cuda(mpi):
     if not dev.enabled(): pytest.skip(f'CUDA device not available: {dev.why_disabled()}')
     rc, out, _ = launch('cuda', timeout=300)
     assert rc == 0, out[-3000:]
-    for c in ('ddp mlp cuda', 'ddp cnn cuda'):
+    for c in ('collectives mpi cuda', 'ddp mlp cuda', 'ddp cnn cuda'):
         for r in (0, 1): assert f'OK {c} rank {r}' in out, f'{c} did not pass on rank {r}:\n{out[-3000:]}'
+
+
+def _gpu_count() -> int:
+    "How many GPUs this machine has (torch's count; 0 without a CUDA build of torch or without a driver)."
+    try: import torch
+    except ImportError: return 0
+    return torch.cuda.device_count()
+
+
+def test_nccl_on_the_gpus(mpi):
+    """backend='nccl': every collective on CUDA tensors, GPU to GPU, one rank per GPU (2 ranks where there are 2 GPUs,
+    then DDP too; 1 rank with one GPU); CPU tensors in the same group still go through MPI."""
+    import minima.distributed as dist
+    if not mi.cuda().enabled(): pytest.skip(f'CUDA device not available: {mi.cuda().why_disabled()}')
+    if dist.find_nccl() is None: pytest.skip('libnccl not found (pip install nvidia-nccl-cu13, or MINIMA_NCCL_LIB)')
+    n = min(2, _gpu_count()) or 1
+    rc, out, _ = launch('nccl', timeout=300, n=n)
+    assert rc == 0, out[-3000:]
+    for r in range(n):
+        for c in ['collectives nccl cuda', 'collectives'] + (['ddp mlp cuda', 'ddp cnn cuda'] if n > 1 else []):
+            assert f'OK {c} rank {r}' in out, f'{c} did not pass on rank {r}:\n{out[-3000:]}'
+
+
+def test_nccl_without_a_gpu_says_why(mpi):
+    "Where NCCL's library is found but there is no GPU, every rank stops at init with the reason (not a hang)."
+    import minima.distributed as dist
+    if mi.cuda().enabled(): pytest.skip('this machine has a GPU (test_nccl_on_the_gpus runs instead)')
+    if dist.find_nccl() is None: pytest.skip('libnccl not found (pip install nvidia-nccl-cu13, or MINIMA_NCCL_LIB)')
+    rc, out, secs = launch('nccl without a gpu')
+    assert rc != 0 and secs < 90, (rc, secs, out[-2000:])
+    assert "init_process_group('nccl'): rank" in out and 'has no working CUDA device' in out, out[-2000:]
+
+
+def test_nccl_library_missing_says_how_to_get_it(monkeypatch):
+    import minima.distributed as dist
+    monkeypatch.setattr(dist, 'find_nccl', lambda: None)
+    with pytest.raises(RuntimeError, match='libnccl not found; pip install nvidia-nccl-cu13'): dist.Nccl()
+    assert not dist.is_initialized()
 
 
 def test_a_failing_rank_ends_every_rank(mpi):
     rc, out, secs = launch('raise')   # rank 0 waits in a barrier with a 600 s timeout meanwhile
-    assert rc != 0 and secs < 30, (rc, secs)
+    assert rc != 0 and secs < 90, (rc, secs)   # far below the 600 s the survivors would wait
     assert 'ValueError: rank one fails on purpose' in out and 'rank 1 of 2 failed' in out, out[-2000:]
 
 
 def test_a_collective_times_out(mpi):
     rc, out, secs = launch('timeout')   # rank 1 sleeps 120 s instead of joining; the timeout is 2 s
-    assert rc != 0 and secs < 30, (rc, secs)
+    assert rc != 0 and secs < 90, (rc, secs)   # far below the 600 s the survivors would wait
     assert 'TimeoutError: all_reduce: rank 0 of 2 waited 2 s' in out, out[-2000:]
 
 
