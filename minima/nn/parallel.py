@@ -36,8 +36,9 @@ class _Bucket:
     "Parameters whose gradients travel in one all-reduce: a flat buffer, and where each gradient sits in it."
     def __init__(self, k, idx, params):
         self.k, self.idx = k, idx
-        self.offsets = np.cumsum([0] + [params[i].size for i in idx])
-        self.flat = np.zeros(int(self.offsets[-1]) + 1, params[idx[0]].dtype)   # + 1: the count of unused parameters
+        self.offsets = [int(o) for o in np.cumsum([0] + [params[i].size for i in idx])]
+        p = params[idx[0]]   # the buffer lives where the gradients do: on a GPU, NCCL reduces it there
+        self.flat = NDArray.make((self.offsets[-1] + 1,), device=p.device, dtype=p.dtype)   # + 1: the unused count
 
 # %% ../../nbs/19b_ddp.ipynb
 class DistributedDataParallel(Module):
@@ -134,7 +135,7 @@ def _ready(self: DistributedDataParallel, i, g):
     local = g.cached_data if p.grad is None else p.grad.cached_data + g.cached_data
     p.grad = None   # an accumulated gradient is averaged with this one; the engine then stores the average
     b, j = self._loc[i]
-    b.flat[b.offsets[j]:b.offsets[j + 1]] = local.numpy().reshape(-1)
+    b.flat[b.offsets[j]:b.offsets[j + 1]] = local.reshape(-1)
     st['ready'][i], st['out'][i] = True, Tensor.make_const(NDArray.make(p.shape, device=p.device, dtype=p.dtype))
     st['left'][b.k] -= 1
     self._launch(st)
@@ -145,7 +146,7 @@ def _launch(self: DistributedDataParallel, st, every=False):
     "Start the all-reduce of every bucket that is full, in bucket order (every rank must issue them in one order)."
     while st['launched'] < len(self._buckets) and (every or st['left'][st['launched']] == 0):
         b = self._buckets[st['launched']]
-        st['works'].append(dist.all_reduce_array(b.flat, async_op=True)); st['launched'] += 1
+        st['works'].append(dist.all_reduce(Tensor.make_const(b.flat), async_op=True)); st['launched'] += 1
     for w in st['works']: w.is_completed()   # MPI moves a collective on only inside MPI calls
 
 @patch
@@ -156,11 +157,11 @@ def _finish(self: DistributedDataParallel, g):
     for i in unused:   # a zero contribution keeps every rank's collectives in step; the error comes after
         p = self._params[i]
         b, j = self._loc[i]
-        b.flat[b.offsets[j]:b.offsets[j + 1]] = 0 if p.grad is None else p.grad.numpy().reshape(-1)
+        b.flat[b.offsets[j]:b.offsets[j + 1]] = 0 if p.grad is None else p.grad.cached_data.reshape(-1)
     if unused: self._buckets[-1].flat[-1] = len(unused)   # not sent yet: it waits for the unused one
     self._launch(st, every=True)
     for w in st['works']: w.wait()
-    missing = int(round(float(self._buckets[-1].flat[-1])))
+    missing = int(round(float(self._buckets[-1].flat[-1:].numpy()[0])))
     if missing and not self.find_unused_parameters:
         names = [self._names[i] for i in unused]
         where = (f"{len(names)} parameter(s) got no gradient on rank {dist.get_rank()}: {names}" if names else
@@ -171,7 +172,7 @@ def _finish(self: DistributedDataParallel, g):
     for b in self._buckets:
         for j, i in enumerate(b.idx):
             p, out = self._params[i], st['out'][i]
-            avg = NDArray(b.flat[b.offsets[j]:b.offsets[j + 1]].reshape(p.shape) / n, device=p.device, dtype=p.dtype)
+            avg = b.flat[b.offsets[j]:b.offsets[j + 1]].reshape(p.shape) / n
             if out is None: p.grad = Tensor.make_const(avg)
             else: out.cached_data[...] = avg
     return None
