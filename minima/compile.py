@@ -14,7 +14,7 @@ from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
 __all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile']
+           'cuda_source', 'Compiled', 'compile', 'StaticKVCache', 'StaticDecoder']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -942,10 +942,117 @@ def _same(first, instrs):
                 f"({p} with {_short(st)} then "
                 f"{ins.prim} with {_short(ins.statics())}): the step depends on Python numbers that change from call "
                 "to call (a step counter, Adam's bias correction, a learning-rate schedule, a tensor made from host "
-                "data). Make it a tensor argument, or keep that part out of the compiled function.")
+                "data). Make it a tensor argument, or keep that part out of the compiled function (for Adam and AdamW: "
+                "`capturable=True` keeps the step count on the device).")
 
 def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     """Compile `fn` (forward, loss, backward and optimizer step alike) into a program replayed on fixed buffers.
     Use as `step = compile(step)` or as a decorator, `@compile` / `@compile(fuse=False)`."""
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
+
+# %% ../nbs/21b_compile.ipynb
+class StaticKVCache:
+    """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
+    each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
+    hides the slots after it. The interface of chapter 16's `KVCache` (`update(layer, k, v)`, `pos`)."""
+    def __init__(self, n_layer, B, H, max_len, d, device=None, dtype='float32'):
+        mk = lambda: NDArray.make((B, H, max_len, d), device=device, dtype=dtype).fill(0)
+        self.k, self.v = [mk() for _ in range(n_layer)], [mk() for _ in range(n_layer)]
+        self.B, self.H, self.max_len, self.d, self.dtype = B, H, max_len, d, dtype
+        self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
+        self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
+        self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
+        self.n, self.mask = 0, None   # `n`: the position as a Python number, kept by the caller (bounds only)
+
+    @property
+    def pos(self) -> int: return self.n
+    def reset(self):
+        "Empty the cache (the slots must be zero before they are written)."
+        for c in self.k + self.v: c.fill(0)
+        self.pos_d.fill(0); self.n = 0
+
+    def begin(self):
+        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written so far and the new one."
+        keep = self.slots <= self.pos_d
+        self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
+
+    def update(self, layer, k: NDArray, v: NDArray):
+        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the whole cache."
+        dev, n = self.pos_d.device, self.B * self.H
+        for c, x in ((self.k[layer], k), (self.v[layer], v)):
+            dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
+        return self.k[layer], self.v[layer]
+
+    def advance(self):
+        "After a token: the device position moves on (in place)."
+        self.pos_d += 1
+
+# %% ../nbs/21b_compile.ipynb
+class StaticDecoder:
+    """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
+    `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
+    token (a buffer the next call overwrites); `dec.generate(prompt, n)` samples as `minima.nn.generate`."""
+    def __init__(self, model, B=1, max_len=None, fuse=True):
+        p = model.wte.weight
+        self.model, self.B = model, B
+        self.cache = StaticKVCache(model.n_layer, B, model.n_head, max_len or model.block_size,
+                                   model.n_embd // model.n_head, p.device, p.dtype)
+        self.step = compile(self._step, fuse=fuse)
+
+    def _attention(self, a, x, layer):
+        "Chapter 16's `CausalSelfAttention.forward` with the static cache and its mask."
+        from minima.ops import split
+        from minima.ops.attention import scaled_dot_product_attention
+        B, T, C = x.shape
+        H = a.n_head
+        q, k, v = split(a.c_attn(x).reshape((B, T, 3, H, C // H)).permute((2, 0, 3, 1, 4)), 0)
+        kc, vc = self.cache.update(layer, k.cached_data, v.cached_data)
+        y = scaled_dot_product_attention(q, Tensor.make_const(kc), Tensor.make_const(vc), self.cache.mask)
+        return a.resid_dropout(a.c_proj(y.permute((0, 2, 1, 3)).reshape((B, T, C))))
+
+    def _step(self, idx):
+        m, c = self.model, self.cache
+        c.begin()
+        w = m.wpe.weight.cached_data   # the positional embedding's row at the device position, gathered
+        pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
+        w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
+        x = m.drop(m.wte(idx) + Tensor.make_const(pe))
+        for i, block in enumerate(m.h):
+            x = x + self._attention(block.attn, block.ln_1(x), i)
+            x = x + block.mlp(block.ln_2(x))
+        c.advance()
+        return m.lm_head(m.ln_f(x))
+
+    def __call__(self, idx):
+        if self.cache.n >= self.cache.max_len:
+            raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
+                             "call .reset() to start a new sequence")
+        if not isinstance(idx, Tensor):
+            idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
+        if idx.shape != (self.B, 1):
+            raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
+        from minima.autograd import no_grad
+        with no_grad(): out = self.step(idx)
+        self.cache.n += 1
+        return out
+
+    def reset(self): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
+
+    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
+        "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
+        from minima.nn.transformer import _sample
+        idx = np.asarray(prompt, dtype='int64')
+        squeeze = idx.ndim == 1
+        if squeeze: idx = idx[None]
+        rng, was = np.random.default_rng(seed), self.model.training
+        self.model.eval(); self.reset()
+        try:
+            for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
+            for _ in range(max_new_tokens):
+                nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+                idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
+                if len(idx[0]) - 1 >= self.cache.max_len: break
+                logits = self(idx[:, -1:])
+        finally: self.model.train(was)
+        return idx[0] if squeeze else idx
