@@ -465,7 +465,7 @@ _C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})'
           log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
           sign='SIGN({})', where='({0} ? {1} : {2})')
 _REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
-_FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided')
+_FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided', 'compact')
 _CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
               int16='int16_t', int8='int8_t', uint8='uint8_t', bool='bool')
 _C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
@@ -552,11 +552,15 @@ def _member(ins):
     if p == 'ewise_strided':
         shape = tuple(a[8])
         return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
+    if p == 'compact':   # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+        return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
     nd, py = len(shape), lang == 'numba'
+    red = members[-1] if members and members[-1][3][0] in ('sum', 'max') and members[-1][4] == 'reduce' else None
+    if red is not None: members, outs = members[:-1], [b for b in outs if b is not red[2]]
     spec, arrays, regs, loads, body, mem = [], {}, {}, {}, [], {}
     for i, n in enumerate(shape): spec.append(('dim', n))
     def arr(b):
@@ -590,6 +594,11 @@ def _codegen(shape, members, outs, lang='numba'):
         body.append(let(f't{m}', out.dtype, f'{_np_type(out.dtype)}({e})' if py else f'({_CTYPE[out.dtype]})({e})'))
         regs[out] = f't{m}'
     for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}' + ('' if py else ';'))
+    if red is not None:   # the row's sum or max accumulates in a register (a float32 sum in double)
+        kind, a, o = red[3][0], red[1][0][0], red[2]
+        acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
+        init, store = ('0' if kind == 'sum' else '-INFINITY'), f'{arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
+        body.append(f'acc = acc + {regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {regs[a]});')
     spec += [('int', v) for v in ints] + [('scalar', v) for v in scalars]
     dims, bufs = [f'd{i}' for i in range(nd)], list(arrays.values())
     os_, ss = [f'o{i}' for i in range(len(ints))], [f's{i}' for i in range(len(scalars))]
@@ -606,6 +615,15 @@ def _codegen(shape, members, outs, lang='numba'):
     types = {b: _CTYPE[b.dtype] for b in arrays}
     params = ([f'int64_t {d}' for d in dims] + [f'{types[b]} *{n}' for b, n in arrays.items()] +
               [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, scalars)])
+    if lang == 'c' and red is not None:   # the last loop runs over one row, then its result is stored
+        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
+                 f"void kernel({', '.join(params)}) {{", '    int64_t k = 0, ro = 0;']
+        for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+        ind = '    ' * nd
+        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{nd - 1} = 0; i{nd - 1} < d{nd - 1}; i{nd - 1}++) {{']
+        lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
+        lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
+        return '\n'.join(lines) + '\n', spec, list(mem)
     if lang == 'c':
         lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
                  f"void kernel({', '.join(params)}) {{"]
@@ -622,6 +640,18 @@ def _codegen(shape, members, outs, lang='numba'):
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
     args = ', '.join(dims + bufs + os_ + ss)
+    if red is not None:   # one thread per row: it loops over the row's elements and stores their sum or max
+        R = f'd{nd - 1}'
+        lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
+                 f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
+                 '    const int64_t ro = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (ro >= n) return;',
+                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = 0; rr < {R}; rr++) {{',
+                 f'        const int64_t k = ro * {R} + rr;', '        int64_t r = k; (void)r;']
+        lines += ['        ' + s for s in idx + body] + ['    }', '    ' + store, '}', '',
+                  f"extern \"C\" void kernel({', '.join(params)}) {{",
+                  f"    const int64_t n = {' * '.join(dims[:-1])};",
+                  '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
+        return '\n'.join(lines) + '\n', spec, list(mem)
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
              '    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (k >= n) return;',
@@ -645,15 +675,30 @@ def _simd_wins(ins) -> bool:
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
+_REDUCE = dict(reduce_sum='sum', reduce_max='max')
+def _reduce_joins(ins, group, gshape, written, lang) -> bool:
+    "Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the group computed."
+    a, o, R = ins.args
+    if lang == 'numba' or not group or a not in written or a.dtype not in ('float32', 'float64') or o.dtype != a.dtype:
+        return False
+    n = group[0].writes()[0].size
+    return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
+
 def _fuse(instrs, needed_after, lang='numba'):
     "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
     out, group, gshape, written, strided_read = [], [], None, set(), set()
-    def close(end):
+    def close(end, red=None):
         nonlocal group, gshape, written, strided_read
-        if len(group) >= 2:
+        if len(group) >= 2 or red is not None:
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
+            if red is not None:   # a reduction over the last axis of what the group computes: its last member
+                a, o, R = red.args
+                shape = gshape or (a.size // R, R)
+                members.append((None, [(a, None, 0)], o, (_REDUCE[red.prim], False), 'reduce'))
+                outs.append(o)
+                group = group + [red]
             src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
             out.append(Instr('fused', (Kernel(src, lang), shape, ins, outs, spec, members), group[0].where, None,
@@ -661,6 +706,8 @@ def _fuse(instrs, needed_after, lang='numba'):
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
+        if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
+            close(idx, ins); continue
         if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size

@@ -282,3 +282,15 @@ def test_static_kv_cache_decoding():
     with pytest.raises(ValueError, match='the cache holds 16 positions'): dec(ids[:, :1])
     s = dec.step.program.stats
     assert any(i.prim == 'scatter_add' for i in dec.step.program.instrs) and s['kernels'] > 0
+
+def test_row_reductions_fuse_with_their_chain():
+    "softmax then a row sum: three kernels, each ending in a row reduction; no broadcast copies, no softmax buffer."
+    x = mi.Tensor(np.random.default_rng(0).standard_normal((64, 50)).astype('float32'))
+    g = lambda x: (nn.functional.softmax(x * 2.0 + 1.0, -1) * 3.0).sum(1)
+    f = mi.compile(g)
+    for _ in range(4): out = f(x)
+    instrs = f.program.instrs
+    assert [i.prim for i in instrs] == ['fused'] * 3   # max | sub, exp, sum | divide, scale, sum
+    reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']
+    assert [m.args[5][-1][3][0] for m in reduced] == ['max', 'sum', 'sum']
+    np.testing.assert_allclose(out.numpy(), g(x).numpy(), rtol=1e-6, atol=1e-6)
