@@ -620,7 +620,8 @@ def _codegen(shape, members, outs, lang='numba'):
                  f"void kernel({', '.join(params)}) {{", '    int64_t k = 0, ro = 0;']
         for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
         ind = '    ' * nd
-        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{nd - 1} = 0; i{nd - 1} < d{nd - 1}; i{nd - 1}++) {{']
+        last = nd - 1
+        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n', spec, list(mem)
@@ -1036,6 +1037,8 @@ class StaticKVCache:
         self.pos_d += 1
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: the GPT's blocks over the static cache"
 class StaticDecoder:
     """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
     `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
@@ -1092,14 +1095,17 @@ class StaticDecoder:
         idx = np.asarray(prompt, dtype='int64')
         squeeze = idx.ndim == 1
         if squeeze: idx = idx[None]
-        rng, was = np.random.default_rng(seed), self.model.training
+        if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
+            need = idx.shape[1] + max_new_tokens - 1
+            raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
+                             f"need {need} positions; the cache holds {self.cache.max_len}")
+        rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
         self.model.eval(); self.reset()
         try:
             for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
             for _ in range(max_new_tokens):
                 nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
                 idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
-                if len(idx[0]) - 1 >= self.cache.max_len: break
-                logits = self(idx[:, -1:])
+                if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
         finally: self.model.train(was)
         return idx[0] if squeeze else idx

@@ -280,6 +280,8 @@ def test_static_kv_cache_decoding():
     assert dec.step.captures == 2 and dec.cache.pos == ids.shape[1]
     for t in range(ids.shape[1], 16): dec(ids[:, :1])
     with pytest.raises(ValueError, match='the cache holds 16 positions'): dec(ids[:, :1])
+    with pytest.raises(ValueError, match='need 17 positions; the cache holds 16'): dec.generate(prompt, 15)
+    assert dec.generate(prompt, 14).shape == (2, 17)   # the last token is sampled, never fed
     s = dec.step.program.stats
     assert any(i.prim == 'scatter_add' for i in dec.step.program.instrs) and s['kernels'] > 0
 
