@@ -2,8 +2,10 @@
 
     OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python bench/compile.py [--repeat 7] [--steps 20] [--torch-compile]
 
-One training step (forward, cross-entropy, backward, SGD with momentum 0.9) per workload; process CPU time, best of
-`--repeat` interleaved rounds of `--steps` steps. Then the compile time (the first four calls: one eager, two
+One training step (forward, cross-entropy, backward, SGD with momentum 0.9; Adam for the LSTM, AdamW for the GPT,
+with `capturable=True` in the compiled step and the default in the eager one) per workload; process CPU time, best of
+`--repeat` interleaved rounds of `--steps` steps (`--only mlp gpt ...` picks rows). Then GPT KV-cached decoding
+(batch 1, the mean time per token over positions 1..256, best of 3 rounds; `--no-decode` skips it), and the compile time (the first four calls: one eager, two
 captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
 from the disk cache. Never gates CI.
 """
@@ -14,10 +16,9 @@ from _common import blas_threads, timeit_pair
 
 LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch norm), batch 64',
           'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
-          'lstm': 'LSTM LM step (bench/lstm.py model), SGD instead of Adam',
-          'gpt': 'GPT step (bench/gpt.py model), SGD instead of AdamW'}
-TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '(1.2x with Adam)',
-           'gpt': '(1.0x with AdamW)'}
+          'lstm': 'LSTM LM step (bench/lstm.py model), Adam',
+          'gpt': 'GPT train step (bench/gpt.py model), AdamW'}
+TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '1.2x', 'gpt': '1.0x'}
 HEAVY = ('lstm', 'gpt')   # fewer, longer steps
 
 def build(name, nn, tnn):
@@ -46,8 +47,8 @@ def copy_weights(m, t, torch):
             if a.shape != tuple(q.shape): a = a.T if a.T.shape == tuple(q.shape) else a.reshape(q.shape)
             q.copy_(torch.tensor(np.ascontiguousarray(a)))
 
-def make_big(name, torch):
-    "The LSTM and GPT models of bench/lstm.py and bench/gpt.py (same weights in both), trained with SGD + momentum."
+def make_big(name, torch, capturable=False):
+    "The LSTM and GPT models of bench/lstm.py and bench/gpt.py (same weights in both), trained with Adam / AdamW."
     import minima as mi
     from minima import nn, optim, init
     if name == 'gpt':
@@ -76,7 +77,8 @@ def make_big(name, torch):
         tfwd = lambda x: t['head'](t['lstm'](t['emb'](x))[0].reshape(T * B, H))
     x, y = mi.Tensor(xn, requires_grad=False), mi.Tensor(yn, requires_grad=False)
     tx, ty = torch.tensor(xn), torch.tensor(yn)
-    opt, topt = optim.SGD(m.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(t.parameters(), lr=0.01, momentum=0.9)
+    Opt, TOpt = (optim.AdamW, torch.optim.AdamW) if name == 'gpt' else (optim.Adam, torch.optim.Adam)
+    opt, topt = Opt(m.parameters(), lr=1e-3, capturable=capturable), TOpt(t.parameters(), lr=1e-3)
     lossf, tlossf = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
     def mi_step(x, y):
         opt.zero_grad(); loss = lossf(fwd(x), y); loss.backward(); opt.step(); return loss
@@ -84,8 +86,8 @@ def make_big(name, torch):
         topt.zero_grad(); loss = tlossf(tfwd(x), y); loss.backward(); topt.step(); return loss
     return (lambda: mi_step(x, y)), mi_step, (lambda: t_step(tx, ty)), t_step, (x, y), (tx, ty)
 
-def make_steps(name, torch):
-    if name in HEAVY: return make_big(name, torch)
+def make_steps(name, torch, capturable=False):
+    if name in HEAVY: return make_big(name, torch, capturable)
     import minima as mi
     from minima import nn, optim, init
     init.manual_seed(0)
@@ -101,6 +103,36 @@ def make_steps(name, torch):
     def t_step(x, y):
         topt.zero_grad(); loss = tlossf(t(x), y); loss.backward(); topt.step(); return loss
     return (lambda: mi_step(x, y)), mi_step, (lambda: t_step(tx, ty)), t_step, (x, y), (tx, ty)
+
+def decode_row(torch, clock, rounds=3):
+    """GPT KV-cached decoding, batch 1, mean seconds per token over positions 1..256: minima eager (chapter 16's cache),
+    minima compiled (`StaticDecoder`: one program for every token), torch eager (a concatenating cache)."""
+    import gpt as G
+    import minima as mi
+    from minima.compile import StaticDecoder
+    _, _, _, m, t = G.build(torch)
+    m.eval(); t.eval()
+    n, V = G.BLOCK, G.V
+    toks = [np.array([[p % V]]) for p in range(n)]
+    dec = StaticDecoder(m)
+    def mi_eager():
+        cache = m.make_cache(1)
+        with mi.no_grad():
+            for p in range(n): m(toks[p], cache).numpy()
+    def mi_compiled():
+        dec.reset()
+        for p in range(n): dec(toks[p]).numpy()
+    def torch_eager():
+        caches = [[] for _ in range(G.L)]
+        with torch.no_grad():
+            for p in range(n): t(torch.tensor(toks[p]), caches, p).numpy()
+    mi_compiled()   # the first call runs eagerly, the next two capture
+    assert len(dec.step.programs) == 1 and dec.step.captures == 2
+    best = {}
+    for _ in range(rounds):
+        for name, f in (('eager', mi_eager), ('compiled', mi_compiled), ('torch', torch_eager)):
+            s = clock(); f(); best[name] = min(best.get(name, np.inf), (clock() - s) / n)
+    return best, dec.step.program.stats
 
 def compile_time(name):
     "Seconds for the first four calls of the compiled step (this process: fresh imports, the cache as it is)."
@@ -120,6 +152,9 @@ def main():
     ap.add_argument('--steps', type=int, default=20)
     ap.add_argument('--torch-compile', action='store_true')
     ap.add_argument('--compile-time')
+    ap.add_argument('--decode', action=argparse.BooleanOptionalAction, default=True,
+                    help='the GPT decoding row (StaticDecoder); --no-decode skips it')
+    ap.add_argument('--no-compile-time', action='store_true')
     ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop', 'lstm', 'gpt'])
     args = ap.parse_args()
     if args.compile_time: return compile_time(args.compile_time)
@@ -136,7 +171,7 @@ def main():
         rep, steps = (3, 2) if name in HEAVY else (args.repeat, args.steps)
         eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
         ce, _ = timeit_pair(eager, teager, rep, steps, clock, warmup=2)
-        eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch)
+        eager, step, teager, tstep, (x, y), (tx, ty) = make_steps(name, torch, capturable=True)
         f = mi.compile(step)
         try: tc, tt = timeit_pair(lambda: f(x, y), teager, rep, steps, clock, warmup=4)
         except CaptureError as e:
@@ -152,6 +187,13 @@ def main():
             tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
             row += f' {tcc * 1e3:.3f} |'
         print(row, flush=True)
+    if args.decode:
+        b, st = decode_row(torch, clock)
+        print(f"| GPT KV-cached decoding per token (bench/gpt.py model, batch 1, positions 1-256; compiled: "
+              f"StaticDecoder) | {b['eager'] * 1e3:.3f} | {b['compiled'] * 1e3:.3f} | {b['torch'] * 1e3:.3f} "
+              f"| {b['compiled'] / b['torch']:.2f}x | {b['eager'] / b['torch']:.2f}x | 1.5x "
+              f"| {st['captured']} -> {st['final']} ({st['kernels']} fused) |", flush=True)
+    if args.no_compile_time: return
     print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
     print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')
     with tempfile.TemporaryDirectory() as d:

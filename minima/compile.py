@@ -14,7 +14,7 @@ from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
 __all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile']
+           'cuda_source', 'Compiled', 'compile', 'StaticKVCache', 'StaticDecoder']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -465,7 +465,7 @@ _C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})'
           log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
           sign='SIGN({})', where='({0} ? {1} : {2})')
 _REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
-_FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided')
+_FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided', 'compact')
 _CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
               int16='int16_t', int8='int8_t', uint8='uint8_t', bool='bool')
 _C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
@@ -552,11 +552,15 @@ def _member(ins):
     if p == 'ewise_strided':
         shape = tuple(a[8])
         return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
+    if p == 'compact':   # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+        return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
     nd, py = len(shape), lang == 'numba'
+    red = members[-1] if members and members[-1][3][0] in ('sum', 'max') and members[-1][4] == 'reduce' else None
+    if red is not None: members, outs = members[:-1], [b for b in outs if b is not red[2]]
     spec, arrays, regs, loads, body, mem = [], {}, {}, {}, [], {}
     for i, n in enumerate(shape): spec.append(('dim', n))
     def arr(b):
@@ -590,6 +594,11 @@ def _codegen(shape, members, outs, lang='numba'):
         body.append(let(f't{m}', out.dtype, f'{_np_type(out.dtype)}({e})' if py else f'({_CTYPE[out.dtype]})({e})'))
         regs[out] = f't{m}'
     for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}' + ('' if py else ';'))
+    if red is not None:   # the row's sum or max accumulates in a register (a float32 sum in double)
+        kind, a, o = red[3][0], red[1][0][0], red[2]
+        acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
+        init, store = ('0' if kind == 'sum' else '-INFINITY'), f'{arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
+        body.append(f'acc = acc + {regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {regs[a]});')
     spec += [('int', v) for v in ints] + [('scalar', v) for v in scalars]
     dims, bufs = [f'd{i}' for i in range(nd)], list(arrays.values())
     os_, ss = [f'o{i}' for i in range(len(ints))], [f's{i}' for i in range(len(scalars))]
@@ -606,6 +615,16 @@ def _codegen(shape, members, outs, lang='numba'):
     types = {b: _CTYPE[b.dtype] for b in arrays}
     params = ([f'int64_t {d}' for d in dims] + [f'{types[b]} *{n}' for b, n in arrays.items()] +
               [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, scalars)])
+    if lang == 'c' and red is not None:   # the last loop runs over one row, then its result is stored
+        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
+                 f"void kernel({', '.join(params)}) {{", '    int64_t k = 0, ro = 0;']
+        for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+        ind = '    ' * nd
+        last = nd - 1
+        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
+        lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
+        lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
+        return '\n'.join(lines) + '\n', spec, list(mem)
     if lang == 'c':
         lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
                  f"void kernel({', '.join(params)}) {{"]
@@ -622,6 +641,18 @@ def _codegen(shape, members, outs, lang='numba'):
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
     args = ', '.join(dims + bufs + os_ + ss)
+    if red is not None:   # one thread per row: it loops over the row's elements and stores their sum or max
+        R = f'd{nd - 1}'
+        lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
+                 f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
+                 '    const int64_t ro = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (ro >= n) return;',
+                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = 0; rr < {R}; rr++) {{',
+                 f'        const int64_t k = ro * {R} + rr;', '        int64_t r = k; (void)r;']
+        lines += ['        ' + s for s in idx + body] + ['    }', '    ' + store, '}', '',
+                  f"extern \"C\" void kernel({', '.join(params)}) {{",
+                  f"    const int64_t n = {' * '.join(dims[:-1])};",
+                  '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
+        return '\n'.join(lines) + '\n', spec, list(mem)
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
              '    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (k >= n) return;',
@@ -645,15 +676,30 @@ def _simd_wins(ins) -> bool:
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
+_REDUCE = dict(reduce_sum='sum', reduce_max='max')
+def _reduce_joins(ins, group, gshape, written, lang) -> bool:
+    "Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the group computed."
+    a, o, R = ins.args
+    if lang == 'numba' or not group or a not in written or a.dtype not in ('float32', 'float64') or o.dtype != a.dtype:
+        return False
+    n = group[0].writes()[0].size
+    return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
+
 def _fuse(instrs, needed_after, lang='numba'):
     "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
     out, group, gshape, written, strided_read = [], [], None, set(), set()
-    def close(end):
+    def close(end, red=None):
         nonlocal group, gshape, written, strided_read
-        if len(group) >= 2:
+        if len(group) >= 2 or red is not None:
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
+            if red is not None:   # a reduction over the last axis of what the group computes: its last member
+                a, o, R = red.args
+                shape = gshape or (a.size // R, R)
+                members.append((None, [(a, None, 0)], o, (_REDUCE[red.prim], False), 'reduce'))
+                outs.append(o)
+                group = group + [red]
             src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
             out.append(Instr('fused', (Kernel(src, lang), shape, ins, outs, spec, members), group[0].where, None,
@@ -661,6 +707,8 @@ def _fuse(instrs, needed_after, lang='numba'):
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
+        if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
+            close(idx, ins); continue
         if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
@@ -942,10 +990,122 @@ def _same(first, instrs):
                 f"({p} with {_short(st)} then "
                 f"{ins.prim} with {_short(ins.statics())}): the step depends on Python numbers that change from call "
                 "to call (a step counter, Adam's bias correction, a learning-rate schedule, a tensor made from host "
-                "data). Make it a tensor argument, or keep that part out of the compiled function.")
+                "data). Make it a tensor argument, or keep that part out of the compiled function (for Adam and AdamW: "
+                "`capturable=True` keeps the step count on the device).")
 
 def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     """Compile `fn` (forward, loss, backward and optimizer step alike) into a program replayed on fixed buffers.
     Use as `step = compile(step)` or as a decorator, `@compile` / `@compile(fuse=False)`."""
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
+
+# %% ../nbs/21b_compile.ipynb
+class StaticKVCache:
+    """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
+    each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
+    hides the slots after it. The interface of chapter 16's `KVCache` (`update(layer, k, v)`, `pos`)."""
+    def __init__(self, n_layer, B, H, max_len, d, device=None, dtype='float32'):
+        mk = lambda: NDArray.make((B, H, max_len, d), device=device, dtype=dtype).fill(0)
+        self.k, self.v = [mk() for _ in range(n_layer)], [mk() for _ in range(n_layer)]
+        self.B, self.H, self.max_len, self.d, self.dtype = B, H, max_len, d, dtype
+        self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
+        self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
+        self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
+        self.n, self.mask = 0, None   # `n`: the position as a Python number, kept by the caller (bounds only)
+
+    @property
+    def pos(self) -> int: return self.n
+    def reset(self):
+        "Empty the cache (the slots must be zero before they are written)."
+        for c in self.k + self.v: c.fill(0)
+        self.pos_d.fill(0); self.n = 0
+
+    def begin(self):
+        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written so far and the new one."
+        keep = self.slots <= self.pos_d
+        self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
+
+    def update(self, layer, k: NDArray, v: NDArray):
+        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the whole cache."
+        dev, n = self.pos_d.device, self.B * self.H
+        for c, x in ((self.k[layer], k), (self.v[layer], v)):
+            dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
+        return self.k[layer], self.v[layer]
+
+    def advance(self):
+        "After a token: the device position moves on (in place)."
+        self.pos_d += 1
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: the GPT's blocks over the static cache"
+class StaticDecoder:
+    """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
+    `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
+    token (a buffer the next call overwrites); `dec.generate(prompt, n)` samples as `minima.nn.generate`."""
+    def __init__(self, model, B=1, max_len=None, fuse=True):
+        p = model.wte.weight
+        self.model, self.B = model, B
+        self.cache = StaticKVCache(model.n_layer, B, model.n_head, max_len or model.block_size,
+                                   model.n_embd // model.n_head, p.device, p.dtype)
+        self.step = compile(self._step, fuse=fuse)
+
+    def _attention(self, a, x, layer):
+        "Chapter 16's `CausalSelfAttention.forward` with the static cache and its mask."
+        from minima.ops import split
+        from minima.ops.attention import scaled_dot_product_attention
+        B, T, C = x.shape
+        H = a.n_head
+        q, k, v = split(a.c_attn(x).reshape((B, T, 3, H, C // H)).permute((2, 0, 3, 1, 4)), 0)
+        kc, vc = self.cache.update(layer, k.cached_data, v.cached_data)
+        y = scaled_dot_product_attention(q, Tensor.make_const(kc), Tensor.make_const(vc), self.cache.mask)
+        return a.resid_dropout(a.c_proj(y.permute((0, 2, 1, 3)).reshape((B, T, C))))
+
+    def _step(self, idx):
+        m, c = self.model, self.cache
+        c.begin()
+        w = m.wpe.weight.cached_data   # the positional embedding's row at the device position, gathered
+        pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
+        w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
+        x = m.drop(m.wte(idx) + Tensor.make_const(pe))
+        for i, block in enumerate(m.h):
+            x = x + self._attention(block.attn, block.ln_1(x), i)
+            x = x + block.mlp(block.ln_2(x))
+        c.advance()
+        return m.lm_head(m.ln_f(x))
+
+    def __call__(self, idx):
+        if self.cache.n >= self.cache.max_len:
+            raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
+                             "call .reset() to start a new sequence")
+        if not isinstance(idx, Tensor):
+            idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
+        if idx.shape != (self.B, 1):
+            raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
+        from minima.autograd import no_grad
+        with no_grad(): out = self.step(idx)
+        self.cache.n += 1
+        return out
+
+    def reset(self): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
+
+    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
+        "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
+        from minima.nn.transformer import _sample
+        idx = np.asarray(prompt, dtype='int64')
+        squeeze = idx.ndim == 1
+        if squeeze: idx = idx[None]
+        if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
+            need = idx.shape[1] + max_new_tokens - 1
+            raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
+                             f"need {need} positions; the cache holds {self.cache.max_len}")
+        rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
+        self.model.eval(); self.reset()
+        try:
+            for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
+            for _ in range(max_new_tokens):
+                nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+                idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
+                if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
+        finally: self.model.train(was)
+        return idx[0] if squeeze else idx

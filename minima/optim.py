@@ -153,13 +153,13 @@ class Adam(Optimizer):
     the running maximum of the second moment, `maximize` ascends. `Adam(params, 1e-3, (0.9, 0.999))` as torch."""
     decoupled = False
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, beta1=None, beta2=None):
+                 maximize=False, capturable=False, beta1=None, beta2=None):
         name = type(self).__name__
         if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
             raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
         betas = (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)   # needle's keywords
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+                                      maximize=maximize, capturable=capturable))
 
     beta1 = property(lambda self: self.param_groups[0]['betas'][0])
     beta2 = property(lambda self: self.param_groups[0]['betas'][1])
@@ -184,17 +184,31 @@ class Adam(Optimizer):
                     v *= b2; v += g * g * (1 - b2)
                 if group.get('amsgrad'):   # Reddi et al. (2018): never let the denominator shrink
                     vmax = st.get('max_exp_avg_sq')
-                    v = st['max_exp_avg_sq'] = v + 0.0 if vmax is None else vmax.maximum(v)
-                st['step'] = t = st['step'] + 1   # per parameter, as in torch
-                step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
+                    if vmax is None: vmax = st['max_exp_avg_sq'] = v + 0.0
+                    else: vmax[...] = vmax.maximum(v)   # in place, as the moments
+                    v = vmax
+                if group.get('capturable'): step_size, bc2_sqrt = _bias_correction(st, b1, b2, lr, w)
+                else:
+                    st['step'] = t = st['step'] + 1   # per parameter, as in torch
+                    step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
                 p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
+
+def _bias_correction(st, b1, b2, lr, w):
+    """`capturable=True`: the step count is a float64 0-d array on the parameter's device, counted up in place, and
+    the step size and sqrt(1 - beta2**t) are computed from it there (rounded to the parameter's dtype once, as a
+    Python float would be): no Python number changes from step to step, so `minima.compile` can capture the step."""
+    t = st['step']
+    if not isinstance(t, NDArray): t = st['step'] = NDArray(np.array(float(t)), device=w.device, dtype='float64')
+    t += 1
+    return (lr / (1 - b1 ** t)).astype(w.dtype), (1 - b2 ** t).sqrt().astype(w.dtype)
 
 class AdamW(Adam):
     "Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before each Adam step (torch's `AdamW`)."
     decoupled = True
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
-                 maximize=False, beta1=None, beta2=None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, beta1=beta1, beta2=beta2)
+                 maximize=False, capturable=False, beta1=None, beta2=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
+                         beta1=beta1, beta2=beta2)
 
 # %% ../nbs/11_optim.ipynb
 class LRScheduler:

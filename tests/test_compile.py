@@ -14,11 +14,13 @@ def cnn(drop):
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(drop),
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 3, 5))
 
-def train(make, shape, compiled, steps=50, drop=0.3, backend='c'):
-    "Losses and final parameters (and buffers) of `steps` SGD-momentum steps, eager or compiled, from one seed."
+def sgd(ps): return optim.SGD(ps, lr=0.05, momentum=0.9)
+
+def train(make, shape, compiled, steps=50, drop=0.3, backend='c', make_opt=sgd):
+    "Losses and final parameters (and buffers) of `steps` optimizer steps, eager or compiled, from one seed."
     init.manual_seed(0)
     m = make(drop)
-    opt = optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    opt = make_opt(m.parameters())
     lossf = nn.CrossEntropyLoss()
     rng = np.random.default_rng(1)
     xs = [mi.Tensor(rng.standard_normal(shape).astype('float32'), requires_grad=False) for _ in range(3)]
@@ -42,6 +44,46 @@ def test_compiled_matches_eager(make, shape):
     assert f.program.stats['kernels'] > 0
     d = f.program.draw()
     assert d.n_nodes == len(f.program.instrs) and d.n_edges > d.n_nodes // 2 and d.svg.startswith('<svg')
+
+def adamw(ps): return optim.AdamW(ps, lr=0.01, weight_decay=0.1, amsgrad=True, capturable=True)
+
+def test_adam_capturable_compiled_matches_eager():
+    "Adam(W) with `capturable=True` keeps its step count on the device: the step compiles and follows eager."
+    le, se, _ = train(mlp, (8, 12), False, make_opt=adamw)
+    lc, sc, f = train(mlp, (8, 12), True, make_opt=adamw)
+    assert f.program is not None and f.captures == 2
+    np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+def train_gpt(compiled, steps=50, B=3, T=8, V=11):
+    "A tiny GPT with dropout 0.1 everywhere (embeddings, attention output, MLP), AdamW: losses and parameters."
+    init.manual_seed(0)
+    # bias=False: the key projection's bias has a zero gradient in exact arithmetic (softmax ignores a constant
+    # added to every score), so in float32 it is rounding noise, which Adam normalises into full-size steps
+    m = nn.GPT(V, T, n_layer=2, n_head=2, n_embd=16, dropout=0.1, bias=False)
+    opt = optim.AdamW(m.parameters(), lr=3e-3, capturable=True)
+    lossf = nn.CrossEntropyLoss()
+    rng = np.random.default_rng(1)
+    xs = [mi.Tensor(rng.integers(0, V, (B, T)), requires_grad=False) for _ in range(2)]
+    ys = [mi.Tensor(rng.integers(0, V, B * T), requires_grad=False) for _ in range(2)]
+    def step(x, y):
+        opt.zero_grad(); loss = lossf(m(x).reshape((B * T, V)), y); loss.backward(); opt.step()
+        return loss
+    f = mi.compile(step) if compiled else step
+    init.manual_seed(2)
+    losses = [float(f(xs[i % 2], ys[i % 2]).numpy()) for i in range(steps)]
+    return np.array(losses), [p.numpy() for p in m.parameters()], f
+
+def test_gpt_compiled_matches_eager():
+    "The issue's GPT check: 50 AdamW steps with dropout on, compiled against eager, same seed and masks."
+    le, se, _ = train_gpt(False)
+    lc, sc, f = train_gpt(True)
+    assert f.program is not None and f.captures == 2
+    # per block attention weights, attention output and MLP output, and the embeddings: 7 fresh masks per replay
+    assert sum(i.random is not None for i in f.program.instrs) == 2 * 3 + 1
+    assert le[-1] < le[0] - 0.3   # it learns
+    np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
+    for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 def test_numba_backend_matches_eager():
     "The fallback backend (numba) generates the same kernels in Python; same check, fewer steps."
@@ -220,3 +262,37 @@ def test_attention_dropout_draws_like_eager():
         outs[compiled] = [f(q, k, v).numpy().copy() for _ in range(6)]
     assert not np.allclose(outs[True][4], outs[True][5])
     for a, b in zip(outs[False], outs[True]): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+def test_static_kv_cache_decoding():
+    "Every decoded token replays one program; tokens and logits are those of eager decoding and the full forward."
+    from minima.compile import StaticDecoder
+    init.manual_seed(0)
+    gpt = nn.GPT(13, 16, n_layer=2, n_head=2, n_embd=16)
+    dec = StaticDecoder(gpt, B=2)
+    prompt = np.array([[1, 2, 3], [4, 5, 6]])
+    ids = dec.generate(prompt, 10, temperature=0)
+    assert dec.step.captures == 2 and len(dec.step.programs) == 1   # 13 tokens, one program
+    np.testing.assert_array_equal(ids, nn.generate(gpt, prompt, 10, temperature=0))
+    dec.reset(); gpt.eval()
+    with mi.no_grad(): full = gpt(mi.Tensor(ids, requires_grad=False)).numpy()
+    for t in range(ids.shape[1]):
+        np.testing.assert_allclose(dec(ids[:, t:t + 1]).numpy()[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
+    assert dec.step.captures == 2 and dec.cache.pos == ids.shape[1]
+    for t in range(ids.shape[1], 16): dec(ids[:, :1])
+    with pytest.raises(ValueError, match='the cache holds 16 positions'): dec(ids[:, :1])
+    with pytest.raises(ValueError, match='need 17 positions; the cache holds 16'): dec.generate(prompt, 15)
+    assert dec.generate(prompt, 14).shape == (2, 17)   # the last token is sampled, never fed
+    s = dec.step.program.stats
+    assert any(i.prim == 'scatter_add' for i in dec.step.program.instrs) and s['kernels'] > 0
+
+def test_row_reductions_fuse_with_their_chain():
+    "softmax then a row sum: three kernels, each ending in a row reduction; no broadcast copies, no softmax buffer."
+    x = mi.Tensor(np.random.default_rng(0).standard_normal((64, 50)).astype('float32'))
+    g = lambda x: (nn.functional.softmax(x * 2.0 + 1.0, -1) * 3.0).sum(1)
+    f = mi.compile(g)
+    for _ in range(4): out = f(x)
+    instrs = f.program.instrs
+    assert [i.prim for i in instrs] == ['fused'] * 3   # max | sub, exp, sum | divide, scale, sum
+    reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']
+    assert [m.args[5][-1][3][0] for m in reduced] == ['max', 'sum', 'sum']
+    np.testing.assert_allclose(out.numpy(), g(x).numpy(), rtol=1e-6, atol=1e-6)

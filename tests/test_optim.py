@@ -27,6 +27,28 @@ def test_adam(kw): _run(lambda ps: optim.Adam(ps, **kw), lambda ps: torch.optim.
 
 def test_adamw(): _run(lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.2), lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.2))
 
+@pytest.mark.parametrize('make', [lambda ps, **k: optim.Adam(ps, lr=0.02, betas=(0.8, 0.99), **k),
+                                  lambda ps, **k: optim.AdamW(ps, lr=0.01, weight_decay=0.2, amsgrad=True, **k)])
+def test_adam_capturable(make):
+    "`capturable=True`: the step count is a device array counted in place; the trajectory is the Python-float one."
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((4, 3)).astype('float32')
+    p, q = nn.Parameter(mi.Tensor(w0)), nn.Parameter(mi.Tensor(w0))
+    o1, o2 = make([p]), make([q], capturable=True)
+    for i in range(30):
+        g = rng.standard_normal((4, 3)).astype('float32')
+        p.grad, q.grad = mi.Tensor(g, requires_grad=False), mi.Tensor(g, requires_grad=False)
+        o1.step(); o2.step()
+        if i == 0: t = o2.state[id(q)]['step']
+    assert o2.state[id(q)]['step'] is t and float(t.numpy()) == 30   # one array, updated in place
+    assert q.dtype == 'float32'
+    np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-6, atol=1e-7)
+    sd = o2.state_dict()   # saved as a number, restored onto the device on the next step
+    o3 = make([q], capturable=True); o3.load_state_dict(sd)
+    assert o3.state[id(q)]['step'] == 30
+    q.grad = mi.Tensor(np.ones((4, 3), 'float32'), requires_grad=False); o3.step()
+    assert float(o3.state[id(q)]['step'].numpy()) == 31
+
 def test_real_gradients_never_grow_graph():
     init.manual_seed(0)
     m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
