@@ -1,12 +1,14 @@
 """Transformer modules against torch with copied weights (forward, and backward under a random upstream gradient),
-needle's hw4_extra classes, positional encodings, and the GPT's KV-cached generation."""
+`nn.Transformer` in float64, needle's hw4_extra classes (in `minima.needle`), positional encodings, and the GPT's
+KV-cached generation."""
 import math
 import numpy as np
 import pytest
 import torch
 import minima as mi
 from minima import nn
-from minima.nn import transformer as needle_tf   # needle's hw4_extra classes live here, not in minima.nn
+from minima.nn import transformer as gpt_mod, transformer_layers as layers_mod
+from minima.needle import nn as ndl_nn           # needle's hw4_extra classes live in needle's face
 
 RTOL, ATOL = 1e-4, 1e-5      # float32 forward
 GRTOL, GATOL = 1e-3, 1e-4    # float32 gradients (longer chains of sums)
@@ -57,10 +59,12 @@ def test_layernorm(shape, ns, affine, bias):
     _check(m, tm, [_x(*shape)])
 
 
-def test_needle_names_stay_out_of_minima_nn():
-    # torch's nn.Transformer is an encoder-decoder; needle's decoder-only one must not shadow that name
-    for name in ('MultiHeadAttention', 'AttentionLayer', 'TransformerLayer', 'Transformer'):
-        assert not hasattr(nn, name) and hasattr(needle_tf, name)
+def test_needle_classes_only_in_needle():
+    # torch's namespace keeps no needle-convention class; needle's face offers them under needle's names
+    for name in ('MultiHeadAttention', 'AttentionLayer', 'TransformerLayer'):
+        assert not any(hasattr(m, name) for m in (nn, gpt_mod, layers_mod)) and hasattr(ndl_nn, name)
+    assert ndl_nn.Transformer is not nn.Transformer and ndl_nn.MultiheadAttention is nn.MultiheadAttention
+    assert ndl_nn.Transformer.__module__ == 'minima.needle.core' and nn.Transformer is layers_mod.Transformer
 
 
 def test_layernorm1d_is_kept():
@@ -210,6 +214,88 @@ def test_multi_layer_encoder_decoder(norm_first):
     _check(m, tm, [_x(B, S, E, seed=3), _x(B, T, E, seed=4)])
 
 
+# ---------------------------------------------------------------- nn.Transformer (float64)
+def _transformer(seed=0, **kw):
+    torch.manual_seed(seed)
+    kw = dict(dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=12, dropout=0.0),
+              **kw)
+    tm = torch.nn.Transformer(**kw, dtype=torch.float64)
+    m = nn.Transformer(**kw, dtype='float64')
+    m.load_state_dict(tm.state_dict())
+    return m, tm
+
+
+def _check64(m, tm, inputs, kw, tkw, seed=0):
+    "As `_check`, in float64 with float64 tolerances."
+    xs = [mi.Tensor(a, dtype='float64') for a in inputs]
+    ts = [torch.tensor(a, requires_grad=True) for a in inputs]
+    y, ty = m(*xs, **kw), tm(*ts, **tkw)
+    assert y.shape == tuple(ty.shape) and y.dtype == 'float64'
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-11)
+    g = np.random.default_rng(seed).standard_normal(y.shape)
+    y.backward(mi.Tensor(g, dtype='float64')); ty.backward(torch.tensor(g))
+    for x, t in zip(xs, ts): np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-10)
+    tp, mp = dict(tm.named_parameters()), dict(m.named_parameters())
+    assert set(mp) == set(tp), set(mp) ^ set(tp)
+    for k, p in mp.items():
+        np.testing.assert_allclose(p.grad.numpy(), tp[k].grad.numpy(), rtol=1e-9, atol=1e-10, err_msg=k)
+
+
+@pytest.mark.parametrize('norm_first', [False, True])
+@pytest.mark.parametrize('batch_first', [False, True])
+@pytest.mark.parametrize('activation', ['relu', 'gelu'])
+def test_transformer_matches_torch(norm_first, batch_first, activation):
+    m, tm = _transformer(norm_first=norm_first, batch_first=batch_first, activation=activation)
+    B, S, T, E = 2, 6, 4, 8
+    rng = np.random.default_rng(1)
+    src = rng.standard_normal((B, S, E) if batch_first else (S, B, E))
+    tgt = rng.standard_normal((B, T, E) if batch_first else (T, B, E))
+    tgt_mask = nn.Transformer.generate_square_subsequent_mask(T, dtype='float64')
+    src_mask = rng.random((S, S)) < 0.3; src_mask[:, 0] = False                    # bool: True = not allowed
+    memory_mask = rng.standard_normal((T, S))                                      # float: added to the scores
+    spad = np.zeros((B, S), bool); spad[0, -2:] = True
+    tpad = np.zeros((B, T), bool); tpad[1, -1] = True
+    kw = dict(src_mask=src_mask, tgt_mask=tgt_mask, memory_mask=memory_mask, src_key_padding_mask=spad,
+              tgt_key_padding_mask=tpad, memory_key_padding_mask=spad)
+    tkw = dict(src_mask=torch.tensor(src_mask), memory_mask=torch.tensor(memory_mask), src_key_padding_mask=torch.tensor(spad),
+               tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.float64),
+               tgt_key_padding_mask=torch.tensor(tpad), memory_key_padding_mask=torch.tensor(spad))
+    _check64(m, tm, [src, tgt], kw, tkw)
+
+
+def test_transformer_unbatched_and_causal_flag():
+    m, tm = _transformer(seed=3, num_encoder_layers=1, num_decoder_layers=3)
+    rng = np.random.default_rng(2)
+    src, tgt = rng.standard_normal((5, 8)), rng.standard_normal((3, 8))
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64)
+    # minima builds the causal mask from the flag; torch needs the mask as well (its flag is only a hint)
+    _check64(m, tm, [src, tgt], dict(tgt_is_causal=True), dict(tgt_mask=causal, tgt_is_causal=True), seed=1)
+
+
+def test_transformer_mask_init_and_errors():
+    mask = nn.Transformer.generate_square_subsequent_mask(4)
+    np.testing.assert_array_equal(mask.numpy(), torch.nn.Transformer.generate_square_subsequent_mask(4).numpy())
+    assert mask.dtype == 'float32' and not mask.requires_grad
+    mi.init.manual_seed(0)
+    m = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16)
+    w0, w1 = (m.encoder.layers[i].self_attn.in_proj_weight.numpy() for i in (0, 1))
+    assert not np.allclose(w0, w1)                                   # re-initialised: the stacked copies differ
+    assert np.abs(w0).max() <= math.sqrt(6 / (8 + 24)) and np.abs(w0).max() > 0.5 * math.sqrt(6 / (8 + 24))
+    assert np.all(m.encoder.norm.weight.numpy() == 1) and np.all(m.encoder.layers[0].self_attn.in_proj_bias.numpy() == 0)
+    assert len(m.decoder.layers) == 1 and isinstance(m.decoder.norm, nn.LayerNorm)
+    with pytest.raises(ValueError, match='batch'): m(mi.Tensor(_x(5, 2, 8)), mi.Tensor(_x(3, 4, 8)))
+    with pytest.raises(ValueError, match='d_model'): m(mi.Tensor(_x(5, 2, 8)), mi.Tensor(_x(3, 2, 6)))
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1)
+    assert nn.Transformer(d_model=8, nhead=2, custom_encoder=enc, num_decoder_layers=1).encoder is enc
+
+
+def test_causal_mask_offset():
+    from minima.ops import causal_mask
+    full = causal_mask(6, 6).numpy()
+    np.testing.assert_array_equal(causal_mask(2, 6, offset=4).numpy(), full[4:])   # the last two queries
+    np.testing.assert_array_equal(causal_mask(6, 6).numpy(), np.triu(np.full((6, 6), -np.inf), 1))
+
+
 # ---------------------------------------------------------------- positions
 def test_sinusoidal_positions():
     pe = nn.SinusoidalPositionalEncoding(16, max_len=50)
@@ -237,7 +323,7 @@ def test_learned_positions_train():
 # ---------------------------------------------------------------- needle's hw4_extra classes
 def test_needle_attention_activation():
     q, k, v = (_x(2, 3, 5, 4, seed=s) for s in range(3))
-    att = needle_tf.MultiHeadAttention(causal=True)
+    att = ndl_nn.MultiHeadAttention(causal=True)
     out, probs = att(*(mi.Tensor(a) for a in (q, k, v)))
     mask = np.triu(np.ones((5, 5)), 1) * -np.finfo(np.float32).max
     s = q @ k.swapaxes(-1, -2) / 2.0 + mask
@@ -248,23 +334,24 @@ def test_needle_attention_activation():
 
 def test_needle_attention_layer_against_torch():
     B, T, D, H, dh = 2, 5, 6, 3, 4
-    layer = needle_tf.AttentionLayer(D, H, dh, causal=True)
+    layer = ndl_nn.AttentionLayer(D, H, dh, causal=True)
     x = _x(B, T, D)
+    assert layer.q_projection.weight.shape == (D, H * dh)     # needle's Linear layout
     y = layer(mi.Tensor(x)).numpy()
     P = {k: torch.tensor(v) for k, v in layer.state_dict().items()}
     tx = torch.tensor(x)
     def proj(name, t):
         t = torch.nn.functional.layer_norm(t, (D,), P[f'prenorm_{name}.weight'], P[f'prenorm_{name}.bias'])
-        return (t @ P[f'{name}_projection.weight'].T).reshape(B, T, H, dh).transpose(1, 2)
+        return (t @ P[f'{name}_projection.weight']).reshape(B, T, H, dh).transpose(1, 2)   # needle's (in, out)
     tq, tk, tv = proj('q', tx), proj('k', tx), proj('v', tx)
     o = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-    ty = o.transpose(1, 2).reshape(B, T, H * dh) @ P['out_projection.weight'].T
+    ty = o.transpose(1, 2).reshape(B, T, H * dh) @ P['out_projection.weight']
     np.testing.assert_allclose(y, ty.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize('batch_first', [False, True])
 def test_needle_transformer_is_causal(batch_first):
-    model = needle_tf.Transformer(8, 16, 2, num_head=2, dim_head=4, batch_first=batch_first, sequence_len=20)
+    model = ndl_nn.Transformer(8, 16, 2, num_head=2, dim_head=4, batch_first=batch_first, sequence_len=20)
     x = _x(2, 6, 8) if batch_first else _x(6, 2, 8)
     out, h = model(mi.Tensor(x))
     assert out.shape == x.shape and np.all(h.numpy() == 0)

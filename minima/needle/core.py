@@ -33,9 +33,10 @@ __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 
            'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
            'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'make_tuple', 'tuple_get_item',
            'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss',
-           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'AttentionLayer', 'TransformerLayer', 'Transformer',
-           'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset', 'NDArrayDataset', 'MNISTDataset',
-           'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9', 'LanguageModel']
+           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'MultiHeadAttention', 'AttentionLayer',
+           'TransformerLayer', 'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
+           'NDArrayDataset', 'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9',
+           'LanguageModel']
 
 # %% ../../nbs/30_needle.ipynb
 class Tensor(_ag.Tensor):
@@ -368,23 +369,96 @@ class LSTM(Module):
         h_n, c_n = as_needle(_ops.stack(hs, 0)), as_needle(_ops.stack(cs, 0))
         return as_needle(_ops.stack(xs, 0)), (h_n, c_n)
 
-from ..nn import transformer as _tr   # needle's hw4_extra classes live with minima's transformers
+# %% ../../nbs/30_needle.ipynb
+class MultiHeadAttention(Module):
+    "needle's attention activation: `result, probs = MultiHeadAttention(causal=True)(q, k, v)`, q `(B, H, T, D)`."
+    def __init__(self, *, dropout=0., causal=False, device=None, dtype="float32"):
+        super().__init__()
+        self.device, self.dtype, self.causal, self.dropout = device, dtype, causal, _mnn.Dropout(dropout)
+    def create_causal_mask(self, i, j, device):
+        "`-float32 max` where key `k > q + (j - i)`: a `(1, 1, i, j)` additive mask aligned at the bottom right."
+        m = -np.finfo(np.float32).max * np.triu(np.ones((1, 1, i, j), dtype=np.float32), j - i + 1)
+        return NDArray(m, device=device)
+    def forward(self, q, k, v):
+        B, H, L, D = q.shape
+        logits = (q @ k.transpose()) * (1.0 / math.sqrt(D))
+        if self.causal:
+            mask = self.create_causal_mask(L, k.shape[2], q.device).astype(q.dtype)
+            logits = logits + _ag.Tensor.make_const(mask)
+        probs = self.dropout(_ops.softmax(logits, -1))
+        return probs @ v, probs
 
-class AttentionLayer(_tr.AttentionLayer):
-    "needle's attention layer: its projections are needle's `Linear` (weight `(in, out)`, needle's initialisation)."
-    _linear = Linear
+class AttentionLayer(Module):
+    "needle's multi-head attention layer with pre-norms; `AttentionLayer(64, 4, 16)(x)` for x `(B, T, 64)`."
+    def __init__(self, q_features, num_head, dim_head, *, k_features=None, v_features=None, out_features=None,
+                 dropout=0., causal=True, device=None, dtype="float32"):
+        super().__init__()
+        k_features, v_features = k_features or q_features, v_features or q_features
+        out_features = out_features or q_features
+        self.device, self.dtype = device, dtype
+        self.q_features, self.k_features, self.v_features = q_features, k_features, v_features
+        self.out_features, self.num_head, self.dim_head = out_features, num_head, dim_head
+        kw = dict(device=device, dtype=dtype)
+        self.prenorm_q, self.prenorm_k, self.prenorm_v = (_mnn.LayerNorm1d(f, **kw)
+                                                          for f in (q_features, k_features, v_features))
+        inner = num_head * dim_head
+        self.q_projection = Linear(q_features, inner, bias=False, **kw)
+        self.k_projection = Linear(k_features, inner, bias=False, **kw)
+        self.v_projection = Linear(v_features, inner, bias=False, **kw)
+        self.attn = MultiHeadAttention(dropout=dropout, causal=causal, **kw)
+        self.out_projection = Linear(inner, out_features, bias=False, **kw)
+    def _heads(self, x):
+        "(B, T, H * D) -> (B, H, T, D)."
+        B, T, _ = x.shape
+        return x.reshape((B, T, self.num_head, self.dim_head)).permute((0, 2, 1, 3))
+    def forward(self, q, k=None, v=None):
+        k = q if k is None else k
+        v = q if v is None else v
+        B, L, _ = q.shape
+        qh = self._heads(self.q_projection(self.prenorm_q(q)))
+        kh = self._heads(self.k_projection(self.prenorm_k(k)))
+        vh = self._heads(self.v_projection(self.prenorm_v(v)))
+        x, self.probs = self.attn(qh, kh, vh)
+        return self.out_projection(x.permute((0, 2, 1, 3)).reshape((B, L, self.num_head * self.dim_head)))
 
-class TransformerLayer(_tr.TransformerLayer):
-    "needle's pre-norm transformer block, made of needle's `Linear` (needle's layout and initialisation)."
-    _linear, _attention = Linear, AttentionLayer
+# %% ../../nbs/30_needle.ipynb
+class TransformerLayer(Module):
+    "needle's pre-norm residual block: attention, then a ReLU MLP of width `hidden_size`."
+    def __init__(self, q_features, num_head, dim_head, hidden_size, *, dropout=0., causal=True, device=None,
+                 dtype="float32"):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        self.device, self.dtype = device, dtype
+        self.attn = AttentionLayer(q_features, num_head, dim_head, dropout=dropout, causal=causal, **kw)
+        self.norm = _mnn.LayerNorm1d(q_features, **kw)
+        self.linear1 = Linear(q_features, hidden_size, **kw)
+        self.linear2 = Linear(hidden_size, q_features, **kw)
+        self.dropout = _mnn.Dropout(dropout)
+    def forward(self, x):
+        x = x + self.dropout(self.attn(x))
+        return x + self.dropout(self.linear2(self.dropout(_ops.relu(self.linear1(self.norm(x))))))
 
-class Transformer(_tr.Transformer):
-    "needle's decoder-only transformer built from needle's `TransformerLayer`."
-    _layer = TransformerLayer
+class Transformer(Module):
+    "needle's decoder-only transformer: learned positions plus `num_layers` `TransformerLayer`s; returns `(x, zeros)`."
+    def __init__(self, embedding_size, hidden_size, num_layers, *, num_head=8, dim_head=32, dropout=0., causal=True,
+                 device=None, dtype="float32", batch_first=False, sequence_len=2048):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        self.device, self.dtype, self.batch_first = device, dtype, batch_first
+        self.pos_embedding = _mnn.Embedding(sequence_len, embedding_size, **kw)
+        self.layers = [TransformerLayer(embedding_size, num_head, dim_head, hidden_size, dropout=dropout,
+                                        causal=causal, **kw) for _ in range(num_layers)]
+    def forward(self, x, h=None):
+        if not self.batch_first: x = _ops.transpose(x, axes=(0, 1))
+        B, T, _ = x.shape
+        pos = _ag.Tensor(np.broadcast_to(np.arange(T), (B, T)), device=x.device, dtype='int64', requires_grad=False)
+        x = x + self.pos_embedding(pos)
+        for layer in self.layers: x = layer(x)
+        if not self.batch_first: x = _ops.transpose(x, axes=(0, 1))
+        return x, _minit.zeros_like(x)
 
 nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
-               RNNCell, RNN, LSTMCell, LSTM, _tr.MultiHeadAttention, AttentionLayer, TransformerLayer,
-               Transformer)
+               RNNCell, RNN, LSTMCell, LSTM, MultiHeadAttention, AttentionLayer, TransformerLayer, Transformer)
 
 # %% ../../nbs/30_needle.ipynb
 class SGD(_mopt.Optimizer):

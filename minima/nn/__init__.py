@@ -1,9 +1,11 @@
-"""minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`) and the functional API (`minima.nn.functional`);
+"""minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`,
+`minima.nn.transformer_layers`) and the functional API (`minima.nn.functional`);
 `minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's gradient clipping, as in torch."""
 import sys as _sys, types as _types
 from .modules import *
 from .recurrent import *
 from .transformer import *
+from .transformer_layers import *
 from . import functional
 from . import parallel
 from .. import init

@@ -99,9 +99,10 @@ def _additive(mask: NDArray, dtype) -> NDArray:
         return NDArray.where(mask, zero, ninf)
     return mask.astype(dtype)
 
-def causal_mask(L, S, device=None, dtype='float32') -> NDArray:
-    "Additive `(L, S)` mask: 0 where key `j <= i` (query `i`), `-inf` above the diagonal."
-    i = arange(L, device=device).reshape((L, 1))
+def causal_mask(L, S, device=None, dtype='float32', offset=0) -> NDArray:
+    """Additive `(L, S)` mask: 0 where key `j <= i + offset` (query `i`), `-inf` elsewhere. `offset=S-L` puts the
+    `L` queries at the last positions, as for new tokens over a KV-cache of `S` keys."""
+    i = arange(L, device=device).reshape((L, 1)) + offset
     j = arange(S, device=device).reshape((1, S))
     return _additive(j <= i, dtype)
 
