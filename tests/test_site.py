@@ -4,10 +4,12 @@ Needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`). Wi
 (`CI=true`) and skip elsewhere. Screenshots of the home page and an operator page go to `ci_out/`.
 
 Besides "every page loads and links resolve", these tests hold the course to how a student reads it, at a 1280x800
-window (and 1920x1080 for code width): code and output blocks never scroll sideways, validation tables fit their
-column, `check_op` results are one folded line each, no chapter is taller than `MAX_PAGE_HEIGHT` (less a margin),
-every chapter opens with learning goals and ends with exercises and references, doc cards only for what a user calls,
-and search finds sections by op names without showing TeX.
+window, and for the layout also at 800 and 1920 px wide: nothing scrolls sideways (code, outputs, listings, tables,
+math), no display equation is wider than the column, the "exported to" label never covers code, validation tables
+fit their column, `check_op` results are one folded line each, no chapter is taller than `MAX_PAGE_HEIGHT` (less a
+margin), every chapter opens with learning goals and ends with Summary, Exercises and References, doc cards only for
+what a user calls, and search finds sections by op names, stems and prefixes, explanations above doc cards, without
+showing TeX.
 
 The site carries its own fonts (site.css, copied by tools/build_docs), so all of this measures the same on every
 machine: the tests check that every piece of text is drawn with one of them (never a font of the machine), and that
