@@ -4,10 +4,12 @@ Needs Debian's chromium at /usr/bin/chromium (`apt-get install -y chromium`). Wi
 (`CI=true`) and skip elsewhere. Screenshots of the home page and an operator page go to `ci_out/`.
 
 Besides "every page loads and links resolve", these tests hold the course to how a student reads it, at a 1280x800
-window (and 1920x1080 for code width): code and output blocks never scroll sideways, validation tables fit their
-column, `check_op` results are one folded line each, no chapter is taller than `MAX_PAGE_HEIGHT` (less a margin),
-every chapter opens with learning goals and ends with exercises and references, doc cards only for what a user calls,
-and search finds sections by op names without showing TeX.
+window, and for the layout also at 800 and 1920 px wide: nothing scrolls sideways (code, outputs, listings, tables,
+math), no display equation is wider than the column, the "exported to" label never covers code, validation tables
+fit their column, `check_op` results are one folded line each, no chapter is taller than `MAX_PAGE_HEIGHT` (less a
+margin), every chapter opens with learning goals and ends with Summary, Exercises and References, doc cards only for
+what a user calls, and search finds sections by op names, stems and prefixes, explanations above doc cards, without
+showing TeX.
 
 The site carries its own fonts (site.css, copied by tools/build_docs), so all of this measures the same on every
 machine: the tests check that every piece of text is drawn with one of them (never a font of the machine), and that
@@ -27,6 +29,8 @@ ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-f
         '--disable-component-update', '--disable-sync']
 IN_CI = os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
 READ_AT, WIDE = dict(width=1280, height=800), dict(width=1920, height=1080)
+NARROW = dict(width=800, height=900)      # a small laptop window or a tablet: the sidebar folds into a top bar
+WIDTHS = (800, 1280, 1920)                # the layout checks run at each
 MAX_PAGE_HEIGHT = 20_000     # px at 1280 wide, checks folded: no chapter longer than about 25 screens
 # ...and a page stays this far below it: a chapter at the limit is split now, before one more paragraph or the next
 # Chromium tips it over (split it where the story allows; do not raise the limit)
@@ -34,7 +38,7 @@ PAGE_HEIGHT_MARGIN = 0.05
 # The fonts every piece of text must be drawn with: the site's own (@font-face in tools/site.css), as Chromium names
 # them
 SITE_FONTS = {'DejaVu Sans', 'DejaVu Sans Mono', 'STIX Two Math'}
-MAX_SCROLLING = {1280: 0.02, 1920: 0.0}    # fraction of code/output blocks that scroll sideways
+MAX_SCROLLING = {800: 0.0, 1280: 0.0, 1920: 0.0}    # fraction of code/output blocks that scroll sideways
 # Blocks with a line longer than the column, wrapped with a hanging indent instead of scrolling. Measured when this
 # test was written: 57/316 (18%) at 1280, see the 1920 line of the test's output. A regression guard: shorten
 # exported lines (aim at 100 characters) and lower these; never raise them.
@@ -213,6 +217,43 @@ _BLOCKS = r"""() => {
   return {blocks: blocks.length, scrolling, wrapped, wideTables, height: document.documentElement.scrollHeight};
 }"""
 
+_FIT = r"""() => {
+  // what a reader would see cut off or covered, at this window width: display equations wider than the column,
+  // "exported to" labels over a line of code or over the text above their box, anything in the column that scrolls
+  // sideways (code, outputs, tables, math), the page itself wider than the window
+  const main = document.querySelector('main.content');
+  const col = main.getBoundingClientRect();
+  const short = e => e.textContent.replace(/\s+/g, ' ').trim().slice(0, 70);
+  const tex = m => ((m.querySelector('annotation') || {}).textContent || short(m)).replace(/\s+/g, ' ').slice(0, 70);
+  const shown = e => e.getClientRects().length > 0 && !e.closest('details:not([open]) > :not(summary)');
+  const wideMath = [...main.querySelectorAll('math[display=block]')].filter(shown).filter(m => {
+    const inner = m.firstElementChild ? m.firstElementChild.getBoundingClientRect().width : 0;
+    return m.scrollWidth > m.clientWidth + 1 || inner > m.clientWidth + 1 || m.getBoundingClientRect().right > col.right + 1;
+  }).map(m => `${tex(m)} (${Math.max(m.scrollWidth, Math.round(m.firstElementChild.getBoundingClientRect().width))} > ${m.clientWidth} px)`);
+  const hits = (r, s) => r.width > 0 && r.height > 0 && r.left < s.right - 0.5 && r.right > s.left + 0.5 && r.top < s.bottom - 0.5 && r.bottom > s.top + 0.5;
+  const textRects = el => { const g = document.createRange(); g.selectNodeContents(el); return [...g.getClientRects()]; };
+  const coveredCode = [];
+  for (const d of main.querySelectorAll('details.code-fold[open]')) {
+    const label = d.querySelector(':scope > summary');
+    if (!label || !shown(label)) continue;
+    const s = label.getBoundingClientRect();
+    let what = null;
+    if (s.left < col.left - 1 || s.right > col.right + 1) what = 'outside the column';
+    for (const line of d.querySelectorAll('pre code > span')) if (!what && textRects(line).some(r => hits(r, s))) what = short(line);
+    // the element above, as drawn (a listing clipped to its first lines lays out the rest below its box)
+    let above = (d.closest('.cell') || d).previousElementSibling;
+    if (!what && above && shown(above) && above.getBoundingClientRect().bottom > s.top + 0.5)
+      what = 'the element above: ' + short(above).slice(-50);
+    if (what) coveredCode.push(`${short(label)}: covers ${what}`);
+  }
+  const scrolls = [...main.querySelectorAll('*')].filter(e => {
+    const o = getComputedStyle(e).overflowX;
+    return (o === 'auto' || o === 'scroll') && shown(e) && e.scrollWidth > e.clientWidth + 1;
+  }).map(e => `<${e.localName}${e.className ? ' class="' + e.className + '"' : ''}> ${e.localName === 'math' ? tex(e) : short(e)} (${e.scrollWidth} > ${e.clientWidth} px)`);
+  const pageWidth = document.documentElement.scrollWidth > window.innerWidth + 1 ? document.documentElement.scrollWidth : 0;
+  return {wideMath, coveredCode, scrolls, pageWidth};
+}"""
+
 _COLLECT = r"""() => {
   const main = document.querySelector('main.content');
   const rect = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
@@ -276,18 +317,20 @@ def visits(site, server, browser):
         unloaded = page.evaluate(_LOAD_FONTS)
         info = page.evaluate(_COLLECT)
         info.update(status=resp.status if resp else None, errors=errors, layout={1280: page.evaluate(_BLOCKS)},
-                    unloaded_fonts=unloaded, fonts=fonts_used(page))
+                    fit={1280: page.evaluate(_FIT)}, unloaded_fonts=unloaded, fonts=fonts_used(page))
         out[p['href']] = info
         page.close()
     ctx.close()
-    ctx = browser.new_context(viewport=WIDE)
-    page = ctx.new_page()
-    for p in site:
-        page.goto(server + p['href'], wait_until='load')
-        page.evaluate(_LOAD_FONTS)
-        out[p['href']]['layout'][1920] = page.evaluate(_BLOCKS)
+    for w, viewport in ((1920, WIDE), (800, NARROW)):
+        ctx = browser.new_context(viewport=viewport)
+        page = ctx.new_page()
+        for p in site:
+            page.goto(server + p['href'], wait_until='load')
+            page.evaluate(_LOAD_FONTS)
+            out[p['href']]['layout'][w] = page.evaluate(_BLOCKS)
+            out[p['href']]['fit'][w] = page.evaluate(_FIT)
+        ctx.close()
     yield out
-    ctx.close()
 
 # --- the tests -------------------------------------------------------------------------------------------------------
 
@@ -465,17 +508,44 @@ def test_checks_are_folded_to_one_line(visits):
     assert any(c['fail'] and c['open'] for _, c in checks), 'the testing chapter shows one failing check, unfolded'
 
 def test_code_fits_the_column(site, visits):
-    "Code and output blocks do not scroll sideways at 1280 or 1920 wide, few lines wrap, and validation tables fit."
-    for w in (1280, 1920):
+    """Code and output blocks do not scroll sideways at 800, 1280 or 1920 wide, few lines wrap (at 1280 and 1920), and
+    validation tables fit."""
+    for w in WIDTHS:
         n = sum(v['layout'][w]['blocks'] for v in visits.values())
         scrolling = {h: v['layout'][w]['scrolling'] for h, v in visits.items() if v['layout'][w]['scrolling']}
         wrapped = sum(v['layout'][w]['wrapped'] for v in visits.values())
         print(f'{w}px: {sum(scrolling.values())}/{n} blocks scroll sideways, {wrapped}/{n} have a wrapped line')
         assert sum(scrolling.values()) <= MAX_SCROLLING[w] * n, f'{w}px: blocks that scroll sideways: {scrolling}'
-        assert wrapped <= MAX_WRAPPED[w] * n, (f'{w}px: {wrapped}/{n} code blocks have lines longer than the column '
+        assert w not in MAX_WRAPPED or wrapped <= MAX_WRAPPED[w] * n, (f'{w}px: {wrapped}/{n} code blocks have lines longer than the column '
                                                 f'(limit {MAX_WRAPPED[w]:.0%}); shorten the exported lines')
         wide = {h: v['layout'][w]['wideTables'] for h, v in visits.items() if v['layout'][w]['wideTables']}
         assert not wide, f'{w}px: validation tables wider than their column: {wide}'
+
+def _fit_failures(visits, key):
+    return {f'{h} at {w}px': v['fit'][w][key] for h, v in visits.items() for w in WIDTHS if v['fit'][w][key]}
+
+def test_display_math_fits_the_column(visits):
+    """No display equation is wider than the column at 800, 1280 or 1920 px: a long one is broken into lines
+    (`\\begin{aligned} ... \\\\ ... \\end{aligned}`) in its notebook, never cut or scrolled."""
+    assert all(len(v['fit']) == len(WIDTHS) for v in visits.values())
+    wide = _fit_failures(visits, 'wideMath')
+    assert not wide, ('display equations wider than the column (break them with aligned): '
+                      f'{json.dumps(wide, indent=1, ensure_ascii=False)[:3000]}')
+
+def test_exported_label_never_covers_code(visits):
+    """The "exported to minima.x" label of an exported cell sits on its code box's top edge: at 800, 1280 and 1920 px
+    it covers no line of the code (the first line is often the longest) and none of the text above the box."""
+    n = sum(1 for v in visits.values() for w in WIDTHS for _ in v['fit'][w]['coveredCode'])
+    covered = _fit_failures(visits, 'coveredCode')
+    assert not covered, f'{n} labels over text: {json.dumps(covered, indent=1, ensure_ascii=False)[:3000]}'
+
+def test_nothing_scrolls_sideways(visits):
+    """Nothing in the column scrolls sideways at 800, 1280 or 1920 px (code, outputs, listings in the prose, tables,
+    math; validation tables folded, as a reader first sees them), and no page is wider than the window."""
+    scrolls = _fit_failures(visits, 'scrolls')
+    assert not scrolls, f'elements that scroll sideways: {json.dumps(scrolls, indent=1, ensure_ascii=False)[:3000]}'
+    wide = _fit_failures(visits, 'pageWidth')
+    assert not wide, f'pages wider than the window (px): {wide}'
 
 def test_no_chapter_is_too_tall(site, visits):
     heights = {p['href']: visits[p['href']]['layout'][1280]['height'] for p in site}
@@ -542,15 +612,15 @@ def test_layout_is_the_same_without_the_machines_fonts(site, server, visits, pw,
     assert not differ, f'pages laid out differently without the machine\'s fonts: {json.dumps(differ, indent=1)[:3000]}'
 
 def test_every_chapter_has_goals_exercises_and_references(site, visits):
-    "Learning goals open each chapter (2-4); exercises (3-5) and references with external links close it."
+    "Learning goals open each chapter (2-4); a summary, exercises (3-5) and references with external links close it."
     for p in site[1:]:
         secs = visits[p['href']]['sections']
         ids = [s['id'] for s in secs]
         for want in ('learning-goals', 'exercises', 'references'):
             assert want in ids, f'{p["href"]}: no "{want}" section (h2 ids: {ids})'
         assert ids[0] == 'learning-goals', f'{p["href"]}: learning goals must come first, not after {ids[0]}'
-        tail = [i for i in ids if i != 'summary'][-2:]   # a closing summary may follow
-        assert tail == ['exercises', 'references'], f'{p["href"]}: exercises and references must close the chapter: {ids[-3:]}'
+        assert ids[-3:] == ['summary', 'exercises', 'references'], \
+            f'{p["href"]}: every chapter closes with Summary, Exercises, References, in that order (h2 ids end {ids[-3:]})'
         by = {s['id']: s for s in secs}
         assert any(2 <= k <= 4 for k in by['learning-goals']['items']), f'{p["href"]}: 2-4 learning goals'
         assert any(3 <= k <= 5 for k in by['exercises']['items']), f'{p["href"]}: 3-5 exercises'
@@ -569,7 +639,8 @@ def test_strides_are_taught_before_they_are_used(site, visits):
 def _search(page, query):
     page.fill('#search-input', query)
     hits = page.locator('#search-results a')
-    return [dict(href=hits.nth(i).get_attribute('href'), text=hits.nth(i).inner_text()) for i in range(hits.count())]
+    return [dict(href=hits.nth(i).get_attribute('href'), text=hits.nth(i).inner_text(),
+                 card=hits.nth(i).evaluate("a => a.parentElement.classList.contains('sr-card')")) for i in range(hits.count())]
 
 def test_search_finds_sections(site, server, browser):
     "Through the page's own search box: op names from code and prose find their sections; snippets show no TeX."
@@ -591,6 +662,44 @@ def test_search_finds_sections(site, server, browser):
     page.locator('#search-results a').first.click()
     page.wait_for_load_state('load')
     assert page.url.split('/')[-1].startswith(href.split('#')[0]), f'search result {href} led to {page.url}'
+    ctx.close()
+
+def test_search_matches_stems_and_ranks_explanations_first(site, server, browser):
+    """Search matches words by stem and prefix ("learning rate finder" finds the section "Finding a learning rate"),
+    and a section that explains something ranks above the doc cards of the functions it defines: the `unbroadcast`
+    explanation comes up for "broadcast gradient", Softmax's derivation above any loss for "softmax backward"."""
+    ctx = browser.new_context(viewport=READ_AT)
+    page = ctx.new_page()
+    page.goto(server + site[0]['href'], wait_until='networkidle')
+    index = page.evaluate('window.MINIMA_SEARCH')
+    entry = {f"{e['p']}#{e['a']}" if e['a'] else e['p']: e for e in index}
+    def show(hits): return '\n'.join(f"  {h['href']}{' (card)' if h['card'] else ''}" for h in hits)
+
+    hits = _search(page, 'learning rate finder')
+    assert hits and not hits[0]['card'], f'learning rate finder: a doc card ranks first:\n{show(hits[:5])}'
+    assert entry[hits[0]['href']]['h'] == 'Finding a learning rate', \
+        f'"learning rate finder" should find the section "Finding a learning rate" first:\n{show(hits[:5])}'
+    assert _search(page, 'learning rate fin')[0]['href'] == hits[0]['href'], 'a prefix of a word should match it'
+    assert _search(page, 'learn rates')[0]['href'].split('#')[0] in ('training.html', 'optim.html')
+
+    hits = _search(page, 'broadcast gradient')
+    def explains_unbroadcast(h):
+        e = entry[h['href']]
+        return not e.get('c') and 'unbroadcast' in (e['x'] + ' ' + e.get('w', '')).lower() and 'broadcast' in e['h'].lower()
+    assert any(explains_unbroadcast(h) for h in hits[:3]), \
+        f'"broadcast gradient": the section that explains unbroadcast is not in the top 3:\n{show(hits[:8])}'
+
+    hits = _search(page, 'softmax backward')
+    first = [i for i, h in enumerate(hits) if entry[h['href']]['h'] == 'Softmax' and h['href'].startswith('ops_softmax.html')]
+    assert first and first[0] < 3, f'"softmax backward": Softmax\'s section is not in the top 3:\n{show(hits[:8])}'
+    losses = [i for i, h in enumerate(hits) if 'mseloss' in (entry[h['href']]['h'] + entry[h['href']]['k']).lower()]
+    assert not losses or first[0] < losses[0], f'"softmax backward": MSELoss ranks above Softmax:\n{show(hits[:8])}'
+
+    # an explanation ranks above the cards of what it defines, for these queries and the ones above
+    for q in ('learning rate finder', 'broadcast gradient', 'softmax backward', 'softmax gradient', 'kaiming',
+              'gradient check', 'cross entropy'):
+        hits = _search(page, q)
+        assert hits and not hits[0]['card'], f'{q!r}: a doc card ranks above every explanation:\n{show(hits[:5])}'
     ctx.close()
 
 def test_screenshots(site, server, browser, visits):
