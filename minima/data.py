@@ -447,7 +447,8 @@ def tiny_shakespeare_or_stand_in(root=None, repeat=200, timeout=30.0) -> tuple:
         where = data_dir('tinyshakespeare') if root is None else Path(root)
         msg = [f'STAND-IN TEXT: tiny Shakespeare is not in {where} and could not be downloaded',
                f'({str(e).strip().splitlines()[-1].strip()}).',
-               f'What follows trains on one sonnet repeated {repeat} times: its losses and samples are NOT meaningful.',
+               f'What follows uses one sonnet repeated {repeat} times instead: losses, samples and statistics',
+               'computed from it are NOT meaningful.',
                'Put tinyshakespeare/input.txt in the folder $MINIMA_DATA names (or go online), and run again.']
         w = max(map(len, msg))
         print('\n'.join(['#' * (w + 4), *(f'# {m:<{w}} #' for m in msg), '#' * (w + 4)]), file=sys.stderr, flush=True)

@@ -203,7 +203,7 @@ def test_stand_in_offline_says_so(server, tmp_path, monkeypatch, capsys):
     assert not real and text == data.STAND_IN_TEXT * 3
     out = capsys.readouterr()
     assert out.out == ''
-    assert 'STAND-IN TEXT' in out.err and 'NOT meaningful' in out.err and 'repeated 3 times' in out.err
+    assert 'STAND-IN TEXT' in out.err and 'NOT meaningful' in out.err and 'repeated 3 times instead' in out.err
     assert str(tmp_path / 'tinyshakespeare') in out.err and 'HTTP 404' in out.err and 'MINIMA_DATA' in out.err
     assert list((tmp_path / 'tinyshakespeare').iterdir()) == []      # nothing written
 
