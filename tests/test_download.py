@@ -221,3 +221,10 @@ def test_stand_in_not_used_when_the_corpus_is_there(tmp_path, monkeypatch, capsy
     (tmp_path / 'tinyshakespeare' / 'input.txt').write_text('First Citizen:\n')
     assert data.tiny_shakespeare_or_stand_in() == ('First Citizen:\n', True)
     assert capsys.readouterr().err == ''
+
+def test_stand_in_when_the_data_folder_cannot_be_made(tmp_path, monkeypatch, capsys):
+    "A data folder that cannot be created (here a file is in the way) is an OSError: the stand-in, with the banner."
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', ['http://127.0.0.1:9/never-asked'])
+    (tmp_path / 'afile').write_text('not a folder')
+    text, real = data.tiny_shakespeare_or_stand_in(tmp_path / 'afile', repeat=1)
+    assert (text, real) == (data.STAND_IN_TEXT, False) and 'STAND-IN TEXT' in capsys.readouterr().err
