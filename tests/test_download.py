@@ -34,6 +34,12 @@ class Server:
     def __exit__(self, *exc):
         self.watchdog.cancel(); self.httpd.shutdown(); self.httpd.server_close(); self.thread.join(5)
 
+@pytest.fixture(autouse=True)
+def own_data_folder(tmp_path, monkeypatch):
+    "No test here may read or write the user's real data folder, even when data_dir is broken."
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path / 'minima_data'))
+
 @pytest.fixture
 def server():
     with Server() as s: yield s
