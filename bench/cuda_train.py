@@ -75,7 +75,8 @@ def train_gpt(device, text, steps=1000, bs=32, T=128, seed=0, eval_batches=20):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--shakespeare', help="tiny Shakespeare's input.txt (the GPT run is skipped without it)")
+    ap.add_argument('--shakespeare', help="tiny Shakespeare's input.txt (default: minima's data folder, "
+                    "data_dir('tinyshakespeare'); the GPT run is skipped without it)")
     ap.add_argument('--gpt-steps', type=int, default=1000)
     ap.add_argument('--cpu-gpt-steps', type=int, default=20, help='GPT steps on the CPU, for the time per step')
     ap.add_argument('--json')
@@ -88,8 +89,10 @@ def main(argv=None):
     for r in out['cnn']:
         print(f"CNN {r['device']}: test acc {r['test_acc']:.3f}, train loss {r['train_loss']:.3f}, "
               f"{r['s_per_epoch']:.2f} s/epoch (first epoch {r['s_per_epoch_first']:.2f} s)")
+    if args.shakespeare is None and minima.data.data_dir('tinyshakespeare', 'input.txt').exists():
+        args.shakespeare = str(minima.data.data_dir('tinyshakespeare', 'input.txt'))
     if args.shakespeare:
-        text = open(args.shakespeare).read()
+        text = open(args.shakespeare, encoding='utf-8').read()
         out['gpt'] = [train_gpt(dev, text, args.gpt_steps), train_gpt(minima.cpu(), text, args.cpu_gpt_steps)]
         for r in out['gpt']:
             print(f"GPT {r['device']}: {r['steps']} steps, {r['params']:,} params, loss {r['first_loss']:.3f} -> "

@@ -11,11 +11,11 @@ import numpy as np
 from .autograd import Tensor
 
 # %% auto 0
-__all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'Transform', 'RandomFlipHorizontal', 'RandomCrop', 'Normalize',
-           'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'TensorDataset', 'Subset',
-           'random_split', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'load_digits', 'train_test_split',
-           'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash', 'download_url', 'MNIST',
-           'tiny_shakespeare']
+__all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'STAND_IN_TEXT', 'Transform', 'RandomFlipHorizontal', 'RandomCrop',
+           'Normalize', 'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'TensorDataset',
+           'Subset', 'random_split', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'load_digits',
+           'train_test_split', 'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash', 'download_url',
+           'data_dir', 'MNIST', 'tiny_shakespeare', 'tiny_shakespeare_or_stand_in']
 
 # %% ../nbs/12_data.ipynb
 class Transform:
@@ -364,8 +364,16 @@ def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True)
                         f'nothing was written to {dest}.\n' + '\n'.join('  ' + f for f in failures))
 
 # %% ../nbs/12_data.ipynb
+def data_dir(*parts) -> Path:
+    """minima's one folder for data sets: `$MINIMA_DATA` if set, else `~/.cache/minima/data`; `parts` name a
+    folder inside it, as in `data_dir('mnist')`."""
+    root = os.environ.get('MINIMA_DATA') or Path.home() / '.cache' / 'minima' / 'data'
+    return Path(root).expanduser().joinpath(*parts)
+
+# %% ../nbs/12_data.ipynb
 class MNIST(MNISTDataset):
-    "MNIST's 60,000 training or 10,000 test digits: `MNIST('data', train=False, download=True)`."
+    """MNIST's 60,000 training or 10,000 test digits from `root` (by default `data_dir('mnist')`):
+    `MNIST(train=False, download=True)`."""
     mirrors = ['https://ossci-datasets.s3.amazonaws.com/mnist/',
                'https://storage.googleapis.com/cvdf-datasets/mnist/',
                'http://yann.lecun.com/exdb/mnist/']
@@ -374,9 +382,9 @@ class MNIST(MNISTDataset):
            't10k-images-idx3-ubyte.gz': '9fb629c4189551a2d022fa330f9573f3',
            't10k-labels-idx1-ubyte.gz': 'ec29112dd5afa0611ce80d1b7f02629c'}
 
-    def __init__(self, root, train=True, download=False, transforms=None, mirrors=None,
+    def __init__(self, root=None, train=True, download=False, transforms=None, mirrors=None,
                  timeout=30.0):
-        self.root, self.train = Path(root), train
+        self.root, self.train = data_dir('mnist') if root is None else Path(root), train
         split = 'train' if train else 't10k'
         paths = [self._file(f'{split}-{kind}-ubyte.gz', download, mirrors, timeout)
                  for kind in ('images-idx3', 'labels-idx1')]
@@ -399,9 +407,11 @@ TINY_SHAKESPEARE_URLS = ['https://raw.githubusercontent.com/karpathy/char-rnn/ma
                          'data/tinyshakespeare/input.txt']
 TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 
-def tiny_shakespeare(root, download=False, urls=None, timeout=30.0) -> str:
-    "The tiny-Shakespeare corpus in `root/input.txt` as a string: `tiny_shakespeare('data', True)`."
-    path = Path(root) / 'input.txt'
+def tiny_shakespeare(root=None, download=False, urls=None, timeout=30.0) -> str:
+    """The tiny-Shakespeare corpus in `root/input.txt` (by default `root` is `data_dir('tinyshakespeare')`) as a
+    string: `tiny_shakespeare(download=True)`."""
+    root = data_dir('tinyshakespeare') if root is None else Path(root)
+    path = root / 'input.txt'
     if not path.exists():
         if not download:
             raise FileNotFoundError(f"tiny_shakespeare: no input.txt in {root}; "
@@ -409,3 +419,37 @@ def tiny_shakespeare(root, download=False, urls=None, timeout=30.0) -> str:
         download_url(urls or TINY_SHAKESPEARE_URLS, path, sha256=TINY_SHAKESPEARE_SHA256,
                      timeout=timeout)
     return path.read_text(encoding='utf-8')
+
+# %% ../nbs/12_data.ipynb
+STAND_IN_TEXT = """ROMEO:
+Shall I compare thee to a summer's day?
+Thou art more lovely and more temperate:
+Rough winds do shake the darling buds of May,
+And summer's lease hath all too short a date;
+Sometime too hot the eye of heaven shines,
+And often is his gold complexion dimm'd;
+And every fair from fair sometime declines,
+By chance or nature's changing course untrimm'd;
+But thy eternal summer shall not fade,
+Nor lose possession of that fair thou ow'st;
+Nor shall Death brag thou wander'st in his shade,
+When in eternal lines to time thou grow'st:
+So long as men can breathe or eyes can see,
+So long lives this, and this gives life to thee.
+"""
+
+def tiny_shakespeare_or_stand_in(root=None, repeat=200, timeout=30.0) -> tuple:
+    """`(text, True)` with tiny Shakespeare, downloaded into `root` if missing; offline without a copy,
+    `(STAND_IN_TEXT * repeat, False)` after a banner saying results on it are not meaningful.
+    `corpus, real = tiny_shakespeare_or_stand_in()`."""
+    try: return tiny_shakespeare(root, download=True, timeout=timeout), True
+    except (DownloadError, OSError) as e:
+        where = data_dir('tinyshakespeare') if root is None else Path(root)
+        msg = [f'STAND-IN TEXT: tiny Shakespeare is not in {where} and could not be downloaded',
+               f'({str(e).strip().splitlines()[-1].strip()}).',
+               f'What follows uses one sonnet repeated {repeat} times instead: losses, samples and statistics',
+               'computed from it are NOT meaningful.',
+               'Put tinyshakespeare/input.txt in the folder $MINIMA_DATA names (or go online), and run again.']
+        w = max(map(len, msg))
+        print('\n'.join(['#' * (w + 4), *(f'# {m:<{w}} #' for m in msg), '#' * (w + 4)]), file=sys.stderr, flush=True)
+        return STAND_IN_TEXT * repeat, False

@@ -1,4 +1,5 @@
-"minima.data downloads over loopback: mirrors, checksums, truncation, timeouts, atomic writes, MNIST, Shakespeare."
+"""minima.data downloads over loopback: mirrors, checksums, truncation, timeouts, atomic writes, MNIST, Shakespeare;
+the one data folder (`data_dir`, $MINIMA_DATA) and the stand-in text offline."""
 import gzip, hashlib, http.server, os, struct, threading, time
 from pathlib import Path
 import numpy as np, pytest
@@ -32,6 +33,12 @@ class Server:
     def __enter__(self): self.thread.start(); self.watchdog.start(); return self
     def __exit__(self, *exc):
         self.watchdog.cancel(); self.httpd.shutdown(); self.httpd.server_close(); self.thread.join(5)
+
+@pytest.fixture(autouse=True)
+def own_data_folder(tmp_path, monkeypatch):
+    "No test here may read or write the user's real data folder, even when data_dir is broken."
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path / 'minima_data'))
 
 @pytest.fixture
 def server():
@@ -145,11 +152,85 @@ def test_tiny_shakespeare_download_and_corruption(server, tmp_path, monkeypatch)
     monkeypatch.setattr(data, 'TINY_SHAKESPEARE_SHA256', sha(text.encode()))
     assert data.tiny_shakespeare(tmp_path / 'b', download=True, urls=[server.base + '/404', url]) == text
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'tinyshakespeare' / 'input.txt'
-SHAKESPEARE = Path(os.environ.get('MINIMA_SHAKESPEARE', SHAKESPEARE.parent)) / 'input.txt'
+SHAKESPEARE = data.data_dir('tinyshakespeare', 'input.txt')   # tools/test sets MINIMA_DATA (README)
 
-@pytest.mark.skipif(not SHAKESPEARE.exists(), reason=f'no tiny-Shakespeare file at {SHAKESPEARE}')
+@pytest.mark.skipif(not SHAKESPEARE.exists(), reason=f'no tiny-Shakespeare file at {SHAKESPEARE} (set MINIMA_DATA)')
 def test_tiny_shakespeare_real_file_over_loopback(server, tmp_path):
     url = server.serve('/karpathy/input.txt', SHAKESPEARE.read_bytes())
     text = data.tiny_shakespeare(tmp_path, download=True, urls=[url])
     assert len(text) == 1_115_394 and len(set(text)) == 65 and text.startswith('First Citizen:\n')
+
+
+# --- the one data folder: data_dir() and $MINIMA_DATA
+
+def test_data_dir_reads_MINIMA_DATA(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path / 'd'))
+    assert data.data_dir() == tmp_path / 'd'
+    assert data.data_dir('mnist') == tmp_path / 'd' / 'mnist'
+    assert data.data_dir('tinyshakespeare', 'input.txt') == tmp_path / 'd' / 'tinyshakespeare' / 'input.txt'
+    assert not (tmp_path / 'd').exists()                   # naming the folder creates nothing
+
+def test_data_dir_default_is_the_user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    for unset in (lambda: monkeypatch.delenv('MINIMA_DATA', raising=False), lambda: monkeypatch.setenv('MINIMA_DATA', '')):
+        unset()
+        assert data.data_dir() == tmp_path / '.cache' / 'minima' / 'data'
+        assert data.data_dir('mnist') == tmp_path / '.cache' / 'minima' / 'data' / 'mnist'
+    monkeypatch.setenv('MINIMA_DATA', '~/elsewhere')      # a ~ in the variable is the home folder
+    assert data.data_dir() == tmp_path / 'elsewhere'
+
+def test_mnist_without_root_downloads_into_data_dir(fake_mnist, tmp_path, monkeypatch):
+    imgs, labels, mirrors = fake_mnist
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path))
+    ds = data.MNIST(train=False, download=True, mirrors=mirrors)
+    assert ds.root == tmp_path / 'mnist' and (ds.labels == labels).all()
+    assert sorted(p.name for p in (tmp_path / 'mnist').iterdir()) == ['t10k-images-idx3-ubyte.gz',
+                                                                     't10k-labels-idx1-ubyte.gz']
+    assert len(data.MNIST(train=False)) == 6              # found there the next time, no download asked for
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path / 'empty'))
+    with pytest.raises(FileNotFoundError, match='empty/mnist; pass download=True'): data.MNIST(train=False)
+
+def test_tiny_shakespeare_without_root_uses_data_dir(server, tmp_path, monkeypatch):
+    text = 'First Citizen:\nBefore we proceed any further, hear me speak.\n'
+    url = server.serve('/input.txt', text.encode())
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_SHA256', sha(text.encode()))
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', [url])
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path))
+    assert data.tiny_shakespeare(download=True) == text
+    assert (tmp_path / 'tinyshakespeare' / 'input.txt').read_text() == text
+    n = len(server.hits)
+    assert data.tiny_shakespeare() == text and len(server.hits) == n   # read from disk
+
+def test_stand_in_offline_says_so(server, tmp_path, monkeypatch, capsys):
+    "No copy and no network (every URL fails): the stand-in text, False, and a banner on stderr."
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path))
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', [server.base + '/404'])
+    text, real = data.tiny_shakespeare_or_stand_in(repeat=3)
+    assert not real and text == data.STAND_IN_TEXT * 3
+    out = capsys.readouterr()
+    assert out.out == ''
+    assert 'STAND-IN TEXT' in out.err and 'NOT meaningful' in out.err and 'repeated 3 times instead' in out.err
+    assert str(tmp_path / 'tinyshakespeare') in out.err and 'HTTP 404' in out.err and 'MINIMA_DATA' in out.err
+    assert list((tmp_path / 'tinyshakespeare').iterdir()) == []      # nothing written
+
+def test_stand_in_refuses_a_corrupt_download(server, tmp_path, monkeypatch, capsys):
+    "A download whose checksum is wrong is not the corpus: the stand-in is used and the bad file is not kept."
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', [server.serve('/input.txt', b'<html>a proxy error page</html>')])
+    text, real = data.tiny_shakespeare_or_stand_in(tmp_path / 'ts')
+    assert not real and text == data.STAND_IN_TEXT * 200 and 'sha256 mismatch' in capsys.readouterr().err
+    assert list((tmp_path / 'ts').iterdir()) == []
+
+def test_stand_in_not_used_when_the_corpus_is_there(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv('MINIMA_DATA', str(tmp_path))
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', ['http://127.0.0.1:9/never-asked'])
+    (tmp_path / 'tinyshakespeare').mkdir()
+    (tmp_path / 'tinyshakespeare' / 'input.txt').write_text('First Citizen:\n')
+    assert data.tiny_shakespeare_or_stand_in() == ('First Citizen:\n', True)
+    assert capsys.readouterr().err == ''
+
+def test_stand_in_when_the_data_folder_cannot_be_made(tmp_path, monkeypatch, capsys):
+    "A data folder that cannot be created (here a file is in the way) is an OSError: the stand-in, with the banner."
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', ['http://127.0.0.1:9/never-asked'])
+    (tmp_path / 'afile').write_text('not a folder')
+    text, real = data.tiny_shakespeare_or_stand_in(tmp_path / 'afile', repeat=1)
+    assert (text, real) == (data.STAND_IN_TEXT, False) and 'STAND-IN TEXT' in capsys.readouterr().err

@@ -1,14 +1,14 @@
-"Real MNIST (the 10,000 test images beside the repository, or $MINIMA_MNIST): reading, a fixed split, brief training."
+"Real MNIST (the 10,000 test images in minima's data folder, $MINIMA_DATA/mnist): reading, a fixed split, brief training."
 import os
 from pathlib import Path
 import numpy as np, pytest
 from minima import nn, optim, init, data
 from minima.learner import Learner, accuracy
 
-MNIST_DIR = Path(os.environ.get('MINIMA_MNIST', Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'mnist'))
+MNIST_DIR = data.data_dir('mnist')      # tools/test sets MINIMA_DATA (README)
 pytestmark = [pytest.mark.usefixtures('one_blas_thread'),
               pytest.mark.skipif(not (MNIST_DIR / 't10k-images-idx3-ubyte.gz').exists(),
-                                 reason=f'no MNIST test files in {MNIST_DIR} (set MINIMA_MNIST)')]
+                                 reason=f'no MNIST test files in {MNIST_DIR} (set MINIMA_DATA)')]
 
 @pytest.fixture(scope='module')
 def split():
