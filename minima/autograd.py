@@ -8,6 +8,7 @@ import numbers, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
+from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['ops', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad',
@@ -68,26 +69,27 @@ class Value:
         v._init(None, (), cached_data=data, requires_grad=requires_grad)
         return v
 
-    @classmethod
-    def make_from_op(cls, op: Op, inputs):
-        out = cls
-        for x in inputs:
-            if not isinstance(x, Value):
-                raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
-            r = x._result_classes
-            if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
-        data = op.compute(*[x.cached_data for x in inputs])
-        if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
-        v = out.__new__(out)
-        v.cached_data = data
-        if _GRAD[0] and any(x.requires_grad for x in inputs):
-            v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
-            try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
-            except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
-        else:
-            v.op, v.inputs, v.requires_grad = None, (), False
-        if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
-        return v
+# %% ../nbs/01_autograd.ipynb
+@patch(cls_method=True)
+def make_from_op(cls: Value, op: Op, inputs):
+    out = cls
+    for x in inputs:
+        if not isinstance(x, Value):
+            raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
+        r = x._result_classes
+        if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
+    data = op.compute(*[x.cached_data for x in inputs])
+    if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
+    v = out.__new__(out)
+    v.cached_data = data
+    if _GRAD[0] and any(x.requires_grad for x in inputs):
+        v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
+        try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
+        except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
+    else:
+        v.op, v.inputs, v.requires_grad = None, (), False
+    if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
+    return v
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
@@ -121,18 +123,6 @@ class Tensor(Value):
     size = property(lambda self: self.cached_data.size)
     def __len__(self): return len(self.cached_data)
 
-    def detach(self) -> 'Tensor':
-        "A leaf with the same data, cut from the graph (in-place writes to it count against this tensor's version)."
-        return Tensor.make_const(self.cached_data)
-    def requires_grad_(self, flag=True) -> 'Tensor':
-        if flag and not is_float_dtype(self.dtype):
-            raise TypeError(f"requires_grad_: only floating tensors can require gradients, got {self.dtype}")
-        self.requires_grad = flag
-        return self
-    def retain_grad(self) -> 'Tensor':
-        "Keep `.grad` on this non-leaf tensor after backward (leaves always keep it)."
-        self._retain = True
-        return self
     def numpy(self) -> np.ndarray: return self.cached_data.numpy()
     def item(self): return self.cached_data.item()
     def tolist(self): return self.numpy().tolist()
@@ -147,6 +137,24 @@ class Tensor(Value):
         if self.size != 1: raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous")
         return bool(self.item())
     __hash__ = object.__hash__
+
+# %% ../nbs/01_autograd.ipynb
+@patch
+def detach(self: Tensor) -> Tensor:
+    "A leaf with the same data, cut from the graph (in-place writes to it count against this tensor's version)."
+    return Tensor.make_const(self.cached_data)
+@patch
+def requires_grad_(self: Tensor, flag=True) -> Tensor:
+    "Switch gradients on (or off) for this tensor; only floating tensors can require them."
+    if flag and not is_float_dtype(self.dtype):
+        raise TypeError(f"requires_grad_: only floating tensors can require gradients, got {self.dtype}")
+    self.requires_grad = flag
+    return self
+@patch
+def retain_grad(self: Tensor) -> Tensor:
+    "Keep `.grad` on this non-leaf tensor after backward (leaves always keep it)."
+    self._retain = True
+    return self
 
 # %% ../nbs/01_autograd.ipynb
 def _from_numpy(a, dtype=None, device=None, requires_grad=False):
