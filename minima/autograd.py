@@ -11,9 +11,7 @@ from .backend_ndarray.device import cpu, DTYPES
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['ops', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad',
-           'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'is_grad_enabled', 'no_grad', 'enable_grad',
-           'set_grad_enabled', 'inference_mode', 'as_operand']
+__all__ = ['ops', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand']
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -408,7 +406,7 @@ class MakeTensorTuple(TensorTupleOp):
     def compute(self, *args): return tuple(args)
     def gradient(self, out_grad, node): return tuple(out_grad[i] for i in range(len(node.inputs)))
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 7
 _GRAD = [True]
 def is_grad_enabled() -> bool: "Whether new ops record the graph."; return _GRAD[0]
 
@@ -433,7 +431,7 @@ class enable_grad(_GradMode):
     "Context manager and decorator: ops inside record the graph (even within `no_grad`)."
     mode = True
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 8
 class set_grad_enabled(_GradMode):
     "torch's `set_grad_enabled(mode)`: switches recording at once; as a context manager or decorator it restores after."
     def __new__(cls, mode): return object.__new__(cls)
@@ -460,7 +458,7 @@ class inference_mode(_GradMode):
         if self.on: _GRAD[0] = False
     def _clone(self): return inference_mode(self.on)
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 12
 def _check_compute_result(op, data):
     "`compute` must return an NDArray (or, for a TensorTupleOp, a tuple of them)."
     if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)): return
@@ -474,7 +472,7 @@ def _bad_gradient(op, gx):
     raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; gradient must return a Tensor "
                     f"per input, or None for an input without a gradient{hint}")
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 18
 def _ver(d) -> int: return d._ver[0] if d.__class__ is NDArray else 0
 def _versions(v) -> tuple:
     "The versions of a node's output and inputs, as its op saw them in the forward pass."
@@ -503,7 +501,7 @@ def _check_versions(node):
                 f"forward pass, but it was modified in place since: it is at version {now}, expected version "
                 f"{vers[i + 1]}. Modify a copy instead, or modify it after the backward pass")
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 20
 def _tensor_data(self) -> 'Tensor':
     """A detached Tensor sharing this tensor's storage; writes through it are not counted as in-place changes
     (torch's `.data`: the caller takes the risk). Assigning to `.data` replaces the storage, outside autograd."""
@@ -519,7 +517,7 @@ def _set_tensor_data(self, value):
 Tensor.data = property(_tensor_data, _set_tensor_data)
 Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 26
 def as_operand(x, like: Tensor) -> Tensor:
     """`x` (a Tensor, number, list, numpy array or NDArray) as a constant Tensor on `like`'s device, with torch's
     dtype for it: a number becomes a 0-d tensor of the dtype it promotes `like` to, a numpy array keeps its dtype."""
@@ -531,11 +529,11 @@ def as_operand(x, like: Tensor) -> Tensor:
     if isinstance(x, np.ndarray) and x.dtype.name in DTYPES: return Tensor(x, device=like.device, dtype=x.dtype, requires_grad=False)
     return Tensor(x, device=like.device, requires_grad=False)
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 32
 def _cast(g, dtype, create_graph):
     return ops.cast(g, dtype) if create_graph else Tensor.make_const(g.cached_data.astype(dtype))
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 37
 def _own(g, taken: set, create_graph):
     "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
     d = g.cached_data
@@ -546,7 +544,7 @@ def _own(g, taken: set, create_graph):
     taken.add(id(g.cached_data._handle))
     return g
 
-# %% ../nbs/01_autograd.ipynb
+# %% ../nbs/01c_autograd_guards.ipynb 43
 _HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
 
 class _HookHandle:
