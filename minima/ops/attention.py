@@ -313,7 +313,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Ten
         raise ValueError(f"layer_norm: weight and bias must have shape {shape}, got {w.shape} and {b.shape}")
     return LayerNormOp(float(eps))(x, w, b)
 
-register_op('layer_norm', lambda x, w, b, eps=1e-5: layer_norm(x, w.shape, w, b, eps),
-            lambda T, x, w, b, eps=1e-5: T.nn.functional.layer_norm(x, tuple(w.shape), w, b, eps),
-            [case((4, 5), (5,), (5,)), case((2, 3, 4), (4,), (4,)), case((2, 3, 4), (3, 4), (3, 4), eps=1e-3),
-             case((1, 6), (6,), (6,))], op=LayerNormOp);
+def _ln_shape(ns): return ns if isinstance(ns, tuple) else (ns,)
+register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),   # chapter 08b's cases too:
+            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, _ln_shape(ns), *wb, **kw),   # no affine, an int
+            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), (4,), (4,), ns=(4,)),
+             case((2, 3, 4), (3, 4), (3, 4), ns=(3, 4), eps=1e-3), case((1, 6), (6,), (6,), ns=(6,)),
+             case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)], op=LayerNormOp);
