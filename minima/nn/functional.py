@@ -6,13 +6,13 @@
 __all__ = ['conv', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'max_pool2d', 'avg_pool2d', 'embedding', 'nll_loss', 'cross_entropy', 'dropout', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'take', 'scatter_add', 'relu', 'sigmoid', 'tanh', 'silu', 'gelu', 'softmax', 'log_softmax', 'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'one_hot', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'scaled_dot_product_attention', 'layer_norm']
 
 # %% ../../nbs/08b_functional.ipynb
-from ..ops.nn_ops import (conv, conv2d, conv2d_input, conv2d_weight, conv_transpose2d, max_pool2d, avg_pool2d,
-                               embedding, nll_loss, cross_entropy, dropout, checkpoint, checkpoint_sequential,
-                               graph_memory, take, scatter_add, linear, batch_norm)
+from ..ops.layers import (conv, conv2d, conv2d_input, conv2d_weight, conv_transpose2d, max_pool2d, avg_pool2d,
+                               embedding, take, scatter_add, linear, batch_norm)
+from ..ops.losses import nll_loss, cross_entropy, dropout, checkpoint, checkpoint_sequential, graph_memory
 from ..ops.elementwise import relu, sigmoid, tanh, silu, gelu
 from ..ops.softmax_family import softmax, log_softmax
 from ..ops.movement import pad
-from ..ops.nn_ops import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
+from ..ops.losses import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
                                one_hot)
 
 _all_ = [
@@ -22,9 +22,9 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'one_hot']
 
-# %% ../../nbs/10b_nn_more.ipynb 11
-from ..ops.nn_ops import (leaky_relu, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d, interpolate,
-                               smooth_l1_loss, huber_loss, kl_div)
+# %% ../../nbs/10b_nn_more.ipynb 12
+from ..ops.nn_extras import (leaky_relu, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d,
+                                  interpolate, smooth_l1_loss, huber_loss, kl_div)
 _all_ = ['leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',
          'smooth_l1_loss', 'huber_loss', 'kl_div']
 

@@ -11,8 +11,9 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype
-from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm,
-                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, int_pair, _one)
+from ..ops.layers import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy,
+                               conv_padding, int_pair)
+from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
@@ -593,7 +594,7 @@ class Conv2d(Module):
                              f"and out_channels={out_channels}")
         if padding_mode not in ('zeros', 'reflect', 'replicate', 'circular'):
             raise ValueError(f"Conv2d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got {padding_mode!r}")
-        self.pads = _conv_pads(padding, k, d, st, 'Conv2d')   # ((top, bottom), (left, right)); checks 'same' too
+        self.pads = conv_padding(padding, k, d, st, 'Conv2d')   # ((top, bottom), (left, right)); checks 'same' too
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
         self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
         fan_in, fan_out = init.conv_fans(in_channels // groups, out_channels, k)
@@ -679,7 +680,7 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10b_nn_more.ipynb 12
+# %% ../../nbs/10b_nn_more.ipynb 13
 class LeakyReLU(Module):
     "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -717,7 +718,7 @@ class Conv1d(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
                              f"out_channels={out_channels}")
-        k = _one(kernel_size, 'kernel_size', 'Conv1d')
+        k = single_int(kernel_size, 'kernel_size', 'Conv1d')
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight, self.bias = _conv_init((out_channels, in_channels // groups, k), in_channels // groups * k,
@@ -828,7 +829,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 18
+# %% ../../nbs/10b_nn_more.ipynb 19
 import io, json
 
 def _flatten_obj(obj, arrays):

@@ -11,7 +11,7 @@ from .. import ops
 from ..autograd import Tensor, no_grad
 from ..backend_ndarray.ndarray import NDArray, arange
 from .modules import Module, Parameter, Dropout, Embedding, Linear, LayerNorm1d
-from ..ops.nn_ops import linear
+from ..ops.layers import linear
 from ..ops.attention import scaled_dot_product_attention, layer_norm, causal_mask
 
 # %% auto 0
