@@ -586,7 +586,8 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode='zeros', device=None, dtype="float32"):
         super().__init__()
-        k, st, d = (int_pair(v, n, 'Conv2d') for v, n in ((kernel_size, 'kernel_size'), (stride, 'stride'), (dilation, 'dilation')))
+        k, st, d = (int_pair(v, n, 'Conv2d')
+                    for v, n in ((kernel_size, 'kernel_size'), (stride, 'stride'), (dilation, 'dilation')))
         if min(k) < 1 or min(st) < 1 or min(d) < 1:
             raise ValueError(f"Conv2d: kernel_size, stride and dilation must be >= 1, got {k}, {st}, {d}")
         if not isinstance(groups, numbers.Integral) or groups < 1 or in_channels % groups or out_channels % groups:

@@ -210,7 +210,8 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     It is `conv2d_input` for the convolution it undoes; `output_padding` picks among the input sizes that give `x`."""
     op = 'conv_transpose2d'
     _check_tensor(x, 'input', op); _same_place(op, x, weight=weight, bias=bias)
-    s, d, op_ = int_pair(stride, 'stride', op), int_pair(dilation, 'dilation', op), int_pair(output_padding, 'output_padding', op)
+    s, d = int_pair(stride, 'stride', op), int_pair(dilation, 'dilation', op)
+    op_ = int_pair(output_padding, 'output_padding', op)
     p = int_pair(padding, 'padding', op)
     unbatched = x.ndim == 3
     if unbatched: x = x.reshape((1,) + x.shape)
@@ -310,7 +311,8 @@ def _pool_setup(op, x, kernel_size, stride, padding, dilation, ceil_mode):
     _check_tensor(x, 'input', op)
     if x.ndim not in (3, 4): raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or 3-D (C, H, W), got shape {x.shape}")
     k = int_pair(kernel_size, 'kernel_size', op)
-    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else int_pair(stride, 'stride', op)
+    no_stride = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    s = k if no_stride else int_pair(stride, 'stride', op)
     p, d = int_pair(padding, 'padding', op), int_pair(dilation, 'dilation', op)
     if min(k) < 1 or min(s) < 1 or min(d) < 1: raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1, got {k}, {s}, {d}")
     if min(p) < 0: raise ValueError(f"{op}: padding must be non-negative, got {p}")
@@ -326,7 +328,6 @@ class MaxPool(TensorOp):
     "Max over `kernel` windows of `x` (N, C, H, W) padded with -inf; records the argmax for the backward pass."
     def __init__(self, kernel, stride, padding, dilation, out_hw):
         self.kernel, self.stride, self.padding, self.dilation, self.out_hw = kernel, stride, padding, dilation, out_hw
-        self.indices = None
     def compute(self, x: NDArray):
         N, C, H, W = x.shape
         (kh, kw), (oh, ow), (sh, sw), (dh, dw) = self.kernel, self.out_hw, self.stride, self.dilation
@@ -344,18 +345,19 @@ class MaxPool(TensorOp):
         row = (kr + (arange(oh, device=x.device) * sh - ph).reshape(1, 1, oh, 1)).maximum(0).minimum(H - 1)
         col = (kc + (arange(ow, device=x.device) * sw - pw).reshape(1, 1, 1, ow)).maximum(0).minimum(W - 1)
         plane = (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
-        self.indices = plane + row * W + col
-        out = x.reshape(-1).take(self.indices)
-        self.pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
-        if self.pad_only is not None:   # windows that see no input: torch's -inf
-            mask = NDArray(self.pad_only, device=x.device)
+        indices = plane + row * W + col
+        out = x.reshape(-1).take(indices)
+        pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
+        if pad_only is not None:   # windows that see no input: torch's -inf
+            mask = NDArray(pad_only, device=x.device)
             out = NDArray.where(mask, full((), float('-inf'), dtype=x.dtype, device=x.device), out)
-            self.pad_only = _const((mask == False).astype(x.dtype))
+            pad_only = _const((mask == False).astype(x.dtype))
+        self.save(indices, pad_only)   # the winners' flat indices (also max_pool2d's return_indices)
         return out
     def gradient(self, out_grad, node):
-        x = node.inputs[0]
-        if self.pad_only is not None: out_grad = out_grad * self.pad_only
-        return ScatterAdd(0, (x.size,))(out_grad, _const(self.indices)).reshape(x.shape)
+        x, (indices, pad_only) = node.inputs[0], self.saved
+        if pad_only is not None: out_grad = out_grad * pad_only
+        return ScatterAdd(0, (x.size,))(out_grad, _const(indices)).reshape(x.shape)
 
 def _pad_only_windows(hw, kernel, stride, padding, dilation, out_hw):
     "An (oh, ow) bool mask of the windows that lie entirely in the padding, or None when there are none."
@@ -377,7 +379,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     if unbatched: y = y.reshape(y.shape[1:])
     if not return_indices: return y
     N, C, H, W = x.shape
-    local = op.indices - (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
+    local = op.saved[0] - (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
     return y, Tensor.make_const(local.reshape(y.shape))
 
 # %% ../../nbs/08_nn_functional.ipynb
@@ -583,6 +585,13 @@ def _ones_row(a: NDArray) -> NDArray:
     if key not in _ONES: _ONES[key] = NDArray.make((1, a.shape[0]), device=a.device, dtype=a.dtype).fill(1)
     return _ONES[key]
 
+def _linear_adjoints(g2, x2, w, transposed, want_x, want_b, rowsum):
+    """The adjoints of `x2 @ W + b` for 2-D `g2` and `x2`: `g2 @ W^T`, `x2^T @ g2` (transposed when the weight is
+    torch's `(out, in)`) and `rowsum(g2)`; one formula, on NDArrays or on Tensors."""
+    gx = g2 @ (w if transposed else w.permute((1, 0))) if want_x else None
+    gw = g2.permute((1, 0)) @ x2 if transposed else x2.permute((1, 0)) @ g2
+    return gx, gw, rowsum(g2) if want_b else None
+
 class LinearOp(TensorOp):
     """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
     `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
@@ -596,17 +605,15 @@ class LinearOp(TensorOp):
     def gradient(self, g, node):
         x, w = node.inputs[:2]
         b = node.inputs[2] if len(node.inputs) > 2 else None
-        k, m, t = x.shape[-1], g.shape[-1], self.transposed
-        if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
-            g2, x2, wd = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data
-            gx = (g2 @ (wd if t else wd.permute((1, 0)))).reshape(x.shape) if x.requires_grad else None
-            gw = g2.permute((1, 0)) @ x2 if t else x2.permute((1, 0)) @ g2
-            out = (None if gx is None else Tensor.make_const(gx), Tensor.make_const(gw))
-            return out if b is None else out + (Tensor.make_const((_ones_row(g2) @ g2).reshape(b.shape)),)
-        g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        gx = (g2 @ (w if t else w.transpose())).reshape(x.shape)
-        out = (gx, g2.transpose() @ x2 if t else x2.transpose() @ g2)
-        return out if b is None else out + (g2.sum((0,), keepdims=True).reshape(b.shape),)
+        k, m = x.shape[-1], g.shape[-1]
+        if not is_grad_enabled():  # plain backward: on NDArrays, and no gradient for an input batch
+            gs = _linear_adjoints(g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data,
+                                  self.transposed, x.requires_grad, b is not None, lambda g2: _ones_row(g2) @ g2)
+            gs = tuple(None if a is None else Tensor.make_const(a) for a in gs)
+        else: gs = _linear_adjoints(g.reshape((-1, m)), x.reshape((-1, k)), w, self.transposed, True, b is not None,
+                                    lambda g2: g2.sum((0,), keepdims=True))
+        out = (None if gs[0] is None else gs[0].reshape(x.shape), gs[1])
+        return out if b is None else out + (gs[2].reshape(b.shape),)
 
 def affine(x, weight, bias) -> Tensor:
     "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
@@ -640,6 +647,13 @@ register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=No
 # %% ../../nbs/10_nn.ipynb 18
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
+def _bn_adjoints(g, xhat, r, w, axes, n):
+    """The adjoints of batch norm's `x`, `weight` and `bias` from `x_hat` and `r = (var + eps)^(-1/2)`; one formula,
+    on NDArrays or on Tensors (`r` and `w` shaped to broadcast against `x`)."""
+    gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
+    bc = (lambda a: a.broadcast_to(g.shape)) if isinstance(g, Tensor) else (lambda a: a)
+    return (g - bc(gsum / n) - xhat * bc(gx / n)) * bc(r * w), gx, gsum
+
 class BatchNormOp(TensorOp):
     "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
     def __init__(self, eps=1e-5): self.eps = eps
@@ -647,29 +661,28 @@ class BatchNormOp(TensorOp):
         axes = _bn_axes(x.ndim)
         n = math.prod(x.shape[i] for i in axes)
         kshape = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
-        self.mean = x.sum(axes, keepdims=True) / n
-        xc = x - self.mean
-        self.var = (xc * xc).sum(axes, keepdims=True) / n
-        self.r = (self.var + self.eps) ** -0.5
-        self.xhat = xc * self.r
-        return self.xhat * w.reshape(kshape) + b.reshape(kshape)
+        mean = x.sum(axes, keepdims=True) / n
+        xc = x - mean
+        var = (xc * xc).sum(axes, keepdims=True) / n
+        r = (var + self.eps) ** -0.5
+        self.save(xc * r, r, mean, var)
+        return self.saved[0] * w.reshape(kshape) + b.reshape(kshape)
+    mean = property(lambda self: self.saved[2], doc="The batch mean `compute` saved (for the running mean).")
+    var = property(lambda self: self.saved[3], doc="The biased batch variance `compute` saved (for the running var).")
     def gradient(self, g, node):
         x, w, b = node.inputs
         axes, shape = _bn_axes(x.ndim), x.shape
         n = math.prod(shape[i] for i in axes)
         kshape = tuple(shape[1] if i == 1 else 1 for i in range(x.ndim))
-        if not is_grad_enabled():  # plain backward: use the NDArrays saved by compute
-            gd, xhat = g.cached_data, self.xhat
-            gsum, gx = gd.sum(axes, keepdims=True), (gd * xhat).sum(axes, keepdims=True)
-            dx = (gd - gsum / n - xhat * (gx / n)) * (self.r * w.cached_data.reshape(kshape))
-            return tuple(Tensor.make_const(a) for a in (dx, gx.reshape(w.shape), gsum.reshape(b.shape)))
-        mean = (x.sum(axes, keepdims=True) / n).broadcast_to(shape)  # create_graph: the same formula in Tensor ops
-        xc = x - mean
-        r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
-        xhat = xc * r.broadcast_to(shape)
-        gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
-        dx = (g - (gsum / n).broadcast_to(shape) - xhat * (gx / n).broadcast_to(shape)) * (r * w.reshape(kshape)).broadcast_to(shape)
-        return dx, gx.reshape(w.shape), gsum.reshape(b.shape)
+        if not is_grad_enabled():  # plain backward: on the NDArrays saved by compute
+            xhat, r = self.saved[:2]
+            gs = _bn_adjoints(g.cached_data, xhat, r, w.cached_data.reshape(kshape), axes, n)
+            gs = tuple(Tensor.make_const(a) for a in gs)
+        else:  # create_graph: x_hat and r again, in Tensor ops, then the same formula
+            xc = x - (x.sum(axes, keepdims=True) / n).broadcast_to(shape)
+            r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
+            gs = _bn_adjoints(g, xc * r.broadcast_to(shape), r, w.reshape(kshape), axes, n)
+        return gs[0], gs[1].reshape(w.shape), gs[2].reshape(b.shape)
 
 def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-5) -> Tensor:
@@ -751,6 +764,10 @@ def _bad_label(name, y: NDArray, C):
     bad = a[(a < 0) | (a >= C)]
     raise ValueError(f"{name}: label {int(bad[0])} is out of range for {C} classes (expected 0..{C - 1})")
 
+def _sce_adjoint(p, onehot, g, N):
+    "The adjoint of the logits, `(softmax(z) - onehot) * g / N`; one formula, on NDArrays or on Tensors."
+    return (p - onehot) * (g / N)
+
 class SoftmaxCrossEntropy(TensorOp):
     """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
     `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
@@ -763,16 +780,16 @@ class SoftmaxCrossEntropy(TensorOp):
         zc = z - m
         e = zc.exp()
         s = e.sum(1, keepdims=True)
-        self.onehot, self.p = hit.astype(z.dtype), e / s
+        self.save(e / s, hit.astype(z.dtype))   # softmax(z) and the one-hot rows
         zy = zc.reshape(-1).take(y + arange(N, device=z.device) * C)  # row i: z_iy - m_i, picked (no -inf * 0)
         return (s.log().reshape(N) - zy).sum() / N                  # row i: log s_i - (z_iy - m_i)
     def gradient(self, out_grad, node):
         z = node.inputs[0]
         N = z.shape[0]
+        p, onehot = self.saved
         if not is_grad_enabled():   # plain backward: two array ops on the kept softmax and one-hot rows
-            return Tensor.make_const((self.p - self.onehot) * (out_grad.cached_data / N)), None
-        d = softmax(z, 1) - Tensor.make_const(self.onehot)
-        return d * (out_grad / N).broadcast_to(z.shape), None
+            return Tensor.make_const(_sce_adjoint(p, onehot, out_grad.cached_data, N)), None
+        return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
 
 def softmax_cross_entropy(logits, y) -> Tensor:
     "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."

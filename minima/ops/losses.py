@@ -259,9 +259,7 @@ class Checkpoint(TensorOp):
     def __init__(self, fn, n_args, rng=None, output=None):
         self.fn, self.n_args, self.rng, self._output = fn, n_args, rng, output
     def compute(self, *arrays):
-        if self._output is not None:
-            out, self._output = self._output, None
-            return out
+        if self._output is not None: return self._output   # the first forward, run by `checkpoint` itself
         with no_grad(): return self.fn(*[_const(a) for a in arrays[:self.n_args]]).cached_data
     def gradient(self, out_grad, node):
         create = is_grad_enabled()      # higher-order: recompute on the real inputs so the graph connects
@@ -292,7 +290,10 @@ def checkpoint(fn, *args) -> Tensor:
     params = [n for n in find_topo_sort([y]) if n.op is None and n.requires_grad and id(n) not in ids]
     out = y.cached_data
     del y, probe
-    return Checkpoint(fn, len(args), rng, out)(*args, *params)
+    op = Checkpoint(fn, len(args), rng, out)
+    y = op(*args, *params)
+    op._output = None   # held by y now; the op keeps no copy
+    return y
 
 def checkpoint_sequential(functions, segments, x) -> Tensor:
     "Run `functions` in order on `x`, split into `segments` checkpointed chunks (the last chunk runs normally, as in torch)."

@@ -57,8 +57,9 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     unb = x.ndim == 2
     x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
     p = single_int(padding, 'padding', 'conv1d')
-    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, single_int(stride, 'stride', 'conv1d')),
-               p if isinstance(p, str) else (0, p), (1, single_int(dilation, 'dilation', 'conv1d')), groups)
+    s, d = single_int(stride, 'stride', 'conv1d'), single_int(dilation, 'dilation', 'conv1d')
+    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, s),
+               p if isinstance(p, str) else (0, p), (1, d), groups)
     return y.reshape((y.shape[1], y.shape[3])) if unb else y.reshape((y.shape[0], y.shape[1], y.shape[3]))
 
 def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
@@ -71,8 +72,8 @@ def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
     "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d`."
-    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, single_int(dilation, 'dilation',
-                   'max_pool1d')), ceil_mode=ceil_mode)
+    d = single_int(dilation, 'dilation', 'max_pool1d')
+    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, d), ceil_mode=ceil_mode)
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
     "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."

@@ -89,8 +89,8 @@ class Recurrence(TensorTupleOp):
         scale, shift = scale.broadcast_to((B, G)).compact(), shift.broadcast_to((B, G)).compact()
         if b is not None: gx = gx + b
         new = lambda *s: NDArray.make(s, device=gx.device, dtype=gx.dtype)
-        out, self.act, self.cs = new(T, B, H), new(T, B, G), new(T + 1, B, H)
-        self.cs[0] = c
+        out, act, cs = new(T, B, H), new(T, B, G), new(T + 1, B, H)
+        cs[0] = c
         for t in range(T):
             a = h @ wt
             a += gx[t]
@@ -99,17 +99,19 @@ class Recurrence(TensorTupleOp):
             a += shift                      # columns: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
             c = a[:, H:2 * H] * c + a[:, :H] * a[:, 2 * H:3 * H]
             h = a[:, 3 * H:] * c.tanh()
-            self.act[t], self.cs[t + 1], out[t] = a, c, h
+            act[t], cs[t + 1], out[t] = a, c, h
+        self.save(act, cs)
         return out, h, c
 
     def _backward_lstm(self, gout, dh, dc, w):
         T, B, H = gout.shape
-        act, tc = self.act, self.cs[1:].tanh()
+        act, cs = self.saved
+        tc = cs[1:].tanh()
         i, f, g, o = (act[:, :, k * H:(k + 1) * H] for k in range(4))
         k = o * (1.0 - tc * tc)                      # dc_t += dh_t * k_t
         d = NDArray.make((T, B, 4, H), device=gout.device, dtype=gout.dtype)   # the gates' local derivatives
         d[:, :, 0] = g * i * (1.0 - i)
-        d[:, :, 1] = self.cs[:T] * f * (1.0 - f)
+        d[:, :, 1] = cs[:T] * f * (1.0 - f)
         d[:, :, 2] = i * (1.0 - g * g)
         d[:, :, 3] = tc * o * (1.0 - o)
         f = f.compact()
@@ -125,19 +127,20 @@ class Recurrence(TensorTupleOp):
 
     def _forward(self, gx, h, w, b):
         T, (B, H) = gx.shape[0], h.shape
-        wt, out, self.saved = w.permute((1, 0)), NDArray.make((T, B, H), device=gx.device, dtype=gx.dtype), []
+        wt, out, steps = w.permute((1, 0)), NDArray.make((T, B, H), device=gx.device, dtype=gx.dtype), []
         for t in range(T):
             z, gh = gx[t], h @ wt
             if b is not None: gh = gh + b
-            if self.mode == 'RNN_TANH': h = (z + gh).tanh(); self.saved.append(h)
-            elif self.mode == 'RNN_RELU': h = (z + gh).maximum(0); self.saved.append(h)
+            if self.mode == 'RNN_TANH': h = (z + gh).tanh(); steps.append(h)
+            elif self.mode == 'RNN_RELU': h = (z + gh).maximum(0); steps.append(h)
             else:  # GRU: r and z see x and h; the candidate n sees r * (W_hn h + b_hn)
                 rz = _sigmoid_nd(z[:, :2 * H] + gh[:, :2 * H])
                 r, zt, ghn = rz[:, :H], rz[:, H:], gh[:, 2 * H:]
                 n = (z[:, 2 * H:] + r * ghn).tanh()
-                self.saved.append((r, zt, n, ghn, h))
+                steps.append((r, zt, n, ghn, h))
                 h = n + zt * (h - n)
             out[t] = h
+        self.save(*steps)
         return out, h
 
     def _backward(self, gout, dh, w, H):
