@@ -407,13 +407,13 @@ def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLUOp()(_float
 
 _K, _C = math.sqrt(2.0 / math.pi), 0.044715
 
-def _gelu_tanh_slope(x, t):
-    "The tanh GELU's derivative at `x`, given `t = tanh(K (x + C x^3))`: one formula for NDArrays and Tensors alike."
-    return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
-
 class GELUOp(TensorOp):
     "GELU: `approximate='none'` (exact, through erf; torch's default, as `gelu`'s) or `'tanh'`."
     def __init__(self, approximate='none'): self.approximate = approximate
+    @staticmethod
+    def _tanh_slope(x, t):
+        "The tanh GELU's derivative at `x`, given `t = tanh(K (x + C x^3))`: one formula on NDArrays and Tensors."
+        return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
     def compute(self, a: NDArray):
         if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
         t = ((a + a * a * a * _C) * _K).tanh()
@@ -424,8 +424,8 @@ class GELUOp(TensorOp):
         if self.approximate == 'none':
             return out_grad * ((erf(a / math.sqrt(2.0)) + 1.0) * 0.5 + a * exp(a * a * -0.5) / math.sqrt(2 * math.pi))
         if not is_grad_enabled():   # plain backward: on arrays, reusing the forward's tanh
-            return Tensor.make_const(out_grad.cached_data * _gelu_tanh_slope(a.cached_data, self.saved[0]))
-        return out_grad * _gelu_tanh_slope(a, tanh((a + a * a * a * _C) * _K))
+            return Tensor.make_const(out_grad.cached_data * self._tanh_slope(a.cached_data, self.saved[0]))
+        return out_grad * self._tanh_slope(a, tanh((a + a * a * a * _C) * _K))
 
 def gelu(a, approximate='none') -> Tensor:
     "GELU: exact (`'none'`, torch's default) or `approximate='tanh'`. `gelu(Tensor([0.]))` is `[0.]`."
