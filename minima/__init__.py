@@ -8,7 +8,7 @@ from .viz import draw_graph
 from . import ops
 from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
-from .ops.nn_ops import checkpoint
+from .ops.losses import checkpoint
 from .init import manual_seed
 from . import utils                                                  # minima.utils.data (21b)
 from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)

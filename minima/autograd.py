@@ -28,8 +28,18 @@ class Op:
         if isinstance(g, tuple): return g
         if isinstance(g, list): return tuple(g)
         return (g,)
+    def save(self, *values):
+        """Keep forward intermediates for `gradient`: `self.save(a, b)` in `compute`, `a, b = self.saved` in
+        `gradient` (torch's `save_for_backward`). Besides its hyper-parameters, the only state an op keeps."""
+        self._saved = values
+    @property
+    def saved(self) -> tuple:
+        "The values `compute` kept with `save`, in order."
+        try: return self._saved
+        except AttributeError: raise RuntimeError(f"{type(self).__name__}.gradient reads saved values, "
+                                                  "but its compute saved none (call self.save(...))") from None
     def __repr__(self):
-        args = ', '.join(f'{k}={v!r}' for k, v in vars(self).items())
+        args = ', '.join(f'{k}={v!r}' for k, v in vars(self).items() if k != '_saved')
         return f'{type(self).__name__}({args})'
     saved_inputs = None   # which inputs `gradient` reads the values of (None: all); in-place changes to them raise
     saves_output = True   # whether `gradient` reads the output's value

@@ -176,9 +176,9 @@ class Recorder:
 # them again, so that a replay draws fresh numbers from the same generator, in the same order as eager code.
 def _random_sources():
     from minima import init
-    from minima.ops import nn_ops, attention
+    from minima.ops import losses, attention
     return [(init, 'rand', 'tensor'), (init, 'randn', 'tensor'), (init, 'randb', 'tensor'),
-            (nn_ops, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
+            (losses, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
 
 class _Draw(np.ndarray):
     "Host random numbers, or an array computed from them with ufuncs, that know how to compute themselves again."

@@ -4,6 +4,7 @@
 
 # %% ../nbs/02_testing.ipynb 4
 from __future__ import annotations
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
@@ -52,6 +53,13 @@ class OpSpec:
     notes: str = ''
 
 REGISTRY: dict = {}
+_SOURCE: dict = {}   # op name -> the module that registered it
+
+def _registering_module() -> str:
+    "The module whose code called `register_op` (the first frame outside this module)."
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get('__name__') == __name__: f = f.f_back
+    return f.f_globals.get('__name__', '?') if f is not None else '?'
 
 def register_op(name, fn, torch_fn, cases, op=None, **kwargs) -> OpSpec:
     """Register op `name` with the harness.
@@ -59,7 +67,14 @@ def register_op(name, fn, torch_fn, cases, op=None, **kwargs) -> OpSpec:
     `fn(*tensors, **kw)` calls minima; `torch_fn(torch, *tensors, **kw)` calls the reference. `cases` is a list of
     `case(...)`. `domain` is one of `DOMAINS` (or one per input); `grad` lists which inputs are differentiable (default:
     all float inputs); `smooth=False` skips the second-derivative check (kinks); `skip={'check': 'reason'}` skips a
-    check with a stated reason; `make_inputs(rng, shapes, **kw)` builds custom float64/int/bool numpy inputs."""
+    check with a stated reason; `make_inputs(rng, shapes, **kw)` builds custom float64/int/bool numpy inputs.
+
+    One name, one definition: registering a name that another module already registered raises. The module that
+    registered it may register it again (a re-run), and so may `__main__`: a chapter re-running its exported cells."""
+    where = _registering_module()
+    if name in _SOURCE and _SOURCE[name] != where and where != '__main__':
+        raise ValueError(f"register_op: {name!r} is already registered by {_SOURCE[name]}; {where} registers it "
+                         f"again. One name has one definition: rename one of the two ops")
     for k, reason in kwargs.get('skip', {}).items():
         if k not in ('forward', 'backward', 'fd', 'second'):
             raise ValueError(f"register_op({name}): unknown check {k!r} in skip")
@@ -67,6 +82,7 @@ def register_op(name, fn, torch_fn, cases, op=None, **kwargs) -> OpSpec:
             raise ValueError(f"register_op({name}): skipping {k!r} needs a written reason")
     spec = OpSpec(name, fn, torch_fn, [c if isinstance(c, Case) else case(*c) for c in cases], op=op, **kwargs)
     REGISTRY[name] = spec
+    if where != '__main__' or name not in _SOURCE: _SOURCE[name] = where
     return spec
 
 def registered_ops() -> list: "Names of every registered op."; return sorted(REGISTRY)

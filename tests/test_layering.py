@@ -54,16 +54,25 @@ def test_ops_never_import_nn():
     assert not bad, f'minima.ops imports minima.nn: {bad}'
 
 
-def test_no_name_means_two_things():
+def _namespaces():
+    "`minima.ops`, `minima.nn`, `F`, and each of their modules on its own: a star import cannot hide a name there."
     import minima.ops as O, minima.nn as N, minima.nn.functional as F
+    yield from [('minima.ops', O), ('minima.nn', N), ('minima.nn.functional', F)]
+    for pkg in (O, N):
+        for info in pkgutil.iter_modules(pkg.__path__, prefix=pkg.__name__ + '.'):
+            if info.name != 'minima.ops.torch_face': yield info.name, importlib.import_module(info.name)   # torch's face
+
+
+def test_no_name_means_two_things():
     seen, clashes = {}, []
-    for where, mod in [('ops', O), ('nn', N), ('nn.functional', F)]:
-        for name in dir(mod):
+    for where, mod in _namespaces():
+        for name in getattr(mod, '__all__', dir(mod)):
             obj = getattr(mod, name)
             if name.startswith('_') or inspect.ismodule(obj): continue
             if name in seen and seen[name][1] is not obj: clashes.append((name, seen[name][0], where))
             seen.setdefault(name, (where, obj))
     assert not clashes, f'the same public name refers to different objects: {clashes}'
+    assert len(seen) > 200 and 'minima.ops.attention' in dict(_namespaces())
 
 
 def test_functional_holds_functions_only():

@@ -5,7 +5,7 @@
 # %% ../../nbs/21_numpy_device.ipynb 4
 from __future__ import annotations
 from abc import ABC, abstractmethod
-import functools
+import functools, math
 import numpy as np
 
 # %% auto 0
@@ -15,12 +15,6 @@ __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'Backe
 # %% ../../nbs/21_numpy_device.ipynb
 DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'int8', 'uint8')
 
-@functools.lru_cache(maxsize=4096)
-def _row_major(shape):
-    "(row-major strides, size) of `shape`, in elements."
-    st, s = [], 1
-    for n in reversed(shape): st.append(s); s *= n
-    return tuple(reversed(st)), s
 EWISE_OPS = ('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge')
 SCALAR_OPS = EWISE_OPS + ('rsub', 'rdiv', 'rpow')
 UNARY_OPS = ('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign')
@@ -96,7 +90,7 @@ class BackendDevice(ABC):
     # saves a copy on every broadcast binary op and every reduction over a non-trailing axis.
     def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
         "`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have stride 0)."
-        n = _row_major(tuple(shape))[1]
+        n = math.prod(shape)
         ta, tb = self.alloc(n, self.handle_dtype(a)), self.alloc(n, self.handle_dtype(b))
         self.compact(a, ta, shape, a_strides, a_offset)
         self.compact(b, tb, shape, b_strides, b_offset)
@@ -110,7 +104,7 @@ class BackendDevice(ABC):
     def reduce_strided(self, kind: str, a, shape, strides, offset, out, k: int):
         "Reduce (`kind` is 'sum' or 'max') the last `k` axes of the strided view of `a` into the compact `out`."
         shape = tuple(shape)
-        n, r = _row_major(shape)[1], _row_major(shape[len(shape) - k:])[1]
+        n, r = math.prod(shape), math.prod(shape[len(shape) - k:])
         t = self.alloc(n, self.handle_dtype(a))
         self.compact(a, t, shape, strides, offset)
         (self.reduce_sum if kind == 'sum' else self.reduce_max)(t, out, r)
@@ -150,8 +144,8 @@ _SCALAR_REFLECTED = dict(rsub=np.subtract, rdiv=np.divide, rpow=np.power)
 def _view(h, shape, strides, offset):
     "A numpy view of the strided region of flat buffer `h` (strides in elements)."
     shape, strides = tuple(shape), tuple(strides)
-    rm, size = _row_major(shape)
-    if strides == rm: return h[offset:offset + size].reshape(shape)   # contiguous: a cheap slice, no as_strided
+    if strides == compact_strides(shape):   # contiguous: a cheap slice, no as_strided
+        return h[offset:offset + (shape[0] * strides[0] if shape else 1)].reshape(shape)
     isz = h.itemsize
     try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))   # ~0.5 us
     except (ValueError, TypeError):
@@ -251,3 +245,6 @@ def get_device(device) -> BackendDevice:
         if device in ('cpu', 'cpu_numpy', 'numpy'): return _CPU
         if device in ('cuda', 'gpu', 'cuda:0'): return cuda()
     raise ValueError(f"unknown device {device!r}: expected 'cpu', 'cuda' or a BackendDevice such as minima.cpu()")
+
+# chapter 20's row-major strides; imported last, because the ndarray module imports this one first
+from .ndarray import compact_strides

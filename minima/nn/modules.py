@@ -11,12 +11,13 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype
-from ..ops.nn_ops import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm,
-                               softmax_cross_entropy, _bn_axes, _one_hot_labels, _conv_pads, _pair, _one)
+from ..ops.layers import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy,
+                               conv_padding, int_pair)
+from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['LayerNorm', 'Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 class Parameter(Tensor):
@@ -509,8 +510,6 @@ class LayerNorm1d(Module):
         var = ((xc * xc).sum(-1, keepdims=True) / n).broadcast_to(x.shape)
         return xc / (var + self.eps) ** 0.5 * self.weight.broadcast_to(x.shape) + self.bias.broadcast_to(x.shape)
 
-LayerNorm = LayerNorm1d
-
 # %% ../../nbs/10_nn.ipynb
 class Dropout(Module):
     "Zero each element with probability `p` in training (scaling the rest by `1/(1-p)`); identity in eval."
@@ -587,7 +586,8 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode='zeros', device=None, dtype="float32"):
         super().__init__()
-        k, st, d = (_pair(v, n, 'Conv2d') for v, n in ((kernel_size, 'kernel_size'), (stride, 'stride'), (dilation, 'dilation')))
+        k, st, d = (int_pair(v, n, 'Conv2d')
+                    for v, n in ((kernel_size, 'kernel_size'), (stride, 'stride'), (dilation, 'dilation')))
         if min(k) < 1 or min(st) < 1 or min(d) < 1:
             raise ValueError(f"Conv2d: kernel_size, stride and dilation must be >= 1, got {k}, {st}, {d}")
         if not isinstance(groups, numbers.Integral) or groups < 1 or in_channels % groups or out_channels % groups:
@@ -595,7 +595,7 @@ class Conv2d(Module):
                              f"and out_channels={out_channels}")
         if padding_mode not in ('zeros', 'reflect', 'replicate', 'circular'):
             raise ValueError(f"Conv2d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got {padding_mode!r}")
-        self.pads = _conv_pads(padding, k, d, st, 'Conv2d')   # ((top, bottom), (left, right)); checks 'same' too
+        self.pads = conv_padding(padding, k, d, st, 'Conv2d')   # ((top, bottom), (left, right)); checks 'same' too
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
         self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
         fan_in, fan_out = init.conv_fans(in_channels // groups, out_channels, k)
@@ -620,9 +620,9 @@ class Conv2d(Module):
 
 def _pool_args(name, kernel_size, stride, padding, dilation):
     "torch's checks, at construction: sizes are ints or pairs, stride and dilation >= 1 (`stride=None`: the kernel)."
-    k = _pair(kernel_size, 'kernel_size', name)
-    s = k if stride is None else _pair(stride, 'stride', name)
-    p, d = _pair(padding, 'padding', name), _pair(dilation, 'dilation', name)
+    k = int_pair(kernel_size, 'kernel_size', name)
+    s = k if stride is None else int_pair(stride, 'stride', name)
+    p, d = int_pair(padding, 'padding', name), int_pair(dilation, 'dilation', name)
     if min(k) < 1 or min(s) < 1 or min(d) < 1:
         raise ValueError(f"{name}: kernel_size, stride and dilation must be >= 1, got {k}, {s} and {d}")
     if min(p) < 0: raise ValueError(f"{name}: padding must be non-negative, got {padding!r}")
@@ -681,7 +681,7 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10b_nn_more.ipynb 12
+# %% ../../nbs/10b_nn_more.ipynb 13
 class LeakyReLU(Module):
     "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -719,7 +719,7 @@ class Conv1d(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
                              f"out_channels={out_channels}")
-        k = _one(kernel_size, 'kernel_size', 'Conv1d')
+        k = single_int(kernel_size, 'kernel_size', 'Conv1d')
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight, self.bias = _conv_init((out_channels, in_channels // groups, k), in_channels // groups * k,
@@ -739,7 +739,7 @@ class ConvTranspose2d(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"ConvTranspose2d: groups={groups} must divide in_channels={in_channels} and "
                              f"out_channels={out_channels}")
-        k = _pair(kernel_size, 'kernel_size', 'ConvTranspose2d')
+        k = int_pair(kernel_size, 'kernel_size', 'ConvTranspose2d')
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.groups, self.dilation = groups, dilation
@@ -830,7 +830,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 18
+# %% ../../nbs/10b_nn_more.ipynb 19
 import io, json
 
 def _flatten_obj(obj, arrays):

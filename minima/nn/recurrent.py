@@ -10,8 +10,8 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor
 from .modules import Module, Parameter
-from ..ops.nn_ops import linear
-from ..ops.recurrent import _GATES, recurrence, cell_step
+from ..ops.layers import linear
+from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step
 
 def _positive_int(layer, name, v):
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:

@@ -7,6 +7,8 @@ from .movement import *
 from .reduce import *
 from .linalg import *
 from .softmax_family import *
-from .nn_ops import *
+from .layers import *
+from .losses import *
+from .nn_extras import *
 from .recurrent import *
 from .attention import *

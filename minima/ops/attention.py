@@ -63,24 +63,26 @@ class ScaledDotProductAttention(TensorOp):
         s = (q @ _swap(k)) * self.scale
         mask = self.mask if mask is None else mask
         if mask is not None: s = s + mask
-        self.p, self.live = _softmax_nd(s) if mask is not None else (_softmax_nd(s)[0], None)
-        return (self.p if self.keep is None else self.p * self.keep) @ v
+        p, live = _softmax_nd(s) if mask is not None else (_softmax_nd(s)[0], None)
+        self.save(p, live)
+        return (p if self.keep is None else p * self.keep) @ v
     def gradient(self, out_grad, node):
         q, k, v = node.inputs[:3]
         mt = node.inputs[3] if len(node.inputs) > 3 else None
+        p, live = self.saved
         if not is_grad_enabled():   # plain backward: arrays, with the P kept by the forward pass
-            *gs, gm = _sdpa_vjp(q.cached_data, k.cached_data, v.cached_data, self.p, out_grad.cached_data,
+            *gs, gm = _sdpa_vjp(q.cached_data, k.cached_data, v.cached_data, p, out_grad.cached_data,
                                 self.scale, self.keep)
             out = tuple(Tensor.make_const(x) for x in gs)
             return out if mt is None else out + (Tensor.make_const(_sum_to(gm, mt.shape)),)
         s = (q @ k.transpose()) * self.scale
         if mt is not None: s = s + mt
         elif self.mask is not None: s = s + Tensor.make_const(self.mask)
-        if self.live is not None:   # rows with no key: finite scores there, then probabilities zeroed by `live`
-            live = self.live.broadcast_to(s.shape)
-            s = where(Tensor.make_const(live != 0), s, Tensor.make_const(live))
+        if live is not None:   # rows with no key: finite scores there, then probabilities zeroed by `live`
+            lv = live.broadcast_to(s.shape)
+            s = where(Tensor.make_const(lv != 0), s, Tensor.make_const(lv))
         p = softmax(s, -1)
-        if self.live is not None: p = p * Tensor.make_const(self.live).broadcast_to(p.shape)
+        if live is not None: p = p * Tensor.make_const(live).broadcast_to(p.shape)
         keep = None if self.keep is None else Tensor.make_const(self.keep)
         *gs, gm = _sdpa_vjp(q, k, v, p, out_grad, self.scale, keep)
         return tuple(gs) if mt is None else tuple(gs) + (_sum_to(gm, mt.shape),)
@@ -280,13 +282,14 @@ class LayerNormOp(TensorOp):
     def __init__(self, eps=1e-5): self.eps = eps
     def compute(self, x: NDArray, w: NDArray, b: NDArray):
         D = prod(w.shape)
-        self.xhat, self.r = _ln_stats(x.reshape((-1, D)), self.eps)
-        return (self.xhat * w.reshape((D,)) + b.reshape((D,))).reshape(x.shape)
+        xhat, r = _ln_stats(x.reshape((-1, D)), self.eps)
+        self.save(xhat, r)
+        return (xhat * w.reshape((D,)) + b.reshape((D,))).reshape(x.shape)
     def gradient(self, out_grad, node):
         x, w, b = node.inputs
         D = prod(w.shape)
         if not is_grad_enabled():
-            gs = _ln_vjp(out_grad.cached_data.reshape((-1, D)), self.xhat, self.r, w.cached_data.reshape((D,)))
+            gs = _ln_vjp(out_grad.cached_data.reshape((-1, D)), *self.saved, w.cached_data.reshape((D,)))
             gs = (gs[0].reshape(x.shape), gs[1].reshape(w.shape), gs[2].reshape(b.shape))
             return tuple(Tensor.make_const(t) for t in gs)
         xhat, r = _ln_stats(x.reshape((-1, D)), self.eps)
@@ -314,7 +317,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Ten
         raise ValueError(f"layer_norm: weight and bias must have shape {shape}, got {w.shape} and {b.shape}")
     return LayerNormOp(float(eps))(x, w, b)
 
-register_op('layer_norm', lambda x, w, b, eps=1e-5: layer_norm(x, w.shape, w, b, eps),
-            lambda T, x, w, b, eps=1e-5: T.nn.functional.layer_norm(x, tuple(w.shape), w, b, eps),
-            [case((4, 5), (5,), (5,)), case((2, 3, 4), (4,), (4,)), case((2, 3, 4), (3, 4), (3, 4), eps=1e-3),
-             case((1, 6), (6,), (6,))], op=LayerNormOp);
+def _ln_shape(ns): return ns if isinstance(ns, tuple) else (ns,)
+register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),   # chapter 08b's cases too:
+            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, _ln_shape(ns), *wb, **kw),   # no affine, an int
+            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), (4,), (4,), ns=(4,)),
+             case((2, 3, 4), (3, 4), (3, 4), ns=(3, 4), eps=1e-3), case((1, 6), (6,), (6,), ns=(6,)),
+             case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)], op=LayerNormOp);

@@ -25,7 +25,7 @@ def unbroadcast(g: Tensor, shape) -> Tensor:
 def _tensor(x, like: Tensor) -> Tensor:
     return as_operand(x, like)   # torch's dtype for numbers, lists and arrays
 
-def _pair(a, b, name):
+def _operands(a, b, name):
     "Both operands as Tensors on one device, with shapes that broadcast; errors name the op."
     if isinstance(a, Tensor) and isinstance(b, Tensor):   # the hot path: two tensors of one shape on one device
         da, db = a.cached_data, b.cached_data
@@ -63,7 +63,7 @@ class EWiseAdd(TensorOp):
 
 def add(a, b) -> Tensor:
     "`a + b` elementwise, broadcasting like numpy. `add(Tensor([1., 2]), Tensor([10.]))` is `[11, 12]`."
-    return EWiseAdd()(*_pair(a, b, 'add'))
+    return EWiseAdd()(*_operands(a, b, 'add'))
 
 class AddScalar(TensorOp):
     "`a + scalar`."
@@ -89,7 +89,7 @@ class EWiseSub(TensorOp):
 
 def subtract(a, b) -> Tensor:
     "`a - b` elementwise, with broadcasting. `subtract(Tensor([3., 4]), Tensor([1.]))` is `[2, 3]`."
-    return EWiseSub()(*_pair(a, b, 'subtract'))
+    return EWiseSub()(*_operands(a, b, 'subtract'))
 
 def sub_scalar(a, scalar) -> Tensor:
     "`a - scalar`, as `add_scalar(a, -scalar)`."
@@ -124,7 +124,7 @@ class EWiseMul(TensorOp):
 
 def multiply(a, b) -> Tensor:
     "`a * b` elementwise, with broadcasting."
-    return EWiseMul()(*_pair(a, b, 'multiply'))
+    return EWiseMul()(*_operands(a, b, 'multiply'))
 
 class MulScalar(TensorOp):
     "`a * scalar`."
@@ -146,7 +146,7 @@ class EWiseDiv(TensorOp):
         a, b = node.inputs
         return unbroadcast(out_grad / b, a.shape), unbroadcast(-out_grad * (a / b / b), b.shape)
 
-def divide(a, b) -> Tensor: "`a / b` elementwise, with broadcasting."; return EWiseDiv()(*_pair(a, b, 'divide'))
+def divide(a, b) -> Tensor: "`a / b` elementwise, with broadcasting."; return EWiseDiv()(*_operands(a, b, 'divide'))
 
 class DivScalar(TensorOp):
     "`a / scalar`."
@@ -253,7 +253,7 @@ def power(a, b) -> Tensor:
         return power_scalar(a, b)
     if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
         return rpower_scalar(b, a)
-    return EWisePow()(*_pair(a, b, 'power'))
+    return EWisePow()(*_operands(a, b, 'power'))
 
 class RPowerScalar(TensorOp):
     "`scalar ** a` (Python's reflected `2 ** x`)."
@@ -408,22 +408,24 @@ def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLUOp()(_float
 _K, _C = math.sqrt(2.0 / math.pi), 0.044715
 
 class GELUOp(TensorOp):
-    "GELU: `approximate='tanh'` (PyTorch's `gelu(x, approximate='tanh')`) or `'none'` (exact, through erf)."
-    def __init__(self, approximate='tanh'): self.approximate = approximate
+    "GELU: `approximate='none'` (exact, through erf; torch's default, as `gelu`'s) or `'tanh'`."
+    def __init__(self, approximate='none'): self.approximate = approximate
+    @staticmethod
+    def _tanh_slope(x, t):
+        "The tanh GELU's derivative at `x`, given `t = tanh(K (x + C x^3))`: one formula on NDArrays and Tensors."
+        return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
     def compute(self, a: NDArray):
         if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
-        self.t = ((a + a * a * a * _C) * _K).tanh()
-        return (self.t + 1.0) * a * 0.5
+        t = ((a + a * a * a * _C) * _K).tanh()
+        self.save(t)
+        return (t + 1.0) * a * 0.5
     def gradient(self, out_grad, node):
         a = node.inputs[0]
         if self.approximate == 'none':
             return out_grad * ((erf(a / math.sqrt(2.0)) + 1.0) * 0.5 + a * exp(a * a * -0.5) / math.sqrt(2 * math.pi))
-        if not is_grad_enabled():   # plain backward: the same formula on arrays, reusing the forward's tanh
-            x, t = a.cached_data, self.t
-            d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
-            return Tensor.make_const(out_grad.cached_data * d)
-        t = tanh((a + a * a * a * _C) * _K)
-        return out_grad * ((t + 1.0) * 0.5 + a * 0.5 * (1.0 - t * t) * _K * (1.0 + a * a * (3 * _C)))
+        if not is_grad_enabled():   # plain backward: on arrays, reusing the forward's tanh
+            return Tensor.make_const(out_grad.cached_data * self._tanh_slope(a.cached_data, self.saved[0]))
+        return out_grad * self._tanh_slope(a, tanh((a + a * a * a * _C) * _K))
 
 def gelu(a, approximate='none') -> Tensor:
     "GELU: exact (`'none'`, torch's default) or `approximate='tanh'`. `gelu(Tensor([0.]))` is `[0.]`."
@@ -460,10 +462,10 @@ class Minimum(TensorOp):
 
 def maximum(a, b) -> Tensor:
     "Elementwise `max(a, b)`, broadcasting; `b` may be a number."
-    return Maximum()(*_pair(a, b, 'maximum'))
+    return Maximum()(*_operands(a, b, 'maximum'))
 def minimum(a, b) -> Tensor:
     "Elementwise `min(a, b)`, broadcasting; `b` may be a number."
-    return Minimum()(*_pair(a, b, 'minimum'))
+    return Minimum()(*_operands(a, b, 'minimum'))
 
 def _ties(rng, shapes): return [np.round(rng.standard_normal(s) * 1.5) for s in shapes]
 _nofd = 'finite differences are meaningless at ties, where max has a kink'
@@ -528,7 +530,7 @@ class Compare(TensorOp):
 
 def _compare(kind):
     def f(a, b) -> Tensor:
-        a, b = _pair(a, b, kind)
+        a, b = _operands(a, b, kind)
         return Compare(kind)(a, b).detach()
     f.__name__, f.__qualname__ = kind, kind
     f.__doc__ = f"Elementwise `{kind}(a, b)` with broadcasting: a bool Tensor without gradient."

@@ -230,10 +230,10 @@ def getitem(a, idx) -> Tensor:
     idx = _torch_index(idx)
     k = _n_arrays(idx)
     if k == 1:
-        from minima.ops.nn_ops import index_gather   # the gather op lives with take, further down the course
+        from minima.ops.layers import index_gather   # the gather op lives with take, further down the course
         return index_gather(a, idx)
     if k > 1:   # several index arrays: gather the flat positions they select
-        from minima.ops.nn_ops import take
+        from minima.ops.layers import take
         pos = _flat_positions(a.shape, idx)
         return take(reshape(a, (-1,)), Tensor.make_const(NDArray(pos, device=a.device, dtype='int64')))
     return GetItem(_norm_index(idx))(a)

@@ -11,7 +11,7 @@ from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, 
 from ..backend_ndarray.device import DTYPES, get_device, default_device
 from ..testing import register_op, case
 from . import elementwise as _ew, movement as _mv, reduce as _rd, softmax_family as _sf, linalg as _la
-from .nn_ops import take as _take, Take
+from .layers import take as _take, Take
 from .attention import tril, triu   # the causal mask's triangles (chapter 15)
 
 # %% auto 0
@@ -400,7 +400,7 @@ def _scatter(input, dim, index, src, name):
     c = lambda a: Tensor.make_const(NDArray(a, device=input.device, dtype='int64'))
     n = builtins.int(np.prod(input.shape))
     picked = _take(vals, c(which)) if vals.dtype == input.dtype else _mv.cast(_take(vals, c(which)), input.dtype)
-    from minima.ops.nn_ops import scatter_add as _scatter_add
+    from minima.ops.layers import scatter_add as _scatter_add
     placed = _scatter_add(picked, c(pos), 0, (n,))
     hit = np.zeros(n, bool); hit[pos] = True
     out = _ew.where(Tensor.make_const(NDArray(hit, device=input.device, dtype='bool')), placed,
@@ -419,7 +419,7 @@ def scatter_add(input, dim, index, src) -> Tensor:
     flat = _flat_positions(input.shape, d, i).reshape(-1)
     sub = tuple(slice(0, n) for n in index.shape)
     vals = _mv.reshape(src[sub] if src.shape != index.shape else src, (-1,))
-    from minima.ops.nn_ops import scatter_add as _scatter_add
+    from minima.ops.layers import scatter_add as _scatter_add
     added = _scatter_add(vals, Tensor.make_const(NDArray(flat, device=input.device, dtype='int64')), 0,
                          (builtins.int(np.prod(input.shape)),))
     return input + _mv.reshape(added, input.shape)

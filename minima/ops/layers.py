@@ -6,24 +6,18 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad_enabled, grad as _grad,
-                             find_topo_sort)
-from ..backend_ndarray.ndarray import prod, full, zeros, arange
-from .elementwise import exp
-from .reduce import logsumexp
-from .softmax_family import log_softmax, softmax
-from .linalg import matmul
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..backend_ndarray.ndarray import full, zeros, arange
+from .elementwise import _const
 from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['Conv', 'ConvInput', 'ConvWeight', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'layer_norm', 'one_hot', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'GradHook', 'grad_hook']
+__all__ = ['int_pair', 'Conv', 'ConvInput', 'ConvWeight', 'conv_padding', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
 
 # %% ../../nbs/08_nn_functional.ipynb
-def _const(a: NDArray) -> Tensor: return Tensor.make_const(a)
-
-def _pair(v, name, op):
-    "An int or a pair of ints as a pair; errors name the op."
+def int_pair(v, name, op):
+    "`v` (an int, or a pair of ints) as a pair of ints, as conv and pool sizes are given; errors name `op` and `name`."
     if isinstance(v, numbers.Integral) and not isinstance(v, bool): return (int(v), int(v))
     if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, numbers.Integral) for i in v):
         return (int(v[0]), int(v[1]))
@@ -147,14 +141,15 @@ def _crop_to(y, shape):
     return y if y.shape == tuple(shape) else y[:, :, :shape[2], :shape[3]]
 
 # %% ../../nbs/08_nn_functional.ipynb
-def _conv_pads(padding, k, dilation, stride, op):
+def conv_padding(padding, k, dilation, stride, op):
+    "torch's conv `padding` (an int, a pair, 'same' or 'valid') as `((top, bottom), (left, right))`; errors name `op`."
     if isinstance(padding, str):
         if padding == 'valid': return ((0, 0), (0, 0))
         if padding != 'same': raise ValueError(f"{op}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
         if stride != (1, 1): raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
         tot = [d * (kk - 1) for d, kk in zip(dilation, k)]
         return tuple((t // 2, t - t // 2) for t in tot)
-    p = _pair(padding, 'padding', op)
+    p = int_pair(padding, 'padding', op)
     if min(p) < 0: raise ValueError(f"{op}: padding must be non-negative, got {padding!r}")
     return ((p[0], p[0]), (p[1], p[1]))
 
@@ -164,7 +159,7 @@ def _conv_setup(op, x_shape, w_shape, stride, padding, dilation, groups, x_dtype
     if len(w_shape) != 4: raise ValueError(f"{op}: expected a 4-D weight (C_out, C_in/groups, KH, KW), got shape {tuple(w_shape)}")
     if x_dtype is not None and x_dtype != w_dtype:
         raise TypeError(f"{op}: input dtype {x_dtype} and weight dtype {w_dtype} differ")
-    stride, dilation = _pair(stride, 'stride', op), _pair(dilation, 'dilation', op)
+    stride, dilation = int_pair(stride, 'stride', op), int_pair(dilation, 'dilation', op)
     if min(stride) < 1: raise ValueError(f"{op}: stride must be >= 1, got {stride}")
     if min(dilation) < 1: raise ValueError(f"{op}: dilation must be >= 1, got {dilation}")
     if not isinstance(groups, numbers.Integral) or groups < 1: raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
@@ -173,7 +168,7 @@ def _conv_setup(op, x_shape, w_shape, stride, padding, dilation, groups, x_dtype
     if Co % groups: raise ValueError(f"{op}: C_out={Co} of weight {tuple(w_shape)} is not divisible by groups={groups}")
     if C != cig * groups:
         raise ValueError(f"{op}: input has {C} channels but weight {tuple(w_shape)} with groups={groups} expects {cig * groups}")
-    pads = _conv_pads(padding, (kh, kw), dilation, stride, op)
+    pads = conv_padding(padding, (kh, kw), dilation, stride, op)
     eh, ew = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
     ph, pw = H + sum(pads[0]), W + sum(pads[1])
     if eh > ph or ew > pw:
@@ -215,8 +210,9 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     It is `conv2d_input` for the convolution it undoes; `output_padding` picks among the input sizes that give `x`."""
     op = 'conv_transpose2d'
     _check_tensor(x, 'input', op); _same_place(op, x, weight=weight, bias=bias)
-    s, d, op_ = _pair(stride, 'stride', op), _pair(dilation, 'dilation', op), _pair(output_padding, 'output_padding', op)
-    p = _pair(padding, 'padding', op)
+    s, d = int_pair(stride, 'stride', op), int_pair(dilation, 'dilation', op)
+    op_ = int_pair(output_padding, 'output_padding', op)
+    p = int_pair(padding, 'padding', op)
     unbatched = x.ndim == 3
     if unbatched: x = x.reshape((1,) + x.shape)
     if x.ndim != 4: raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or 3-D (C, H, W), got shape {x.shape}")
@@ -314,9 +310,10 @@ def _pool_axis(op, n, k, s, p, d, ceil_mode):
 def _pool_setup(op, x, kernel_size, stride, padding, dilation, ceil_mode):
     _check_tensor(x, 'input', op)
     if x.ndim not in (3, 4): raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or 3-D (C, H, W), got shape {x.shape}")
-    k = _pair(kernel_size, 'kernel_size', op)
-    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _pair(stride, 'stride', op)
-    p, d = _pair(padding, 'padding', op), _pair(dilation, 'dilation', op)
+    k = int_pair(kernel_size, 'kernel_size', op)
+    no_stride = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    s = k if no_stride else int_pair(stride, 'stride', op)
+    p, d = int_pair(padding, 'padding', op), int_pair(dilation, 'dilation', op)
     if min(k) < 1 or min(s) < 1 or min(d) < 1: raise ValueError(f"{op}: kernel_size, stride and dilation must be >= 1, got {k}, {s}, {d}")
     if min(p) < 0: raise ValueError(f"{op}: padding must be non-negative, got {p}")
     for pi, ki, di in zip(p, k, d):
@@ -331,7 +328,6 @@ class MaxPool(TensorOp):
     "Max over `kernel` windows of `x` (N, C, H, W) padded with -inf; records the argmax for the backward pass."
     def __init__(self, kernel, stride, padding, dilation, out_hw):
         self.kernel, self.stride, self.padding, self.dilation, self.out_hw = kernel, stride, padding, dilation, out_hw
-        self.indices = None
     def compute(self, x: NDArray):
         N, C, H, W = x.shape
         (kh, kw), (oh, ow), (sh, sw), (dh, dw) = self.kernel, self.out_hw, self.stride, self.dilation
@@ -349,18 +345,19 @@ class MaxPool(TensorOp):
         row = (kr + (arange(oh, device=x.device) * sh - ph).reshape(1, 1, oh, 1)).maximum(0).minimum(H - 1)
         col = (kc + (arange(ow, device=x.device) * sw - pw).reshape(1, 1, 1, ow)).maximum(0).minimum(W - 1)
         plane = (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
-        self.indices = plane + row * W + col
-        out = x.reshape(-1).take(self.indices)
-        self.pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
-        if self.pad_only is not None:   # windows that see no input: torch's -inf
-            mask = NDArray(self.pad_only, device=x.device)
+        indices = plane + row * W + col
+        out = x.reshape(-1).take(indices)
+        pad_only = _pad_only_windows((H, W), self.kernel, self.stride, self.padding, self.dilation, self.out_hw)
+        if pad_only is not None:   # windows that see no input: torch's -inf
+            mask = NDArray(pad_only, device=x.device)
             out = NDArray.where(mask, full((), float('-inf'), dtype=x.dtype, device=x.device), out)
-            self.pad_only = _const((mask == False).astype(x.dtype))
+            pad_only = _const((mask == False).astype(x.dtype))
+        self.save(indices, pad_only)   # the winners' flat indices (also max_pool2d's return_indices)
         return out
     def gradient(self, out_grad, node):
-        x = node.inputs[0]
-        if self.pad_only is not None: out_grad = out_grad * self.pad_only
-        return ScatterAdd(0, (x.size,))(out_grad, _const(self.indices)).reshape(x.shape)
+        x, (indices, pad_only) = node.inputs[0], self.saved
+        if pad_only is not None: out_grad = out_grad * pad_only
+        return ScatterAdd(0, (x.size,))(out_grad, _const(indices)).reshape(x.shape)
 
 def _pad_only_windows(hw, kernel, stride, padding, dilation, out_hw):
     "An (oh, ow) bool mask of the windows that lie entirely in the padding, or None when there are none."
@@ -382,7 +379,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     if unbatched: y = y.reshape(y.shape[1:])
     if not return_indices: return y
     N, C, H, W = x.shape
-    local = op.indices - (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
+    local = op.saved[0] - (arange(N * C, device=x.device) * (H * W)).reshape(N, C, 1, 1)
     return y, Tensor.make_const(local.reshape(y.shape))
 
 # %% ../../nbs/08_nn_functional.ipynb
@@ -574,480 +571,6 @@ register_op('embedding', lambda i, w: embedding(i, w), lambda T, i, w: T.nn.func
             [case((2, 5), (6, 3)), case((4,), (3, 2))],
             make_inputs=lambda rng, shapes: [rng.integers(0, shapes[1][0], shapes[0]), rng.standard_normal(shapes[1])]);
 
-# %% ../../nbs/08a_losses.ipynb 5
-def _nll_parts(lp_shape, t: NDArray, w: NDArray, ignore_index):
-    "Flat index of each target's entry in the log-probs, and its weight (0 for ignored targets)."
-    valid = t != ignore_index
-    ts = NDArray.where(valid, t, zeros((), dtype='int64', device=t.device))
-    wt = w.take(ts) * valid.astype(w.dtype)
-    if len(lp_shape) == 1: return ts, wt
-    N, C, D = lp_shape[0], lp_shape[1], prod(lp_shape[2:])
-    n = (arange(N, device=t.device) * (C * D)).reshape((N,) + (1,) * (t.ndim - 1))
-    d = arange(D, device=t.device).reshape((1,) + tuple(lp_shape[2:]))
-    return n + ts * D + d, wt
-
-def _reduce_loss(loss: NDArray, wt: NDArray, reduction):
-    if reduction == 'none': return loss
-    s = loss.sum()
-    return s if reduction == 'sum' else s / wt.sum()
-
-def _loss_scale(out_grad: Tensor, wt: NDArray, reduction) -> Tensor:
-    "κ·ω from the derivation, as a Tensor shaped like the targets."
-    if reduction == 'none': return out_grad * _const(wt)
-    if reduction == 'sum': scale = wt
-    else:   # mean: divide by the total weight, or by 1 when it is 0 (every target ignored: a zero gradient, as torch)
-        tot = wt.sum()
-        scale = wt / NDArray.where(tot == 0, full((), 1, dtype=wt.dtype, device=wt.device), tot)
-    return out_grad.reshape((1,) * wt.ndim).broadcast_to(wt.shape) * _const(scale)
-
-class NegLogLikelihood(TensorOp):
-    "Negative log-likelihood of `targets` under log-probs; inputs `(log_probs, target, weight)`."
-    def __init__(self, reduction='mean', ignore_index=-100): self.reduction, self.ignore_index = reduction, ignore_index
-    def compute(self, lp: NDArray, t: NDArray, w: NDArray):
-        idx, wt = _nll_parts(lp.shape, t, w, self.ignore_index)
-        return _reduce_loss(-(lp.reshape(-1).take(idx) * wt), wt, self.reduction)
-    def gradient(self, out_grad, node):
-        lp, t, w = node.inputs
-        idx, wt = _nll_parts(lp.shape, t.cached_data, w.cached_data, self.ignore_index)
-        g = -_loss_scale(out_grad, wt, self.reduction)
-        return ScatterAdd(0, (lp.size,))(g, _const(idx)).reshape(lp.shape), None, None
-
-# %% ../../nbs/08a_losses.ipynb 7
-def _loss_setup(op, x, target, weight, reduction, ignore_index):
-    _check_tensor(x, 'input', op)
-    if reduction not in ('none', 'mean', 'sum'): raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, requires_grad=False)
-    if target.dtype in ('int8', 'int16', 'int32', 'uint8'):   # torch accepts these and reads them as class indices
-        target = Tensor(target.cached_data.astype('int64'), requires_grad=False)
-    if target.dtype != 'int64':
-        raise TypeError(f"{op}: target must hold integer class indices, got dtype {target.dtype}"
-                        + (" (class probabilities need a target of the input's shape)" if op == 'cross_entropy'
-                           else ''))
-    for name, t in (('target', target), ('weight', weight)):
-        if isinstance(t, Tensor) and t.device != x.device:
-            raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {x.device}")
-    if x.ndim == 0: raise ValueError(f"{op}: input must have a class axis, got a 0-d tensor")
-    C = x.shape[1] if x.ndim > 1 else x.shape[0]
-    want = (x.shape[0],) + x.shape[2:] if x.ndim > 1 else ()
-    if target.shape != want: raise ValueError(f"{op}: target shape {target.shape} does not match input shape {x.shape}: expected {want}")
-    t = target.cached_data
-    if t.size:
-        valid = t != ignore_index
-        if valid.astype('int64').sum().item():
-            safe = NDArray.where(valid, t, zeros((), dtype='int64', device=t.device))
-            lo, hi = NDArray.where(valid, t, full((), C, dtype='int64', device=t.device)).min().item(), safe.max().item()
-            if lo < 0 or hi >= C: raise IndexError(f"{op}: target {lo if lo < 0 else hi} is out of bounds for {C} classes")
-    if weight is None: weight = Tensor(full((C,), 1.0, dtype=x.dtype, device=x.device), requires_grad=False)
-    else:
-        _check_tensor(weight, 'weight', op)
-        if weight.shape != (C,): raise ValueError(f"{op}: weight must have shape ({C},), got {weight.shape}")
-        weight = weight.detach() if weight.dtype == x.dtype else Tensor(weight.cached_data.astype(x.dtype), requires_grad=False)
-    return target, weight
-
-def nll_loss(log_probs, target, weight=None, reduction='mean', ignore_index=-100) -> Tensor:
-    """Negative log-likelihood, as `torch.nn.functional.nll_loss`: `log_probs` (N, C, ...) or (C,), `target` (N, ...).
-    `nll_loss(Tensor([[0., -1.]]), Tensor([1]))` is `1.0`."""
-    target, weight = _loss_setup('nll_loss', log_probs, target, weight, reduction, ignore_index)
-    return NegLogLikelihood(reduction, ignore_index)(log_probs, target, weight)
-
-# %% ../../nbs/08a_losses.ipynb 8
-def _loss_inputs(rng, shapes, use_weight=False, ignore=False, **kw):
-    x, t = shapes
-    C = x[1] if len(x) > 1 else x[0]
-    tgt = rng.integers(0, C, t)
-    if ignore and tgt.size: tgt.reshape(-1)[::3] = kw.get('ignore_index', -100)
-    out = [rng.standard_normal(x), tgt]
-    return out + [rng.uniform(0.5, 2.0, (C,))] if use_weight else out
-
-def _loss_fn(f):
-    def fn(x, t, w=None, use_weight=False, ignore=False, **kw): return f(x, t, weight=w, **kw)
-    return fn
-
-def _loss_ref(name):
-    def fn(T, x, t, w=None, use_weight=False, ignore=False, **kw): return getattr(T.nn.functional, name)(x, t, weight=w, **kw)
-    return fn
-
-_LOSS = [case((4, 5), (4,)), case((4, 5), (4,), reduction='sum'), case((4, 5), (4,), reduction='none'),
-         case((6, 3), (6,), use_weight=True), case((6, 3), (6,), use_weight=True, reduction='sum'),
-         case((6, 3), (6,), use_weight=True, reduction='none'), case((7, 4), (7,), ignore=True),
-         case((7, 4), (7,), use_weight=True, ignore=True), case((7, 4), (7,), use_weight=True, ignore=True, reduction='none'),
-         case((5, 4), (5,), ignore=True, ignore_index=2, reduction='sum'), case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True),
-         case((2, 3, 5), (2, 5), reduction='none'), case((5,), ()), case((1, 3), (1,), use_weight=True)]
-
-register_op('nll_loss', _loss_fn(nll_loss), _loss_ref('nll_loss'), _LOSS, op=NegLogLikelihood, make_inputs=_loss_inputs,
-            grad=(0,));
-
-# %% ../../nbs/08a_losses.ipynb 11
-class CrossEntropy(TensorOp):
-    "Fused, stable `nll_loss(log_softmax(x, 1), target)`; inputs `(logits, target, weight)`."
-    def __init__(self, reduction='mean', ignore_index=-100): self.reduction, self.ignore_index = reduction, ignore_index
-    def compute(self, x: NDArray, t: NDArray, w: NDArray):
-        ax = 1 if x.ndim > 1 else 0
-        m = x.max(axis=ax, keepdims=True)
-        z = x - m
-        logp = z - z.exp().sum(axis=ax, keepdims=True).log()
-        idx, wt = _nll_parts(x.shape, t, w, self.ignore_index)
-        return _reduce_loss(-(logp.reshape(-1).take(idx) * wt), wt, self.reduction)
-    def gradient(self, out_grad, node):
-        x, t, w = node.inputs
-        ax = 1 if x.ndim > 1 else 0
-        idx, wt = _nll_parts(x.shape, t.cached_data, w.cached_data, self.ignore_index)
-        k = _loss_scale(out_grad, wt, self.reduction)
-        p = softmax(x, ax)
-        kb = k.reshape(k.shape[:1] + (1,) + k.shape[1:]) if x.ndim > 1 else k.reshape((1,))
-        return p * kb.broadcast_to(x.shape) - ScatterAdd(0, (x.size,))(k, _const(idx)).reshape(x.shape), None, None
-
-def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, label_smoothing=0.0) -> Tensor:
-    """Cross-entropy of class-index targets under logits `x` (N, C, ...) or (C,), as `torch.nn.functional.cross_entropy`
-    (fused and stable). `cross_entropy(Tensor([[0., 0.]]), Tensor([1]))` is `log 2`. With `label_smoothing` ε the
-    target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
-    if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
-    if isinstance(target, Tensor) and target.dtype in ('float16', 'float32', 'float64') and isinstance(x, Tensor) \
-            and target.shape == x.shape and x.ndim:
-        return _soft_cross_entropy(x, target, weight, reduction, label_smoothing)
-    target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
-    loss = CrossEntropy(reduction, ignore_index)(x, target, weight)
-    return _smoothed(loss, x, target, weight, reduction, ignore_index, label_smoothing) if label_smoothing else loss
-
-def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
-    "torch's label smoothing: `(1 - ε) * loss + ε / C * Σ_c w_c (-log p_c)`, normalised like the loss itself."
-    ax = 1 if x.ndim > 1 else 0
-    C, kshape = x.shape[ax], tuple(x.shape[ax] if i == ax else 1 for i in range(x.ndim))
-    keep = Tensor.make_const((target.cached_data != ignore_index).astype(x.dtype))
-    smooth = -(log_softmax(x, ax) * weight.reshape(kshape).broadcast_to(x.shape)).sum((ax,)) * keep
-    if reduction == 'none': total = smooth
-    elif reduction == 'sum': total = smooth.sum()
-    else:
-        t = NDArray.where(keep.cached_data != 0, target.cached_data, zeros((), dtype='int64', device=x.device))
-        tot = (weight.cached_data.take(t) * keep.cached_data).sum()   # every target ignored: divide by 1, as torch
-        one = full((), 1, dtype=tot.dtype, device=tot.device)
-        total = smooth.sum() / Tensor.make_const(NDArray.where(tot == 0, one, tot))
-    return loss * (1 - eps) + total * (eps / C)
-
-def _soft_cross_entropy(x, target, weight, reduction, eps):
-    """torch's cross-entropy against class probabilities (mixup, distillation): `-Σ_c w_c t_c log p_c` per example,
-    the mean dividing by the number of examples; `label_smoothing` mixes `t` with the uniform distribution."""
-    op = 'cross_entropy'
-    if target.dtype != x.dtype:
-        raise TypeError(f"{op}: class-probability target has dtype {target.dtype} but the input has dtype {x.dtype}")
-    if target.device != x.device:
-        raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    ax = 1 if x.ndim > 1 else 0
-    C, kshape = x.shape[ax], tuple(x.shape[ax] if i == ax else 1 for i in range(x.ndim))
-    if eps: target = target * (1 - eps) + eps / C
-    lp = log_softmax(x, ax)
-    if weight is not None:
-        _check_tensor(weight, 'weight', op)
-        if weight.shape != (C,): raise ValueError(f"{op}: weight must have shape ({C},), got {weight.shape}")
-        lp = lp * weight.reshape(kshape).broadcast_to(x.shape)
-    loss = -(lp * target).sum((ax,))
-    if reduction == 'none': return loss
-    return loss.sum() if reduction == 'sum' else loss.sum() / max(x.size // C, 1)
-
-register_op('cross_entropy', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _LOSS, op=CrossEntropy,
-            make_inputs=_loss_inputs, grad=(0,))
-_SMOOTH = [case((4, 5), (4,), label_smoothing=0.1), case((6, 3), (6,), use_weight=True, label_smoothing=0.2),
-           case((7, 4), (7,), use_weight=True, ignore=True, label_smoothing=0.3),
-           case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True, label_smoothing=0.15, reduction='sum'),
-           case((5, 4), (5,), ignore=True, label_smoothing=0.4, reduction='none'), case((5,), (), label_smoothing=0.5)]
-register_op('cross_entropy_smoothed', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _SMOOTH,
-            make_inputs=_loss_inputs, grad=(0,))
-
-def _soft_inputs(rng, shapes, use_weight=False, **kw):
-    "Logits and a class-probability target of the same shape (rows sum to 1 along the class axis)."
-    ax = 1 if len(shapes[0]) > 1 else 0
-    t = rng.uniform(0.1, 1.0, shapes[0])
-    out = [rng.standard_normal(shapes[0]), t / t.sum(ax, keepdims=True)]
-    return out + [rng.uniform(0.5, 2.0, (shapes[0][ax],))] if use_weight else out
-
-register_op('cross_entropy_soft', _loss_fn(cross_entropy), _loss_ref('cross_entropy'),
-            [case((4, 5), (4, 5)), case((3, 4, 2), (3, 4, 2), use_weight=True, reduction='sum'),
-             case((6, 3), (6, 3), label_smoothing=0.2, reduction='none'), case((5,), (5,), label_smoothing=0.1)],
-            make_inputs=_soft_inputs, grad=(0, 1));
-
-# %% ../../nbs/08a_losses.ipynb 20
-_FALLBACK_RNG = [np.random.default_rng()]
-def _default_generator() -> np.random.Generator:
-    "minima's global generator (`minima.init.generator()`), or a module-level one if `minima.init` is absent."
-    try:
-        from minima.init import generator
-        return generator()
-    except ImportError: return _FALLBACK_RNG[0]
-
-def _keep_mask(rng, shape, p) -> np.ndarray: return rng.random(tuple(shape)) >= p
-
-class DropoutOp(TensorOp):
-    "`x * mask` for a fixed, already scaled mask (`keep / (1 - p)`)."
-    def __init__(self, mask: NDArray): self.mask = mask
-    def compute(self, x: NDArray): return x * self.mask
-    def gradient(self, out_grad, node): return out_grad * _const(self.mask)
-
-def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
-    """Inverted dropout: zero each element with probability `p` and scale the rest by `1/(1-p)`; identity when not
-    `training`. Randomness: `generator`, else `seed`, else `minima.init.generator()`."""
-    _check_tensor(x, 'input', 'dropout')
-    if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"dropout: p must be in [0, 1], got {p!r}")
-    if not training or p == 0: return x
-    rng = generator if generator is not None else np.random.default_rng(seed) if seed is not None else _default_generator()
-    keep = NDArray(_keep_mask(rng, x.shape, p), device=x.device).astype(x.dtype)
-    return DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
-
-register_op('dropout', lambda x, p, seed: dropout(x, p, seed=seed),
-            lambda T, x, p, seed: x * T.from_numpy(_keep_mask(np.random.default_rng(seed), x.shape, p)).to(x.device, x.dtype) / (1 - p),
-            [case((4, 5), p=0.5, seed=0), case((2, 3, 4), p=0.2, seed=1), case((10,), p=0.9, seed=2)], op=DropoutOp);
-
-# %% ../../nbs/08a_losses.ipynb 24
-class _RngSnapshot:
-    "Save the global generator's state now; `replay()` runs a block from that state and then restores the current one."
-    def __init__(self):
-        self.gen = _default_generator()
-        self.state = self.gen.bit_generator.state
-    def __enter__(self):
-        self.now = self.gen.bit_generator.state
-        self.gen.bit_generator.state = self.state
-    def __exit__(self, *exc): self.gen.bit_generator.state = self.now
-
-class Checkpoint(TensorOp):
-    "A segment `fn` stored as one node: its output only; backward recomputes the segment's graph."
-    def __init__(self, fn, n_args, rng=None, output=None):
-        self.fn, self.n_args, self.rng, self._output = fn, n_args, rng, output
-    def compute(self, *arrays):
-        if self._output is not None:
-            out, self._output = self._output, None
-            return out
-        with no_grad(): return self.fn(*[_const(a) for a in arrays[:self.n_args]]).cached_data
-    def gradient(self, out_grad, node):
-        create = is_grad_enabled()      # higher-order: recompute on the real inputs so the graph connects
-        args = list(node.inputs[:self.n_args])
-        if not create: args = [Tensor.make_const(a.cached_data, requires_grad=a.requires_grad) for a in args]
-        with enable_grad():
-            if self.rng is not None:
-                with self.rng: y = self.fn(*args)
-            else: y = self.fn(*args)
-        wrt = args + list(node.inputs[self.n_args:])
-        want = [i for i, x in enumerate(wrt) if x.requires_grad]
-        gs = _grad(y, [wrt[i] for i in want], out_grad, create_graph=create) if want else ()
-        out = [None] * len(wrt)
-        for i, g in zip(want, gs): out[i] = g
-        return tuple(out)
-
-def checkpoint(fn, *args) -> Tensor:
-    """`fn(*args)` without keeping the intermediate values: backward recomputes them. `fn` returns one Tensor;
-    parameters it closes over are found and differentiated too. Under `no_grad` it is just `fn(*args)`."""
-    for i, a in enumerate(args): _check_tensor(a, f'argument {i}', 'checkpoint')
-    if not is_grad_enabled(): return fn(*args)
-    rng = _RngSnapshot()
-    probe = [Tensor.make_const(a.cached_data, requires_grad=a.requires_grad) for a in args]
-    y = fn(*probe)
-    if not isinstance(y, Tensor): raise TypeError(f"checkpoint: fn must return a Tensor, got {type(y).__name__}")
-    if not y.requires_grad: return y
-    ids = {id(p) for p in probe}
-    params = [n for n in find_topo_sort([y]) if n.op is None and n.requires_grad and id(n) not in ids]
-    out = y.cached_data
-    del y, probe
-    return Checkpoint(fn, len(args), rng, out)(*args, *params)
-
-def checkpoint_sequential(functions, segments, x) -> Tensor:
-    "Run `functions` in order on `x`, split into `segments` checkpointed chunks (the last chunk runs normally, as in torch)."
-    fns = list(functions)
-    if not 1 <= segments <= max(len(fns), 1): raise ValueError(f"checkpoint_sequential: segments must be in [1, {len(fns)}], got {segments}")
-    size = math.ceil(len(fns) / segments)
-    chunks = [fns[i:i + size] for i in range(0, len(fns), size)]
-    def run(chunk):
-        def f(h):
-            for g in chunk: h = g(h)
-            return h
-        return f
-    for c in chunks[:-1]: x = checkpoint(run(c), x)
-    return run(chunks[-1])(x)
-
-register_op('checkpoint', lambda a, b: checkpoint(lambda u, v: exp(matmul(u, v) * 0.5), a, b),
-            lambda T, a, b: T.exp((a @ b) * 0.5), [case((3, 4), (4, 2)), case((2, 3), (3, 3))], op=Checkpoint);
-
-# %% ../../nbs/08a_losses.ipynb 27
-_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1}
-
-def graph_memory(t: Tensor):
-    "(number of buffers, bytes) held by the graph behind `t` for backward: non-leaf values and arrays kept by ops."
-    seen = {}
-    def add(a):
-        if isinstance(a, NDArray): seen[id(a._handle)] = a.device.handle_size(a._handle) * _ITEMSIZE[a.dtype]
-        elif isinstance(a, (tuple, list)):
-            for b in a: add(b)
-    for n in find_topo_sort([t]):
-        if n.op is None: continue
-        add(n.cached_data)
-        for v in vars(n.op).values(): add(v)
-    return len(seen), sum(seen.values())
-
-# %% ../../nbs/08b_functional.ipynb 10
-import math, numbers
-import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray
-from .elementwise import sigmoid, log, clamp
-from ..testing import register_op, case
-
-# %% ../../nbs/08b_functional.ipynb 11
-class Softplus(TensorOp):
-    "`log(1 + exp(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's rule); computed stably."
-    def __init__(self, beta=1.0, threshold=20.0): self.beta, self.threshold = beta, threshold
-    def compute(self, x: NDArray):
-        z = x * self.beta
-        sp = (z.maximum(0) + ((-z.abs()).exp() + 1).log()) / self.beta
-        return NDArray.where(z > self.threshold, x, sp) if math.isfinite(self.threshold) else sp
-    def gradient(self, g, node):
-        x = node.inputs[0]
-        s = sigmoid(x * self.beta)
-        if math.isfinite(self.threshold):
-            lin = Tensor.make_const((x.cached_data * self.beta > self.threshold).astype(x.dtype))
-            s = s * (1 - lin) + lin
-        return g * s
-
-def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
-    "`log(1 + exp(beta x)) / beta`, as `torch.nn.functional.softplus`. `softplus(Tensor([0.]))` is `[log 2]`."
-    if not isinstance(x, Tensor): raise TypeError(f"softplus: input must be a Tensor, got {type(x).__name__}")
-    if not beta > 0: raise ValueError(f"softplus: beta must be positive, got {beta}")
-    return Softplus(beta, threshold)(x)
-
-def _target(op, x, target):
-    "The target as a Tensor with the input's shape, dtype and device, or an error naming `op`."
-    if not isinstance(x, Tensor): raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
-    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, dtype=x.dtype, requires_grad=False)
-    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
-    if target.dtype != x.dtype: raise TypeError(f"{op}: target has dtype {target.dtype} but the input has dtype {x.dtype}")
-    if target.shape != x.shape:
-        raise ValueError(f"{op}: target shape {target.shape} differs from input shape {x.shape} (torch would broadcast "
-                         "with a warning; minima refuses, since that is almost always a bug)")
-    return target
-
-def _reduce(loss, reduction, op):
-    if reduction == 'none': return loss
-    if reduction == 'sum': return loss.sum()
-    if reduction == 'mean': return loss.sum() / loss.size
-    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-
-def mse_loss(input, target, reduction='mean') -> Tensor:
-    "Squared error, as `torch.nn.functional.mse_loss`. `mse_loss(Tensor([1., 2]), Tensor([1., 4]))` is `2`."
-    d = input - _target('mse_loss', input, target)
-    return _reduce(d * d, reduction, 'mse_loss')
-
-def l1_loss(input, target, reduction='mean') -> Tensor:
-    "Absolute error, as `torch.nn.functional.l1_loss`. `l1_loss(Tensor([1., 2]), Tensor([1., 4]))` is `1`."
-    return _reduce((input - _target('l1_loss', input, target)).abs(), reduction, 'l1_loss')
-
-def _weights(op, x, weight, name='weight'):
-    if weight is None: return None
-    if not isinstance(weight, Tensor): weight = Tensor(np.asarray(weight), device=x.device, dtype=x.dtype, requires_grad=False)
-    if weight.device != x.device: raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {x.device}")
-    try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
-    except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
-
-class BinaryCrossEntropy(TensorOp):
-    """`-(t log p + (1 - t) log(1 - p))` elementwise, each log clamped at -100, with torch's gradient
-    `(p - t) / max(p (1 - p), 1e-12)`: finite at p = 0 and p = 1, where the clamped composition gives 0 * inf = NaN."""
-    def compute(self, p: NDArray, t: NDArray):
-        return -(t * p.log().maximum(-100.0) + (1 - t) * (1 - p).log().maximum(-100.0))
-    def gradient(self, g, node):
-        p, t = node.inputs
-        gp = g * (p - t) / clamp(p * (1 - p), lo=1e-12)
-        if not t.requires_grad: return gp, None
-        return gp, g * (clamp(log(1 - p), lo=-100.0) - clamp(log(p), lo=-100.0))
-
-def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
-    """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
-    `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
-    t = _target('binary_cross_entropy', input, target)
-    if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
-        raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
-                         "binary_cross_entropy_with_logits")
-    loss = BinaryCrossEntropy()(input, t)
-    w = _weights('binary_cross_entropy', input, weight)
-    return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
-
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Tensor:
-    """Binary cross-entropy of `sigmoid(input)`, computed stably from the logits, as torch's function of that name;
-    `pos_weight` weighs the positive term (one value per class, the last axis)."""
-    op = 'binary_cross_entropy_with_logits'
-    t = _target(op, input, target)
-    sp = Softplus(1.0, math.inf)(-input)
-    pw = _weights(op, input, pos_weight, 'pos_weight')
-    loss = (1 - t) * input + (sp if pw is None else (1 + (pw - 1) * t) * sp)
-    w = _weights(op, input, weight)
-    return _reduce(loss if w is None else loss * w, reduction, op)
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
-    """Standardise over the trailing `normalized_shape` axes, then scale by `weight` and shift by `bias` (both of
-    that shape), as `torch.nn.functional.layer_norm`. `layer_norm(x, (x.shape[-1],))`."""
-    ns = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
-    if not isinstance(input, Tensor): raise TypeError(f"layer_norm: input must be a Tensor, got {type(input).__name__}")
-    if not ns or input.shape[input.ndim - len(ns):] != ns or len(ns) > input.ndim:
-        raise ValueError(f"layer_norm: normalized_shape {ns} must be the trailing shape of the input {input.shape}")
-    for name, t in (('weight', weight), ('bias', bias)):
-        if t is not None and t.shape != ns: raise ValueError(f"layer_norm: {name} must have shape {ns}, got {t.shape}")
-        if t is not None and t.device != input.device:
-            raise RuntimeError(f"layer_norm: {name} is on {t.device} but the input is on {input.device}")
-    axes = tuple(range(input.ndim - len(ns), input.ndim))
-    xc = input - input.mean(axes, keepdims=True).broadcast_to(input.shape)
-    var = (xc * xc).mean(axes, keepdims=True)
-    y = xc * ((var + eps) ** -0.5).broadcast_to(input.shape)
-    if weight is not None: y = y * weight.broadcast_to(input.shape)
-    return y if bias is None else y + bias.broadcast_to(input.shape)
-
-def one_hot(tensor, num_classes=-1) -> Tensor:
-    """int64 one-hot rows for class indices, as `torch.nn.functional.one_hot`: shape `tensor.shape + (C,)`, with
-    `C = max + 1` when `num_classes` is -1. `one_hot(Tensor([2, 0]), 3)` is `[[0, 0, 1], [1, 0, 0]]`."""
-    if not isinstance(tensor, Tensor): tensor = Tensor(np.asarray(tensor), requires_grad=False)
-    if tensor.dtype != 'int64': raise TypeError(f"one_hot: expects integer class indices (int64), got dtype {tensor.dtype}")
-    idx = tensor.cached_data
-    if num_classes == -1:
-        if not idx.size: raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
-        num_classes = idx.max().item() + 1
-    if idx.size:
-        lo, hi = idx.min().item(), idx.max().item()
-        if lo < 0 or hi >= num_classes:
-            raise ValueError(f"one_hot: class {lo if lo < 0 else hi} is out of range for {num_classes} classes")
-    eye = NDArray(np.eye(num_classes, dtype='int64'), device=tensor.device)
-    return Tensor.make_const(eye.take(idx, 0))
-
-# %% ../../nbs/08b_functional.ipynb 12
-def _pair_inputs(rng, shapes, kind='real', **kw):
-    x = rng.uniform(0.05, 0.95, shapes[0]) if kind == 'prob' else rng.standard_normal(shapes[0]) * 2
-    t = rng.uniform(0, 1, shapes[1]) if kind in ('prob', 'logit') else rng.standard_normal(shapes[1])
-    return [x, t] + [rng.uniform(0.5, 2, s) for s in shapes[2:]]
-
-def _no_kind(f): return lambda *a, kind=None, **kw: f(*a, **kw)
-def _t(name): return lambda T, *a, kind=None, **kw: getattr(T.nn.functional, name)(*a, **kw)
-
-register_op('softplus', lambda x, **kw: softplus(x, **kw), lambda T, x, **kw: T.nn.functional.softplus(x, **kw),
-            [case((4, 5)), case((3, 4), beta=2.0), case((6,), beta=0.5, threshold=1.0)], op=Softplus,
-            make_inputs=lambda rng, shapes, **kw: [rng.uniform(-6, 6, shapes[0])])
-register_op('mse_loss', _no_kind(mse_loss), _t('mse_loss'),
-            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,))
-register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
-            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,), smooth=False, skip={'second': '|x - t| is piecewise linear'})
-register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
-            lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
-            [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
-             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,),
-            op=BinaryCrossEntropy)
-register_op('binary_cross_entropy_with_logits',
-            lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
-                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
-            lambda T, x, t, w=None, kind=None, pw=False, **kw: T.nn.functional.binary_cross_entropy_with_logits(
-                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
-            [case((4, 3), (4, 3), kind='logit'), case((6,), (6,), (6,), kind='logit', reduction='sum'),
-             case((5, 3), (5, 3), (3,), kind='logit', pw=True), case((2, 3), (2, 3), kind='logit', reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,))
-register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
-            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, ns if isinstance(ns, tuple) else (ns,), *wb, **kw),
-            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)],
-            rtol=1e-4, atol=1e-4);
-
 # %% ../../nbs/10_nn.ipynb 5
 from ..autograd import TensorOp
 from .softmax_family import softmax
@@ -1062,6 +585,13 @@ def _ones_row(a: NDArray) -> NDArray:
     if key not in _ONES: _ONES[key] = NDArray.make((1, a.shape[0]), device=a.device, dtype=a.dtype).fill(1)
     return _ONES[key]
 
+def _linear_adjoints(g2, x2, w, transposed, want_x, want_b, rowsum):
+    """The adjoints of `x2 @ W + b` for 2-D `g2` and `x2`: `g2 @ W^T`, `x2^T @ g2` (transposed when the weight is
+    torch's `(out, in)`) and `rowsum(g2)`; one formula, on NDArrays or on Tensors."""
+    gx = g2 @ (w if transposed else w.permute((1, 0))) if want_x else None
+    gw = g2.permute((1, 0)) @ x2 if transposed else x2.permute((1, 0)) @ g2
+    return gx, gw, rowsum(g2) if want_b else None
+
 class LinearOp(TensorOp):
     """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
     `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
@@ -1075,17 +605,15 @@ class LinearOp(TensorOp):
     def gradient(self, g, node):
         x, w = node.inputs[:2]
         b = node.inputs[2] if len(node.inputs) > 2 else None
-        k, m, t = x.shape[-1], g.shape[-1], self.transposed
-        if not is_grad_enabled():  # plain backward: NDArrays, and no gradient for an input batch
-            g2, x2, wd = g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data
-            gx = (g2 @ (wd if t else wd.permute((1, 0)))).reshape(x.shape) if x.requires_grad else None
-            gw = g2.permute((1, 0)) @ x2 if t else x2.permute((1, 0)) @ g2
-            out = (None if gx is None else Tensor.make_const(gx), Tensor.make_const(gw))
-            return out if b is None else out + (Tensor.make_const((_ones_row(g2) @ g2).reshape(b.shape)),)
-        g2, x2 = g.reshape((-1, m)), x.reshape((-1, k))
-        gx = (g2 @ (w if t else w.transpose())).reshape(x.shape)
-        out = (gx, g2.transpose() @ x2 if t else x2.transpose() @ g2)
-        return out if b is None else out + (g2.sum((0,), keepdims=True).reshape(b.shape),)
+        k, m = x.shape[-1], g.shape[-1]
+        if not is_grad_enabled():  # plain backward: on NDArrays, and no gradient for an input batch
+            gs = _linear_adjoints(g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data,
+                                  self.transposed, x.requires_grad, b is not None, lambda g2: _ones_row(g2) @ g2)
+            gs = tuple(None if a is None else Tensor.make_const(a) for a in gs)
+        else: gs = _linear_adjoints(g.reshape((-1, m)), x.reshape((-1, k)), w, self.transposed, True, b is not None,
+                                    lambda g2: g2.sum((0,), keepdims=True))
+        out = (None if gs[0] is None else gs[0].reshape(x.shape), gs[1])
+        return out if b is None else out + (gs[2].reshape(b.shape),)
 
 def affine(x, weight, bias) -> Tensor:
     "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
@@ -1119,6 +647,13 @@ register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=No
 # %% ../../nbs/10_nn.ipynb 18
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
+def _bn_adjoints(g, xhat, r, w, axes, n):
+    """The adjoints of batch norm's `x`, `weight` and `bias` from `x_hat` and `r = (var + eps)^(-1/2)`; one formula,
+    on NDArrays or on Tensors (`r` and `w` shaped to broadcast against `x`)."""
+    gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
+    bc = (lambda a: a.broadcast_to(g.shape)) if isinstance(g, Tensor) else (lambda a: a)
+    return (g - bc(gsum / n) - xhat * bc(gx / n)) * bc(r * w), gx, gsum
+
 class BatchNormOp(TensorOp):
     "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
     def __init__(self, eps=1e-5): self.eps = eps
@@ -1126,29 +661,28 @@ class BatchNormOp(TensorOp):
         axes = _bn_axes(x.ndim)
         n = math.prod(x.shape[i] for i in axes)
         kshape = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
-        self.mean = x.sum(axes, keepdims=True) / n
-        xc = x - self.mean
-        self.var = (xc * xc).sum(axes, keepdims=True) / n
-        self.r = (self.var + self.eps) ** -0.5
-        self.xhat = xc * self.r
-        return self.xhat * w.reshape(kshape) + b.reshape(kshape)
+        mean = x.sum(axes, keepdims=True) / n
+        xc = x - mean
+        var = (xc * xc).sum(axes, keepdims=True) / n
+        r = (var + self.eps) ** -0.5
+        self.save(xc * r, r, mean, var)
+        return self.saved[0] * w.reshape(kshape) + b.reshape(kshape)
+    mean = property(lambda self: self.saved[2], doc="The batch mean `compute` saved (for the running mean).")
+    var = property(lambda self: self.saved[3], doc="The biased batch variance `compute` saved (for the running var).")
     def gradient(self, g, node):
         x, w, b = node.inputs
         axes, shape = _bn_axes(x.ndim), x.shape
         n = math.prod(shape[i] for i in axes)
         kshape = tuple(shape[1] if i == 1 else 1 for i in range(x.ndim))
-        if not is_grad_enabled():  # plain backward: use the NDArrays saved by compute
-            gd, xhat = g.cached_data, self.xhat
-            gsum, gx = gd.sum(axes, keepdims=True), (gd * xhat).sum(axes, keepdims=True)
-            dx = (gd - gsum / n - xhat * (gx / n)) * (self.r * w.cached_data.reshape(kshape))
-            return tuple(Tensor.make_const(a) for a in (dx, gx.reshape(w.shape), gsum.reshape(b.shape)))
-        mean = (x.sum(axes, keepdims=True) / n).broadcast_to(shape)  # create_graph: the same formula in Tensor ops
-        xc = x - mean
-        r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
-        xhat = xc * r.broadcast_to(shape)
-        gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
-        dx = (g - (gsum / n).broadcast_to(shape) - xhat * (gx / n).broadcast_to(shape)) * (r * w.reshape(kshape)).broadcast_to(shape)
-        return dx, gx.reshape(w.shape), gsum.reshape(b.shape)
+        if not is_grad_enabled():  # plain backward: on the NDArrays saved by compute
+            xhat, r = self.saved[:2]
+            gs = _bn_adjoints(g.cached_data, xhat, r, w.cached_data.reshape(kshape), axes, n)
+            gs = tuple(Tensor.make_const(a) for a in gs)
+        else:  # create_graph: x_hat and r again, in Tensor ops, then the same formula
+            xc = x - (x.sum(axes, keepdims=True) / n).broadcast_to(shape)
+            r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
+            gs = _bn_adjoints(g, xc * r.broadcast_to(shape), r, w.reshape(kshape), axes, n)
+        return gs[0], gs[1].reshape(w.shape), gs[2].reshape(b.shape)
 
 def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-5) -> Tensor:
@@ -1230,6 +764,10 @@ def _bad_label(name, y: NDArray, C):
     bad = a[(a < 0) | (a >= C)]
     raise ValueError(f"{name}: label {int(bad[0])} is out of range for {C} classes (expected 0..{C - 1})")
 
+def _sce_adjoint(p, onehot, g, N):
+    "The adjoint of the logits, `(softmax(z) - onehot) * g / N`; one formula, on NDArrays or on Tensors."
+    return (p - onehot) * (g / N)
+
 class SoftmaxCrossEntropy(TensorOp):
     """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
     `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
@@ -1242,16 +780,16 @@ class SoftmaxCrossEntropy(TensorOp):
         zc = z - m
         e = zc.exp()
         s = e.sum(1, keepdims=True)
-        self.onehot, self.p = hit.astype(z.dtype), e / s
+        self.save(e / s, hit.astype(z.dtype))   # softmax(z) and the one-hot rows
         zy = zc.reshape(-1).take(y + arange(N, device=z.device) * C)  # row i: z_iy - m_i, picked (no -inf * 0)
         return (s.log().reshape(N) - zy).sum() / N                  # row i: log s_i - (z_iy - m_i)
     def gradient(self, out_grad, node):
         z = node.inputs[0]
         N = z.shape[0]
+        p, onehot = self.saved
         if not is_grad_enabled():   # plain backward: two array ops on the kept softmax and one-hot rows
-            return Tensor.make_const((self.p - self.onehot) * (out_grad.cached_data / N)), None
-        d = softmax(z, 1) - Tensor.make_const(self.onehot)
-        return d * (out_grad / N).broadcast_to(z.shape), None
+            return Tensor.make_const(_sce_adjoint(p, onehot, out_grad.cached_data, N)), None
+        return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
 
 def softmax_cross_entropy(logits, y) -> Tensor:
     "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
@@ -1268,146 +806,3 @@ def _sce_inputs(rng, shapes):
 register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
-
-# %% ../../nbs/10b_nn_more.ipynb 10
-from .elementwise import where as _where, exp as _exp, absolute as _abs
-from .movement import stack as _stack
-
-def leaky_relu(x, negative_slope=0.01, inplace=False) -> Tensor:
-    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (out of place)."
-    _check_tensor(x, 'input', 'leaky_relu')
-    return _where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
-
-def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
-    "Standardise each group of `C / num_groups` channels of `(N, C, *)` over the group and `*`, then scale and shift."
-    _check_tensor(x, 'input', 'group_norm')
-    if x.ndim < 2 or x.shape[1] % num_groups:
-        raise ValueError(f"group_norm: expected (N, C, ...) with C divisible by num_groups={num_groups}, got {x.shape}")
-    N, C = x.shape[:2]
-    xr = x.reshape((N, num_groups, -1))
-    n = xr.shape[2]
-    xc = xr - (xr.sum((2,), keepdims=True) / n).broadcast_to(xr.shape)
-    var = (xc * xc).sum((2,), keepdims=True) / n
-    y = (xc / ((var + eps) ** 0.5).broadcast_to(xr.shape)).reshape(x.shape)
-    k = (1, C) + (1,) * (x.ndim - 2)
-    if weight is not None: y = y * weight.reshape(k).broadcast_to(x.shape)
-    if bias is not None: y = y + bias.reshape(k).broadcast_to(x.shape)
-    return y
-
-def _one(v, name, op):
-    if isinstance(v, (tuple, list)):
-        if len(v) != 1: raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
-        v = v[0]
-    return v
-
-def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    "1-d convolution of `(N, C_in, L)` with `weight` `(C_out, C_in/groups, k)`, as `torch.nn.functional.conv1d`."
-    _check_tensor(x, 'input', 'conv1d')
-    if x.ndim not in (2, 3) or weight.ndim != 3:
-        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got "
-                         f"{x.shape} "
-                         f"and {weight.shape}")
-    unb = x.ndim == 2
-    x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
-    p = _one(padding, 'padding', 'conv1d')
-    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, _one(stride, 'stride', 'conv1d')),
-               p if isinstance(p, str) else (0, p), (1, _one(dilation, 'dilation', 'conv1d')), groups)
-    return y.reshape((y.shape[1], y.shape[3])) if unb else y.reshape((y.shape[0], y.shape[1], y.shape[3]))
-
-def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
-    _check_tensor(x, 'input', op)
-    if x.ndim not in (2, 3): raise ValueError(f"{op}: expected input (N, C, L) or (C, L), got {x.shape}")
-    k = _one(kernel_size, 'kernel_size', op)
-    s = k if stride is None else _one(stride, 'stride', op)
-    y = f(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, k), (1, s), (0, _one(padding, 'padding', op)), **kw)
-    return y.reshape(y.shape[:-2] + y.shape[-1:])
-
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
-    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d`."
-    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, _one(dilation, 'dilation',
-                   'max_pool1d')), ceil_mode=ceil_mode)
-
-def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
-    "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."
-    return _pool1d(avg_pool2d, x, kernel_size, stride, padding, 'avg_pool1d', ceil_mode=ceil_mode,
-                   count_include_pad=count_include_pad)
-
-def adaptive_avg_pool2d(x, output_size) -> Tensor:
-    "Average `(N, C, H, W)` onto an `output_size` grid of nearly equal cells, as torch's function of that name."
-    _check_tensor(x, 'input', 'adaptive_avg_pool2d')
-    if x.ndim not in (3, 4): raise ValueError(f"adaptive_avg_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
-    H, W = x.shape[-2:]
-    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
-    oh, ow = H if oh is None else oh, W if ow is None else ow
-    if H % oh == 0 and W % ow == 0: return avg_pool2d(x, (H // oh, W // ow))
-    rows = []
-    for i in range(oh):
-        h0, h1 = (i * H) // oh, -(-((i + 1) * H) // oh)
-        cols = [x[..., h0:h1, (j * W) // ow:-(-((j + 1) * W) // ow)].sum((x.ndim - 2, x.ndim - 1))
-                / ((h1 - h0) * (-(-((j + 1) * W) // ow) - (j * W) // ow)) for j in range(ow)]
-        rows.append(_stack(cols, -1))
-    return _stack(rows, -2)
-
-def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
-    "Resize the trailing 1 or 2 spatial axes; `mode='nearest'` (torch's default) only: row `floor(i * in / out)`."
-    _check_tensor(x, 'input', 'interpolate')
-    if mode != 'nearest':
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest' is")
-    nsp = x.ndim - 2
-    if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
-    if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
-    ins = x.shape[2:]
-    if size is not None: outs = (size,) * nsp if isinstance(size, numbers.Integral) else tuple(size)
-    else:
-        sf = (scale_factor,) * nsp if isinstance(scale_factor, numbers.Real) else tuple(scale_factor)
-        outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
-    for ax, (n, m) in enumerate(zip(ins, outs)):
-        scale = n / m if size is not None else 1 / sf[ax]
-        idx = np.minimum(np.floor(np.arange(m) * scale).astype('int64'), n - 1)
-        x = take(x, Tensor(idx, device=x.device, requires_grad=False), 2 + ax)
-    return x
-
-def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Tensor:
-    "`0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`, as `torch.nn.functional.smooth_l1_loss`."
-    d = input - _target('smooth_l1_loss', input, target)
-    if beta == 0: return _reduce(_abs(d), reduction, 'smooth_l1_loss')
-    small = Tensor.make_const(d.cached_data.abs() < beta)
-    return _reduce(_where(small, d * d * (0.5 / beta), _abs(d) - 0.5 * beta), reduction, 'smooth_l1_loss')
-
-def huber_loss(input, target, reduction='mean', delta=1.0) -> Tensor:
-    "`0.5 d²` where `|d| < delta`, else `delta (|d| - 0.5 delta)`, as `torch.nn.functional.huber_loss`."
-    d = input - _target('huber_loss', input, target)
-    small = Tensor.make_const(d.cached_data.abs() < delta)
-    return _reduce(_where(small, d * d * 0.5, (_abs(d) - 0.5 * delta) * delta), reduction, 'huber_loss')
-
-def kl_div(input, target, reduction='mean', log_target=False) -> Tensor:
-    "KL divergence of `target` from log-probabilities `input`: `t (log t - input)` summed as `reduction` says."
-    t = _target('kl_div', input, target)
-    if log_target: loss = _exp(t) * (t - input)
-    else:
-        pos = Tensor.make_const(t.cached_data > 0)
-        loss = t * _where(pos, log(_where(pos, t, 1.0)), 0.0) - t * input
-    if reduction == 'batchmean': return loss.sum() / (input.shape[0] if input.ndim else 1)
-    return _reduce(loss, reduction, 'kl_div')
-
-# %% ../../nbs/19b_ddp.ipynb 6
-class GradHook(TensorOp):
-    """Identity in the forward pass. In backward, `fn(grad)` is called with the input's whole gradient (every use
-    summed) and returns the gradient to pass on (None passes nothing). The extra inputs `after` get a zero gradient,
-    so their own hooks run after this one: the engine visits a node only once every node that uses it is done."""
-    saves_output, saved_inputs = False, ()
-    def __init__(self, fn): self.fn = fn
-    def compute(self, x, *after): return x
-    def gradient(self, out_grad, node):
-        zeros = tuple(Tensor.make_const(NDArray.make(a.shape, device=a.device, dtype=a.dtype).fill(0))
-                      for a in node.inputs[1:])
-        return (self.fn(out_grad), *zeros)
-
-def grad_hook(x: Tensor, fn, *after: Tensor) -> Tensor:
-    """`x` unchanged, with `fn(grad)` called in backward on x's whole gradient (torch's `register_hook`, as an op).
-    >>> w = Tensor([1.0, 2.0]); (grad_hook(w, lambda g: g * 2) * 3).sum().backward(); w.grad   # [6., 6.]"""
-    return GradHook(fn)(x, *after)
-
-register_op('grad_hook', lambda a, b: grad_hook(a, lambda g: g, b), lambda T, a, b: a + 0 * b.sum(),
-            [case((3, 4), (2,)), case((), ())], op=GradHook);
