@@ -61,12 +61,18 @@ def _line(f) -> str:
     code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} `{code}`"
 
+def _library_line(f) -> str:
+    "Where in minima a value was read: `file function: `code``, without the line number (it moves as the code does)."
+    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{os.path.basename(f.f_code.co_filename)} {f.f_code.co_qualname}: `{code}`"
+
 def _origin() -> str:
-    "The library function that called the device (an op's compute, a module, the optimizer), as `file:line name`."
+    """The library function that called the device (an op's compute, a module, the optimizer), as `file:function`
+    (no line number, so a listing does not change when the library's files do)."""
     f = sys._getframe(2)
     while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
     if f is None: return '?'
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} {f.f_code.co_name}"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_code.co_qualname}"
 
 # %% ../nbs/21b_compile.ipynb
 class Buf:
@@ -155,7 +161,7 @@ class Recorder:
         if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
             # minima itself checks a value (a label range, NaN in a pooling window, ignore_index present): the
             # program assumes the same answer on every replay; the assumption is listed with the program
-            if not self.depth: self.assumptions.append(_line(f) + ' in ' + f.f_code.co_name)
+            if not self.depth: self.assumptions.append(_library_line(f))
             return type(self.device).to_numpy(self.device, *args)
         raise CaptureError(
             f"compile: the function reads a tensor's value during capture (.item(), .numpy(), bool(t), float(t) or "
