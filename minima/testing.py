@@ -108,7 +108,8 @@ DOMAINS = {
     'nonzero': lambda rng, s: rng.choice([-1.0, 1.0], s) * rng.uniform(0.5, 2.0, s),
     'away_from_kinks': lambda rng, s: _away(rng, s),
     'unit': lambda rng, s: rng.uniform(-0.9, 0.9, s),
-    'distinct': lambda rng, s: (rng.permutation(max(1, int(np.prod(s)))).reshape(s) * 0.3 + rng.uniform(-0.05, 0.05, s)) if len(s) else rng.standard_normal(s),
+    'distinct': lambda rng, s: ((rng.permutation(max(1, int(np.prod(s)))).reshape(s) * 0.3
+                                 + rng.uniform(-0.05, 0.05, s)) if len(s) else rng.standard_normal(s)),
 }
 
 def sample_input(rng, shape, domain='any') -> np.ndarray:
@@ -225,105 +226,118 @@ class OpReport:
                 + f'</tr></thead><tbody>{rows}</tbody></table></details>')
     def __repr__(self): return self.summary() + ' (max abs error in brackets)\n\n' + self._table()
 
-def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 'second'), raise_on_fail=True) -> OpReport:
+# %% ../nbs/02_testing.ipynb
+@dataclass
+class _CaseRun:
+    "One case of one op under check: its spec, inputs, random numbers, devices, and the report it writes to."
+    spec: OpSpec; c: Case; rng: object; arrs: list; diff: list; dev: object; tdev: str; torch: object; rep: OpReport
+    def skipped(self, check) -> bool:
+        "Record the skip the spec asks for (with its reason); True when `check` is skipped."
+        if check not in self.spec.skip: return False
+        self.rep.add(self.c, check, 'skip', note=self.spec.skip[check]); return True
+    def compare(self, check, triples, rtol, atol, dtype=None):
+        "Record `check`: `triples` of (input index, minima's array, the reference's array)."
+        bad, errs = None, []
+        for i, a, b in triples:
+            if dtype and a.dtype != dtype: bad = f'grad of input {i} has dtype {a.dtype}, expected {dtype}'
+            elif not _close(a, b, rtol, atol): bad = f'input {i}: max error {_err(a, b):.2e}'
+            errs.append(_err(a, b))
+        self.rep.add(self.c, check, 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
+    def wrt(self, xs) -> list: return [xs[i] for i in self.diff]
+
+def _upstream(gs, ys, dtype) -> list:
+    "The upstream gradients `gs` as constant minima Tensors on the outputs' devices."
+    return [Tensor(g, dtype=dtype, device=y.device, requires_grad=False) for g, y in zip(gs, ys)]
+
+def _to_torch(torch, gs, tys) -> list: return [torch.from_numpy(g).to(t.device) for g, t in zip(gs, tys)]
+
+def _zeros(r) -> list: return [np.zeros(r.arrs[i].shape) for i in r.diff]
+
+# %% ../nbs/02_testing.ipynb
+def _check_forward(r, xs, ts):
+    "1. Forward in float32 against torch: shape, dtype and values of every output. (ys, tys), or None if it raised."
+    spec, c = r.spec, r.c
+    try: ys, tys = _as_list(spec.fn(*xs, **c.kwargs)), _as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
+    except Exception as e:
+        r.rep.add(c, 'forward', 'FAIL', note=f'raised {type(e).__name__}: {e}'); return None
+    errs, bad = [], None
+    for y, ty in zip(ys, tys):
+        tyn = ty.detach().cpu().numpy()
+        if y.shape != tuple(ty.shape): bad = f'shape {y.shape} != torch {tuple(ty.shape)}'
+        elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)): bad = f'dtype {y.dtype} != torch {ty.dtype}'
+        elif not _close(y.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.numpy(), tyn):.2e}'
+        errs.append(_err(y.numpy(), tyn) if bad is None else 0)
+    if len(ys) != len(tys): bad = f'{len(ys)} outputs != torch {len(tys)}'
+    r.rep.add(c, 'forward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
+    return ys, tys
+
+def _check_backward(r, xs, ts, ys, tys):
+    "2. Backward in float32 against torch, with a random upstream gradient; every input gradient stays float32."
+    gs = [_randn(r.rng, y.shape, 'float32') for y in ys]
+    mine = _grad(ys, r.wrt(xs), _upstream(gs, ys, 'float32'))
+    theirs = r.torch.autograd.grad(tys, r.wrt(ts), _to_torch(r.torch, gs, tys), allow_unused=True)
+    ref = [np.zeros(r.arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(r.diff, theirs)]
+    r.compare('backward', [(i, m.numpy(), t) for i, m, t in zip(r.diff, mine, ref)], r.spec.rtol, r.spec.atol,
+              dtype='float32')
+
+# %% ../nbs/02_testing.ipynb
+def _check_fd(r, x64, ys64, gs):
+    "3. The float64 gradient of <f(x), g> against central finite differences of minima's own forward."
+    mine = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'))
+    nums = _fd_grads(r.spec, r.c, r.arrs, r.diff, gs)
+    r.compare('fd', [(i, a.numpy(), n) for i, a, n in zip(r.diff, mine, nums)], r.spec.fd_rtol, r.spec.fd_atol)
+
+def _check_second(r, gs):
+    "4. Second order in float64: the gradient of <grad <f(x), g>, h> for a random direction h, against torch's."
+    hs = [_randn(r.rng, r.arrs[i].shape) for i in r.diff]
+    x64 = _mi_inputs(r.arrs, r.diff, 'float64', r.dev)
+    ys64 = _as_list(r.spec.fn(*x64, **r.c.kwargs))
+    g1 = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'), create_graph=True)
+    terms = [(g * Tensor(h, dtype='float64', device=g.device, requires_grad=False)).sum()
+             for g, h in zip(g1, hs) if g.requires_grad]
+    mine = [t.numpy() for t in _grad(sum(terms[1:], terms[0]), r.wrt(x64))] if terms else _zeros(r)
+    torch = r.torch
+    ts = _t_inputs(torch, r.arrs, r.diff, 'float64', r.tdev)
+    tys = _as_list(r.spec.torch_fn(torch, *ts, **r.c.kwargs))
+    tg1 = torch.autograd.grad(tys, r.wrt(ts), _to_torch(torch, gs, tys), create_graph=True, allow_unused=True)
+    pairs = [(g, torch.from_numpy(h).to(g.device)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
+    ref = _zeros(r)
+    if pairs:
+        tg2 = torch.autograd.grad([g for g, _ in pairs], r.wrt(ts), [h for _, h in pairs], allow_unused=True)
+        ref = [np.zeros(r.arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(r.diff, tg2)]
+    r.compare('second', list(zip(r.diff, mine, ref)), 1e-6, 1e-8)
+
+# %% ../nbs/02_testing.ipynb
+def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 'second'),
+             raise_on_fail=True) -> OpReport:
     """Check a registered op against torch (forward, backward with a random upstream gradient, second order) and
     against float64 finite differences. `target` is a name, an Op class, a functional wrapper or an OpSpec."""
     import torch
     from minima.backend_ndarray.device import get_device
-    spec = get_spec(target)
-    dev = get_device(device)
-    tdev = 'cuda' if dev.name == 'cuda' else 'cpu'
-    rep = OpReport(spec.name, dev.name)
+    spec, dev = get_spec(target), get_device(device)
+    tdev, rep = 'cuda' if dev.name == 'cuda' else 'cpu', OpReport(spec.name, dev.name)
     for ci, c in enumerate(spec.cases):
         rng = np.random.default_rng(seed + 1000 * ci)
         arrs = _make_inputs(spec, c, rng)
-        diff = _diff_idx(spec, arrs)
-        # 1. forward, float32
-        if 'forward' in checks:
-            if 'forward' in spec.skip: rep.add(c, 'forward', 'skip', note=spec.skip['forward'])
-            else:
-                xs = _mi_inputs(arrs, diff, 'float32', dev)
-                ts = _t_inputs(torch, arrs, diff, 'float32', tdev)
-                try:
-                    ys, tys = _as_list(spec.fn(*xs, **c.kwargs)), _as_list(spec.torch_fn(torch, *ts, **c.kwargs))
-                except Exception as e:
-                    rep.add(c, 'forward', 'FAIL', note=f'raised {type(e).__name__}: {e}'); continue
-                errs, bad = [], None
-                for y, ty in zip(ys, tys):
-                    tyn = ty.detach().cpu().numpy()
-                    if y.shape != tuple(ty.shape): bad = f'shape {y.shape} != torch {tuple(ty.shape)}'
-                    elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)):
-                        bad = f'dtype {y.dtype} != torch {ty.dtype}'
-                    elif not _close(y.numpy(), tyn, spec.rtol, spec.atol):
-                        bad = f'max error {_err(y.numpy(), tyn):.2e}'
-                    errs.append(_err(y.numpy(), tyn) if bad is None else 0)
-                if len(ys) != len(tys): bad = f'{len(ys)} outputs != torch {len(tys)}'
-                rep.add(c, 'forward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
-                # 2. backward, float32, random upstream gradient
-                if 'backward' in checks and diff and all(y.dtype in ('float32', 'float64') for y in ys):
-                    if 'backward' in spec.skip: rep.add(c, 'backward', 'skip', note=spec.skip['backward'])
-                    else:
-                        gs = [_randn(rng, y.shape, 'float32') for y in ys]
-                        mg = _grad(ys, [xs[i] for i in diff], [Tensor(g, device=y.device, requires_grad=False) for g, y in zip(gs, ys)])
-                        tg = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(ty.device) for g, ty in zip(gs, tys)], allow_unused=True)
-                        bad, errs = None, []
-                        for i, m, t in zip(diff, mg, tg):
-                            tn = np.zeros(arrs[i].shape) if t is None else t.detach().cpu().numpy()
-                            if m.dtype != 'float32':
-                                bad = f'grad of input {i} has dtype {m.dtype}, expected float32'
-                            elif not _close(m.numpy(), tn, spec.rtol, spec.atol):
-                                bad = f'input {i}: max error {_err(m.numpy(), tn):.2e}'
-                            errs.append(_err(m.numpy(), tn))
-                        rep.add(c, 'backward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
-        if not diff: continue
-        # 3. finite differences, float64, minima alone
-        x64 = _mi_inputs(arrs, diff, 'float64', dev)
+        r = _CaseRun(spec, c, rng, arrs, _diff_idx(spec, arrs), dev, tdev, torch, rep)
+        if 'forward' in checks and not r.skipped('forward'):
+            xs, ts = _mi_inputs(arrs, r.diff, 'float32', dev), _t_inputs(torch, arrs, r.diff, 'float32', tdev)
+            out = _check_forward(r, xs, ts)
+            if out is None: continue   # forward raised: the other checks would only repeat it
+            if ('backward' in checks and r.diff and all(y.dtype in ('float32', 'float64') for y in out[0])
+                    and not r.skipped('backward')): _check_backward(r, xs, ts, *out)
+        if not r.diff: continue
+        x64 = _mi_inputs(arrs, r.diff, 'float64', dev)
         ys64 = _as_list(spec.fn(*x64, **c.kwargs))
         if not all(y.dtype == 'float64' for y in ys64):
             for k in ('fd', 'second'):
-                if k in checks:
-                    rep.add(c, k, 'skip', note='the output is not floating point: nothing to differentiate')
+                if k in checks: rep.add(c, k, 'skip', note='the output is not floating point: nothing to differentiate')
             continue
         gs = [_randn(rng, y.shape) for y in ys64]
-        if 'fd' in checks:
-            if 'fd' in spec.skip: rep.add(c, 'fd', 'skip', note=spec.skip['fd'])
-            else:
-                an = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys64)])
-                nums = _fd_grads(spec, c, arrs, diff, gs)
-                bad, errs = None, []
-                for i, a, n in zip(diff, an, nums):
-                    if not _close(a.numpy(), n, spec.fd_rtol, spec.fd_atol):
-                        bad = f'input {i}: max error {_err(a.numpy(), n):.2e}'
-                    errs.append(_err(a.numpy(), n))
-                rep.add(c, 'fd', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
-        # 4. second derivative, float64, against torch
+        if 'fd' in checks and not r.skipped('fd'): _check_fd(r, x64, ys64, gs)
         if 'second' in checks:
             if not spec.smooth: rep.add(c, 'second', 'skip', note=spec.skip.get('second', 'not smooth'))
-            elif 'second' in spec.skip: rep.add(c, 'second', 'skip', note=spec.skip['second'])
-            else:
-                hs = [_randn(rng, arrs[i].shape) for i in diff]
-                x64 = _mi_inputs(arrs, diff, 'float64', dev)
-                ys64 = _as_list(spec.fn(*x64, **c.kwargs))
-                g1 = _grad(ys64, [x64[i] for i in diff], [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys64)], create_graph=True)
-                s = None
-                for g, h in zip(g1, hs):
-                    if g.requires_grad:
-                        term = (g * Tensor(h, dtype='float64', device=g.device, requires_grad=False)).sum()
-                        s = term if s is None else s + term
-                m2 = [np.zeros(arrs[i].shape) for i in diff] if s is None else [t.numpy() for t in _grad(s, [x64[i] for i in diff])]
-                ts = _t_inputs(torch, arrs, diff, 'float64', tdev)
-                tys = _as_list(spec.torch_fn(torch, *ts, **c.kwargs))
-                tg1 = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g).to(ty.device) for g, ty in zip(gs, tys)], create_graph=True, allow_unused=True)
-                pairs = [(g, torch.from_numpy(h).to(g.device)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
-                if pairs:
-                    tg2 = torch.autograd.grad([p[0] for p in pairs], [ts[i] for i in diff], [p[1] for p in pairs], allow_unused=True)
-                    t2 = [np.zeros(arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(diff, tg2)]
-                else: t2 = [np.zeros(arrs[i].shape) for i in diff]
-                bad, errs = None, []
-                for i, a, t in zip(diff, m2, t2):
-                    if not _close(a, t, 1e-6, 1e-8): bad = f'input {i}: max error {_err(a, t):.2e}'
-                    errs.append(_err(a, t))
-                rep.add(c, 'second', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
+            elif not r.skipped('second'): _check_second(r, gs)
     if raise_on_fail and not rep.ok:
         raise AssertionError('check_op failed:\n' + '\n'.join(rep.failures) + '\n\n' + rep._table())
     return rep
@@ -344,7 +358,8 @@ def gradcheck(fn, *tensors, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
     gs = [_randn(rng, y.shape) for y in ys]
     an = _grad(ys, xs, [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys)])
     def L(arrs):
-        out = _as_list(fn(*[Tensor(a, dtype='float64', device=t.device, requires_grad=False) for a, t in zip(arrs, tensors)]))
+        xs = [Tensor(a, dtype='float64', device=t.device, requires_grad=False) for a, t in zip(arrs, tensors)]
+        out = _as_list(fn(*xs))
         return sum(float((y.numpy() * g).sum()) for y, g in zip(out, gs))
     base = [t.numpy().astype('float64') for t in tensors]
     for i, a in enumerate(an):
@@ -356,5 +371,6 @@ def gradcheck(fn, *tensors, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
         diff = np.abs(a.numpy() - num)
         if not np.all(diff <= atol + rtol * np.abs(num)):
             k = np.unravel_index(np.argmax(diff - rtol * np.abs(num)), num.shape)
-            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.numpy()[k]:.6g} vs numerical {num[k]:.6g}")
+            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.numpy()[k]:.6g} "
+                                 f"vs numerical {num[k]:.6g}")
     return True
