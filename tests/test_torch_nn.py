@@ -620,3 +620,36 @@ def test_forward_hooks_prepend_with_kwargs_always_call_like_torch():
     lin.register_forward_pre_hook(lambda m, a, kw: ((a[0] * 0,), kw), with_kwargs=True)
     assert np.allclose(lin(mi.ones(1, 2)).numpy(), lin.bias.numpy())
     with pytest.raises(TypeError, match='expected a callable'): lin.register_full_backward_hook(3)
+
+
+# --- LSTM(proj_size=) as torch's (s2-21) ---------------------------------------------------------------------------
+@pytest.mark.parametrize('layers,bidir,batch_first,unbatched', [(1, False, False, False), (2, False, True, False),
+                                                                (2, True, False, False), (1, True, False, True)])
+def test_lstm_with_projection_matches_torch(layers, bidir, batch_first, unbatched):
+    "weight_hr_l{k} (P, H), h of size P, c of size H; outputs, states and every gradient as torch's (float64)."
+    m = nn.LSTM(3, 5, num_layers=layers, bidirectional=bidir, batch_first=batch_first, proj_size=2).double()
+    tm = torch.nn.LSTM(3, 5, num_layers=layers, bidirectional=bidir, batch_first=batch_first, proj_size=2).double()
+    assert [(k, p.shape) for k, p in m.named_parameters()] == [(k, tuple(p.shape)) for k, p in tm.named_parameters()]
+    to_torch(m, tm)
+    assert repr(m) == repr(tm)
+    r, D = RNG(22), 2 if bidir else 1
+    shape = (4, 3) if unbatched else ((2, 4, 3) if batch_first else (4, 2, 3))
+    hs, cs = ((layers * D, 2), (layers * D, 5)) if unbatched else ((layers * D, 2, 2), (layers * D, 2, 5))
+    x, h0, c0 = r.standard_normal(shape), r.standard_normal(hs), r.standard_normal(cs)
+    xm, hm, cm, xt, ht, ct = M(x), M(h0), M(c0), T(x), T(h0), T(c0)
+    (o, (h, c)), (to, (th, tc)) = m(xm, (hm, cm)), tm(xt, (ht, ct))
+    assert o.shape == tuple(to.shape) and h.shape == tuple(th.shape) and c.shape == tuple(tc.shape)
+    close(o, to); close(h, th); close(c, tc)
+    gs = [r.standard_normal(t.shape) for t in (o, h, c)]
+    sum((a * M(g, False)).sum() for a, g in zip((o, h, c), gs)).backward()
+    sum((a * torch.tensor(g)).sum() for a, g in zip((to, th, tc), gs)).backward()
+    close(xm.grad, xt.grad); close(hm.grad, ht.grad); close(cm.grad, ct.grad)
+    for (k, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters()): close(p.grad, tp.grad)
+    m2 = nn.LSTM(3, 5, proj_size=2)                         # no state given: zeros of the right sizes
+    assert m2(mi.randn(4, 2, 3))[1][0].shape == (1, 2, 2)
+
+def test_lstm_projection_bad_sizes_raise_as_torch():
+    with pytest.raises(ValueError, match='proj_size has to be smaller than hidden_size'): nn.LSTM(3, 5, proj_size=5)
+    with pytest.raises(ValueError, match='proj_size should be a positive integer or zero'): nn.LSTM(3, 5, proj_size=-1)
+    with pytest.raises(ValueError, match=r'expected h_0 of shape \(1, 2, 2\)'):
+        nn.LSTM(3, 5, proj_size=2)(mi.randn(4, 2, 3), (mi.zeros(1, 2, 5), mi.zeros(1, 2, 5)))
