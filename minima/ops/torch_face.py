@@ -210,6 +210,10 @@ def _write(t, value: NDArray, name):
                            "(as torch)")
     t.cached_data[...] = value
 
+def _reads_output(t) -> bool:
+    "Whether the op that made `t` may read its output in backward (most ops say so unless they declare otherwise)."
+    return t.op is not None and t.op.saves_output
+
 def _view_root(t):
     "The tensor whose storage `t` shows through a chain of view ops (getitem, reshape, transpose, ...), or None."
     u = t
@@ -241,9 +245,10 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         if builtins.any(s == 0 and n > 1 for n, s in zip(d.shape, d.strides)):
             raise RuntimeError(f"{name}: unsupported operation: more than one element of the written-to tensor "
                                "refers to a single memory location (an expanded view). Clone it first (as torch)")
-        region, prev_root = _Region(root.cached_data, d), _ag._snapshot(root)
-    saved = out.op.saved_inputs   # out's op reads t's old values in backward: keep a copy of them (torch's too)
-    prev = _ag._snapshot(t, copy=builtins.any(x is t and (saved is None or i in saved) for i, x in enumerate(out.inputs)))
+        region, prev_root = _Region(root.cached_data, d), _ag._snapshot(root, copy=_reads_output(root))
+    saved = out.op.saved_inputs   # out's op, or t's own, reads t's old values in backward: keep a copy of them
+    reads = builtins.any(x is t and (saved is None or i in saved) for i, x in enumerate(out.inputs))
+    prev = _ag._snapshot(t, copy=reads or _reads_output(t))
     _write(t, out.cached_data, name)
     if out.dtype != t.dtype: out = _mv.cast(out, t.dtype)
     t.op, t.requires_grad = out.op, True
