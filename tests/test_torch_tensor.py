@@ -331,6 +331,14 @@ def test_bitwise_and_integer_arithmetic_like_torch():
             assert got.dtype == str(want.dtype).split('.')[1] and close(got.numpy().astype('float64'), want.double())
     with pytest.raises(TypeError, match='floating'): mi.tensor([1.]) & mi.tensor([1.])
 
+def test_bitwise_not_of_every_integer_dtype_at_its_limits_like_torch():
+    "~ on integers runs on the device as -x - 1: the same bits as torch's for each dtype, at its limits too."
+    for dt in ['uint8', 'int8', 'int16', 'int32', 'int64']:
+        info = np.iinfo(dt)
+        a = np.array([info.min, info.min + 1, 0, 1, 5, info.max - 1, info.max], dtype=dt)
+        got = ~mi.tensor(a)
+        assert got.dtype == dt and got.numpy().tolist() == (~torch.tensor(a)).tolist(), dt
+
 def test_new_gradients_match_torch():
     "Missing API with gradients: gather, scatter, index_select, masked_fill, masked_select, std, var, norm, cumsum, prod,"
     " sort, topk, max(dim), repeat, clone, remainder: random upstream gradient against torch's autograd."

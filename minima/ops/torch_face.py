@@ -897,7 +897,7 @@ def bitwise_not(input) -> Tensor:
     "`~input`: logical not of a bool tensor, bitwise not of an integer one."
     _int_or_bool(input, 'bitwise_not')
     if input.dtype == 'bool': return _ew.equal(input, False).detach()
-    return _leaf(NDArray(np.invert(input.numpy()), device=input.device, dtype=input.dtype))
+    return _leaf((-input.cached_data) - 1)   # two's complement: ~x == -x - 1 (uint8 wraps the same way), on the device
 
 logical_not = lambda input: _ew.equal(input, 0 if input.dtype != 'bool' else False).detach()
 logical_and = lambda a, b: bitwise_and(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
