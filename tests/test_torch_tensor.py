@@ -491,6 +491,11 @@ def test_inplace_through_views_errors_and_version_counter():
     "torch's errors: a view of a leaf that requires grad; a value backward needs was changed; and minima's own one."
     x = mi.tensor(r(3, 4), requires_grad=True)
     with pytest.raises(RuntimeError, match='a view of a leaf Variable that requires grad'): x[0].mul_(2)
+    for piece in (lambda y: y.chunk(2, 1)[1], lambda y: y.unbind(0)[2], lambda y: y.split(1, 0)[0]):
+        with pytest.raises(RuntimeError, match='of Split is a view and is being modified inplace'):
+            piece(x * 1).mul_(2)          # torch: a function that returns multiple views
+        with pytest.raises(RuntimeError, match='is a view and is being modified inplace'):
+            piece(torch.tensor(x.numpy(), requires_grad=True) * 1).mul_(2)
     with pytest.raises(RuntimeError, match='setitem: cannot assign in place'): x[0] = 1.
     y = x.exp()                       # exp's gradient reads its output: with a graph, the old values are kept
     y[0].mul_(2)
