@@ -233,9 +233,9 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         _write(t, out.cached_data, name)
         return t
     if type(t.op) is _ag.TupleGetItem and type(t.inputs[0].op) is _mv.Split:
-        raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view is "
-                           "the output of a function that returns multiple views (split, chunk, unbind), which does "
-                           "not allow it (as torch). Replace the inplace operation by an out-of-place one")
+        raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view "
+                           "is the output of a function that returns multiple views (split, chunk, unbind), which "
+                           "does not allow it (as torch). Replace the inplace operation by an out-of-place one")
     root = _view_root(t)
     if root is None and t.op is None and not t.cached_data.is_compact():   # (a compact view: is_compact checks size)
         raise RuntimeError(f"{name}: this tensor (shape {t.shape}) is a view of a tensor that has no graph, so minima "
