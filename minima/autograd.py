@@ -91,6 +91,7 @@ def make_from_op(cls: Value, op: Op, inputs):
     v = out.__new__(out)
     v.cached_data = data
     if _GRAD[0] and any(x.requires_grad for x in inputs):
+        if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
         try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
         except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
@@ -193,7 +194,7 @@ def find_topo_sort(node_list) -> list:
             if id(node) in visited: continue
             visited.add(id(node))
             stack.append((node, True))
-            for x in reversed(node.inputs):   # so the first input is visited first
+            for x in reversed(_inputs(node) if _SNAPS else node.inputs):   # the first input first
                 if id(x) not in visited: stack.append((x, False))
     return order
 
@@ -547,7 +548,67 @@ def _set_tensor_data(self, value):
 Tensor.data = property(_tensor_data, _set_tensor_data)
 Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
 
-# %% ../nbs/01c_autograd_guards.ipynb 26
+# %% ../nbs/01c_autograd_guards.ipynb 24
+_SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (chapter 18)
+_VIEW_OPS = set()   # op classes whose output is a view of their first input (filled by minima.ops.torch_face)
+
+def _snapshot(t, copy=False) -> 'Tensor':
+    """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that the nodes that used
+    `t` until now reach the old node in backward (`_inputs`). `copy`: the object keeps a copy of the old values."""
+    prev, d = Tensor.__new__(Tensor), t.cached_data
+    prev.op, prev.inputs, prev.requires_grad, prev.grad, prev._retain = t.op, t.inputs, t.requires_grad, None, False
+    if t.op is not None: prev._vers = t._vers
+    if copy:
+        c = NDArray.make(d.shape, device=d.device, dtype=d.dtype)
+        c[...] = d
+        c._ver = [d._ver[0]]   # the version the old users recorded
+        d = c
+    prev.cached_data = d
+    snaps = _SNAPS.get(id(t))
+    if snaps is None:
+        snaps = _SNAPS[id(t)] = []
+        weakref.finalize(t, _SNAPS.pop, id(t), None)
+    snaps.append((t.cached_data._ver[0], prev))
+    return prev
+
+def _inputs(node) -> tuple:
+    """`node.inputs`, where a tensor changed in place (with a graph) after the node used it is replaced, once and for
+    all, by the node it was then."""
+    vers = getattr(node, '_vers', None)
+    if vers is None: return node.inputs
+    new = None
+    for i, x in enumerate(node.inputs):
+        snaps = _SNAPS.get(id(x))
+        if snaps is None or vers[i + 1] == _ver(x.cached_data): continue
+        for v, prev in snaps:
+            if v >= vers[i + 1]:
+                if new is None: new = list(node.inputs)
+                new[i] = prev
+                break
+    if new is not None: node.inputs = tuple(new)
+    return node.inputs
+
+def _is_view(u) -> bool:
+    return u.op is not None and type(u.op) in _VIEW_OPS and u.inputs[0].cached_data._handle is u.cached_data._handle
+
+def _refresh_views(inputs):
+    """A view taken before its base was changed in place (with a graph) shows the new values: from now on it is a
+    view of the base's new node, while the nodes that used it before keep the old one (torch regenerates the view's
+    grad_fn the same way)."""
+    for x in inputs:
+        chain, u = [], x
+        while isinstance(u, Tensor) and _is_view(u) and u._vers is not None:
+            chain.append(u)
+            u = u.inputs[0]
+        for w in reversed(chain):   # from the base down
+            snaps = _SNAPS.get(id(w.inputs[0]))
+            if snaps and snaps[-1][0] >= w._vers[1]:
+                now = w.cached_data._ver[0]
+                _snapshot(w)
+                _SNAPS[id(w)][-1] = (now - 1, _SNAPS[id(w)][-1][1])   # the users so far recorded an older version
+                w._vers = _versions(w)
+
+# %% ../nbs/01c_autograd_guards.ipynb 28
 def as_operand(x, like: Tensor) -> Tensor:
     """`x` (a Tensor, number, list, numpy array or NDArray) as a constant Tensor on `like`'s device, with torch's
     dtype for it: a number becomes a 0-d tensor of the dtype it promotes `like` to, a numpy array keeps its dtype."""
@@ -559,11 +620,11 @@ def as_operand(x, like: Tensor) -> Tensor:
     if isinstance(x, np.ndarray) and x.dtype.name in DTYPES: return Tensor(x, device=like.device, dtype=x.dtype, requires_grad=False)
     return Tensor(x, device=like.device, requires_grad=False)
 
-# %% ../nbs/01c_autograd_guards.ipynb 32
+# %% ../nbs/01c_autograd_guards.ipynb 34
 def _cast(g, dtype, create_graph):
     return ops.cast(g, dtype) if create_graph else Tensor.make_const(g.cached_data.astype(dtype))
 
-# %% ../nbs/01c_autograd_guards.ipynb 37
+# %% ../nbs/01c_autograd_guards.ipynb 39
 def _own(g, taken: set, create_graph):
     "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
     d = g.cached_data
@@ -574,7 +635,7 @@ def _own(g, taken: set, create_graph):
     taken.add(id(g.cached_data._handle))
     return g
 
-# %% ../nbs/01c_autograd_guards.ipynb 43
+# %% ../nbs/01c_autograd_guards.ipynb 45
 _HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
 
 class _HookHandle:

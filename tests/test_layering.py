@@ -7,7 +7,7 @@ import minima
 from minima.autograd import TensorOp, TensorTupleOp
 
 PKG = Path(minima.__file__).parent
-ENGINE_PLUMBING = {'TupleGetItem', 'MakeTensorTuple'}
+ENGINE_PLUMBING = {'TupleGetItem', 'MakeTensorTuple', '_Pick', '_Gate'}   # _Pick, _Gate: Module backward hooks (10)
 
 
 def _modules():

@@ -468,3 +468,188 @@ def test_sdpa_broadcasts_batch_dims_as_torch():
     assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), *(mi.tensor(a[..., :3, :], requires_grad=True) for a in (q, k, v)))
     with pytest.raises(ValueError, match='do not broadcast'):
         F.scaled_dot_product_attention(mi.randn(2, 3, 4, 5), mi.randn(3, 3, 6, 5), mi.randn(3, 3, 6, 7))
+
+
+# --- Module hooks as torch's (s2-21) -------------------------------------------------------------------------------
+def _np(g): return None if g is None else (g.detach().numpy() if isinstance(g, torch.Tensor) else g.numpy())
+
+def _mlp_pair(seed):
+    tm = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).double()
+    m = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).double()
+    m.load_state_dict(tm.state_dict())
+    return m, tm
+
+@pytest.mark.parametrize('replace', ['none', 'pre', 'full', 'both'])
+def test_full_backward_hooks_see_and_replace_gradients_like_torch(replace):
+    """The full backward hook gets (grad_input, grad_output) of every layer, the pre-hook grad_output; a tuple they
+    return replaces those gradients, and the input, parameter grads that follow agree with torch's."""
+    r = RNG(3)
+    x, g = r.standard_normal((4, 5)), r.standard_normal((4, 3))
+    sx = M(r.standard_normal((4, 7)), False)   # what the replacing hooks multiply by
+    logs = {}
+    m, tm = _mlp_pair(0)
+    for lib, net, X, G, S in [('mi', m, M(x), M(g, False), M(sx.numpy(), False)),
+                              ('torch', tm, T(x), torch.tensor(g), torch.tensor(sx.numpy()))]:
+        log = logs[lib] = []
+        for name, layer in zip('abc', net):
+            layer.register_full_backward_hook(lambda mod, gi, go, name=name: log.append(
+                (name, 'full', [_np(t) for t in gi], [_np(t) for t in go])))
+            layer.register_full_backward_pre_hook(lambda mod, go, name=name: log.append(
+                (name, 'pre', [_np(t) for t in go])))
+        if replace in ('pre', 'both'):   # scale the gradient arriving at the tanh
+            net[1].register_full_backward_pre_hook(lambda mod, go, S=S: (go[0] * S,))
+        if replace in ('full', 'both'):  # send a changed gradient on from the tanh to the first layer
+            net[1].register_full_backward_hook(lambda mod, gi, go, S=S: (gi[0] * S + 1,))
+        y = net(X)
+        y.backward(G)
+        logs[lib + '_grads'] = [_np(X.grad)] + [_np(p.grad) for p in net.parameters()]
+    assert [e[:2] for e in logs['mi']] == [e[:2] for e in logs['torch']] == \
+        [('c', 'pre'), ('c', 'full'), ('b', 'pre'), ('b', 'full'), ('a', 'pre'), ('a', 'full')]
+    for em, et in zip(logs['mi'], logs['torch']):
+        for lm, lt in zip(em[2:], et[2:]):
+            assert len(lm) == len(lt)
+            for a, b in zip(lm, lt):
+                assert (a is None) == (b is None)
+                if a is not None: close(a, b)
+    for a, b in zip(logs['mi_grads'], logs['torch_grads']): close(a, b)
+
+def test_backward_hooks_with_several_inputs_and_outputs_like_torch():
+    "grad_input has one entry per positional argument, grad_output one per output: None where no tensor, no gradient."
+    class Two:
+        def forward(self, x, k, y): return x * 2 + y.sum(), y * 3, 5
+    class TwoM(Two, nn.Module): pass
+    class TwoT(Two, torch.nn.Module): pass
+    r = RNG(4); x, y, g = r.standard_normal(3), r.standard_normal(2), r.standard_normal(3)
+    res = {}
+    for lib, mod, X, Y, G in [('mi', TwoM(), M(x), M(y), M(g, False)), ('torch', TwoT(), T(x), T(y), torch.tensor(g))]:
+        log = res[lib] = []
+        mod.register_full_backward_pre_hook(lambda m, go: log.append(('pre', [_np(t) for t in go])))
+        mod.register_full_backward_hook(lambda m, gi, go: log.append(('full', [_np(t) for t in gi], [_np(t) for t in go])))
+        a, b, c = mod(X, 7, Y)
+        a.backward(G)                         # b unused: its grad_output is None; y still gets a gradient through a
+        log.append(('grads', [_np(X.grad), _np(Y.grad)]))
+    for em, et in zip(res['mi'], res['torch']):
+        assert em[0] == et[0]
+        for lm, lt in zip(em[1:], et[1:]):
+            assert [a is None for a in lm] == [b is None for b in lt]
+            for a, b in zip(lm, lt):
+                if a is not None: close(a, b)
+    assert len(res['mi']) == len(res['torch']) == 3
+
+def test_backward_hook_when_no_input_requires_grad_and_bad_returns():
+    "No input requiring grad: the full hook runs at the outputs with grad_input all None (torch warns too)."
+    lin = nn.Linear(2, 3)
+    seen = []
+    lin.register_full_backward_hook(lambda m, gi, go: seen.append((gi, go[0].shape)))
+    with pytest.warns(UserWarning, match='no inputs require gradients'):
+        lin(mi.ones(4, 2)).sum().backward()
+    assert seen == [((None,), (4, 3))] and lin.weight.grad is not None
+    lin2 = nn.Linear(2, 3)
+    lin2.register_full_backward_hook(lambda m, gi, go: (mi.ones(4, 2),))
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match='should always return None'):
+        lin2(mi.ones(4, 2)).sum().backward()
+    lin3 = nn.Linear(2, 3)
+    h = lin3.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0]))
+    x = mi.ones(4, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match='invalid number of gradients: got 2, but expected 1'):
+        lin3(x).sum().backward()
+    h.remove()
+    h = lin3.register_full_backward_pre_hook(lambda m, go: (mi.ones(5, 5),))
+    with pytest.raises(RuntimeError, match=r'entry 0 must be None or a Tensor of shape \(4, 3\)'):
+        lin3(x).sum().backward()
+    h.remove()
+    lin3(x).sum().backward()                  # removed: plain backward again
+    assert np.allclose(x.grad.numpy(), np.tile(lin3.weight.numpy().sum(0), (4, 1)))
+
+def test_backward_hooks_removed_by_handle_and_context_and_no_grad():
+    lin, calls = nn.Linear(2, 2), []
+    x = mi.ones(1, 2, requires_grad=True)
+    with lin.register_full_backward_hook(lambda m, gi, go: calls.append(1)):
+        lin(x).sum().backward()
+    lin(x).sum().backward()
+    assert calls == [1]
+    lin.register_full_backward_hook(lambda m, gi, go: calls.append(2))
+    with mi.no_grad(): y = lin(x)             # no graph: nothing to hook, as torch
+    assert y.grad_fn is None and calls == [1]
+    y = lin(x); y.sum().backward(retain_graph=True); y.sum().backward()   # each backward runs the hook
+    assert calls == [1, 2, 2]
+
+def test_backward_hook_on_lstm_and_second_order_like_torch():
+    "An LSTM's output (out, (h, c)): only the top-level tensor is hooked, as torch; double backward is unchanged."
+    r = RNG(5)
+    tl = torch.nn.LSTM(3, 4).double(); ml = nn.LSTM(3, 4).double(); ml.load_state_dict(tl.state_dict())
+    x, g = r.standard_normal((5, 2, 3)), r.standard_normal((5, 2, 4))
+    res = {}
+    for lib, mod, X, G in [('mi', ml, M(x), M(g, False)), ('torch', tl, T(x), torch.tensor(g))]:
+        log = res[lib] = []
+        mod.register_full_backward_hook(lambda m, gi, go: log.append(([_np(t) for t in gi], [_np(t) for t in go])))
+        out, (h, c) = mod(X)
+        (out * G).sum().backward()
+        log.append([_np(X.grad)])
+    for em, et in zip(res['mi'], res['torch']):
+        for lm, lt in zip(em, et):
+            assert [a is None for a in lm] == [b is None for b in lt]
+            for a, b in zip(lm, lt):
+                if a is not None: close(a, b)
+    # second order through a hooked module (the hook returns None): grad of the gradient's norm, as torch
+    m, tm = _mlp_pair(0)
+    for net in (m, tm): net[0].register_full_backward_hook(lambda mod, gi, go: None)
+    x2 = r.standard_normal((2, 5))
+    X, TX = M(x2), T(x2)
+    gm = mi.autograd.grad(m(X).pow(2).sum(), X, create_graph=True)
+    gt = torch.autograd.grad(tm(TX).pow(2).sum(), TX, create_graph=True)[0]
+    (gm * gm).sum().backward(); (gt * gt).sum().backward()
+    close(X.grad, TX.grad, 1e-8)
+
+def test_forward_hooks_prepend_with_kwargs_always_call_like_torch():
+    order = {}
+    for lib, lin in [('mi', nn.Linear(2, 2)), ('torch', torch.nn.Linear(2, 2))]:
+        log = order[lib] = []
+        lin.register_forward_pre_hook(lambda m, a: log.append('pre1'))
+        lin.register_forward_pre_hook(lambda m, a: log.append('pre0'), prepend=True)
+        lin.register_forward_pre_hook(lambda m, a, kw: log.append(('kw', sorted(kw))) or None, with_kwargs=True)
+        lin.register_forward_hook(lambda m, a, kw, out: log.append(('fkw', type(out).__name__ != 'NoneType')),
+                                  with_kwargs=True)
+        lin.register_forward_hook(lambda m, a, out: log.append('always'), always_call=True)
+        lib_ = mi if lib == 'mi' else torch
+        lin(lib_.ones(1, 2))
+        with pytest.raises(Exception): lin(lib_.ones(1, 5))     # forward raises: always_call still runs
+    assert order['mi'] == order['torch'] == ['pre0', 'pre1', ('kw', []), ('fkw', True), 'always',
+                                             'pre0', 'pre1', ('kw', []), 'always']
+    lin = nn.Linear(2, 2)   # a pre-hook with kwargs replaces both
+    lin.register_forward_pre_hook(lambda m, a, kw: ((a[0] * 0,), kw), with_kwargs=True)
+    assert np.allclose(lin(mi.ones(1, 2)).numpy(), lin.bias.numpy())
+    with pytest.raises(TypeError, match='expected a callable'): lin.register_full_backward_hook(3)
+
+
+# --- LSTM(proj_size=) as torch's (s2-21) ---------------------------------------------------------------------------
+@pytest.mark.parametrize('layers,bidir,batch_first,unbatched', [(1, False, False, False), (2, False, True, False),
+                                                                (2, True, False, False), (1, True, False, True)])
+def test_lstm_with_projection_matches_torch(layers, bidir, batch_first, unbatched):
+    "weight_hr_l{k} (P, H), h of size P, c of size H; outputs, states and every gradient as torch's (float64)."
+    m = nn.LSTM(3, 5, num_layers=layers, bidirectional=bidir, batch_first=batch_first, proj_size=2).double()
+    tm = torch.nn.LSTM(3, 5, num_layers=layers, bidirectional=bidir, batch_first=batch_first, proj_size=2).double()
+    assert [(k, p.shape) for k, p in m.named_parameters()] == [(k, tuple(p.shape)) for k, p in tm.named_parameters()]
+    to_torch(m, tm)
+    assert repr(m) == repr(tm)
+    r, D = RNG(22), 2 if bidir else 1
+    shape = (4, 3) if unbatched else ((2, 4, 3) if batch_first else (4, 2, 3))
+    hs, cs = ((layers * D, 2), (layers * D, 5)) if unbatched else ((layers * D, 2, 2), (layers * D, 2, 5))
+    x, h0, c0 = r.standard_normal(shape), r.standard_normal(hs), r.standard_normal(cs)
+    xm, hm, cm, xt, ht, ct = M(x), M(h0), M(c0), T(x), T(h0), T(c0)
+    (o, (h, c)), (to, (th, tc)) = m(xm, (hm, cm)), tm(xt, (ht, ct))
+    assert o.shape == tuple(to.shape) and h.shape == tuple(th.shape) and c.shape == tuple(tc.shape)
+    close(o, to); close(h, th); close(c, tc)
+    gs = [r.standard_normal(t.shape) for t in (o, h, c)]
+    sum((a * M(g, False)).sum() for a, g in zip((o, h, c), gs)).backward()
+    sum((a * torch.tensor(g)).sum() for a, g in zip((to, th, tc), gs)).backward()
+    close(xm.grad, xt.grad); close(hm.grad, ht.grad); close(cm.grad, ct.grad)
+    for (k, p), (_, tp) in zip(m.named_parameters(), tm.named_parameters()): close(p.grad, tp.grad)
+    m2 = nn.LSTM(3, 5, proj_size=2)                         # no state given: zeros of the right sizes
+    assert m2(mi.randn(4, 2, 3))[1][0].shape == (1, 2, 2)
+
+def test_lstm_projection_bad_sizes_raise_as_torch():
+    with pytest.raises(ValueError, match='proj_size has to be smaller than hidden_size'): nn.LSTM(3, 5, proj_size=5)
+    with pytest.raises(ValueError, match='proj_size should be a positive integer or zero'): nn.LSTM(3, 5, proj_size=-1)
+    with pytest.raises(ValueError, match=r'expected h_0 of shape \(1, 2, 2\)'):
+        nn.LSTM(3, 5, proj_size=2)(mi.randn(4, 2, 3), (mi.zeros(1, 2, 5), mi.zeros(1, 2, 5)))

@@ -331,6 +331,14 @@ def test_bitwise_and_integer_arithmetic_like_torch():
             assert got.dtype == str(want.dtype).split('.')[1] and close(got.numpy().astype('float64'), want.double())
     with pytest.raises(TypeError, match='floating'): mi.tensor([1.]) & mi.tensor([1.])
 
+def test_bitwise_not_of_every_integer_dtype_at_its_limits_like_torch():
+    "~ on integers runs on the device as -x - 1: the same bits as torch's for each dtype, at its limits too."
+    for dt in ['uint8', 'int8', 'int16', 'int32', 'int64']:
+        info = np.iinfo(dt)
+        a = np.array([info.min, info.min + 1, 0, 1, 5, info.max - 1, info.max], dtype=dt)
+        got = ~mi.tensor(a)
+        assert got.dtype == dt and got.numpy().tolist() == (~torch.tensor(a)).tolist(), dt
+
 def test_new_gradients_match_torch():
     "Missing API with gradients: gather, scatter, index_select, masked_fill, masked_select, std, var, norm, cumsum, prod,"
     " sort, topk, max(dim), repeat, clone, remainder: random upstream gradient against torch's autograd."
@@ -431,3 +439,78 @@ def test_needle_keeps_its_conventions_beside_torchs():
     assert n.transpose().shape == (3, 2) == t.transpose(0, 1).shape == tuple(torch.tensor(a).transpose(0, 1).shape)
     m = n; n += 1
     assert m is not n and m.numpy()[0, 0] == 0.                         # needle's `+=` rebinds
+
+
+# ------------------------------------------------------------------ in place through views (torch's CopySlices; s2-21)
+def _p(fn):   # a program: fn(lib, x, w) -> out, with x (3, 4) and w (2, 4) requiring grad
+    return fn
+
+INPLACE_PROGRAMS = {
+    # a node that used `a` before the in-place change keeps the old `a`
+    'consumer_before_inplace': lambda L, x, w: (lambda a: (lambda z: (a.mul_(2), z + a)[1])(a * 3))(x * 1),
+    'mul_by_w_saves_old_self': lambda L, x, w: (lambda a: (a[:2].mul_(w), a)[1])(x * 1),
+    'view_column_mul': lambda L, x, w: (lambda y: (y[:, 0].mul_(2), y * y)[1])(x.clone()),
+    'view_rows_add_w': lambda L, x, w: (lambda y: (y[1:].add_(w), y.exp())[1])(x.clone()),
+    'view_add_then_use_view': lambda L, x, w: (lambda y: (lambda v: (v.add_(w), y * v.sum())[1])(y[1:]))(x.clone()),
+    'chained_view': lambda L, x, w: (lambda y: (y[1:][0].mul_(w[1]), y.sin())[1])(x.clone()),
+    'transposed_view': lambda L, x, w: (lambda y: (y.T[1].add_(x[:, 2] * 2), y * 1)[1])(x * 1),
+    'reshaped_strided_view': lambda L, x, w: (lambda y: (y.view(-1)[::3].mul_(3), y ** 2)[1])(x.clone()),
+    'sibling_view_taken_before': lambda L, x, w: (lambda y: (lambda v: (y.mul_(2), v * 3 + y[0])[1])(y[0]))(x * 1),
+    'sibling_used_before': lambda L, x, w: (lambda y: (lambda a: (y[1].mul_(2), a + y[0] * y[1])[1])(y[0] * 3))(x * 1),
+    'zero_on_view': lambda L, x, w: (lambda y: (y[:, 1].zero_(), y * x)[1])(x * 1),
+    'fill_non_view': lambda L, x, w: (lambda a: (a.fill_(2.), a * x)[1])(x * 1),
+    'twice': lambda L, x, w: (lambda y: (y[0].mul_(2), y[0].add_(w[0]), y.mul_(3), y)[3])(x.clone()),
+    'setitem_rows_w': lambda L, x, w: (lambda y: (y.__setitem__(slice(1, None), w * 2), y)[1])(x.clone()),
+    'setitem_into_no_graph_base': lambda L, x, w: (lambda y: (y.__setitem__(0, w[1]), y * x)[1])(L.zeros(3, 4, dtype=L.float64)),
+    'setitem_mask_constant': lambda L, x, w: (lambda y: (y.__setitem__(y > 0, 0.), y * 2)[1])(x.clone()),
+    'setitem_index_array_w': lambda L, x, w: (lambda y: (y.__setitem__(L.tensor([2, 0]), w[[1, 0]] * w), y)[1])(x * 1),
+    'copy_from_leaf_w': lambda L, x, w: (lambda y: (y[1:].copy_(w), y)[1])(x * 1),
+    # a residual block: the op whose output is changed in place keeps its values for its own backward
+    'residual_add_after_linear': lambda L, x, w: (lambda o: (o.__iadd__(x), o.relu())[1])(
+        L.nn.functional.linear(x, w[:, :4].T @ w[:, :4] + x[:, :4].T @ x[:, :4])),
+}
+
+@pytest.mark.parametrize('name', sorted(INPLACE_PROGRAMS))
+def test_inplace_through_views_gives_torchs_gradients(name):
+    """In-place writes through views reach the base's graph (torch's CopySlices), earlier users keep the old values,
+    views taken before follow the base: values and gradients of x and w as torch's (random upstream gradient)."""
+    prog = INPLACE_PROGRAMS[name]
+    x0, w0, g0 = r(3, 4), r(2, 4), r(3, 4)
+    res = {}
+    for L in (mi, torch):
+        x, w = L.tensor(x0, requires_grad=True), L.tensor(w0, requires_grad=True)
+        out = prog(L, x, w)
+        (out * L.tensor(g0)).sum().backward()
+        res[L.__name__] = (out, x.grad, w.grad)
+    (om, xm, wm), (ot, xt, wt) = res['minima'], res['torch']
+    assert close(om, ot, 1e-10)
+    assert close(xm, xt, 1e-10)
+    assert (wm is None) == (wt is None) and (wm is None or close(wm, wt, 1e-10))
+
+def test_inplace_through_views_errors_and_version_counter():
+    "torch's errors: a view of a leaf that requires grad; a value backward needs was changed; and minima's own one."
+    x = mi.tensor(r(3, 4), requires_grad=True)
+    with pytest.raises(RuntimeError, match='a view of a leaf Variable that requires grad'): x[0].mul_(2)
+    for piece in (lambda y: y.chunk(2, 1)[1], lambda y: y.unbind(0)[2], lambda y: y.split(1, 0)[0]):
+        with pytest.raises(RuntimeError, match='of Split is a view and is being modified inplace'):
+            piece(x * 1).mul_(2)          # torch: a function that returns multiple views
+        with pytest.raises(RuntimeError, match='is a view and is being modified inplace'):
+            piece(torch.tensor(x.numpy(), requires_grad=True) * 1).mul_(2)
+    with pytest.raises(RuntimeError, match='setitem: cannot assign in place'): x[0] = 1.
+    y = x.exp()                       # exp's gradient reads its output: with a graph, the old values are kept
+    y[0].mul_(2)
+    assert y._version == 1
+    g = r(3, 4); (y * mi.tensor(g)).sum().backward()
+    tx = torch.tensor(x.numpy(), requires_grad=True); ty = tx.exp().clone(); ty[0].mul_(2)   # (torch raises without the clone)
+    (ty * torch.tensor(g)).sum().backward()
+    assert close(x.grad, tx.grad, 1e-10)
+    z = (x * 1).exp()
+    with mi.no_grad(): z[0] = 0.          # without a graph: torch's version check
+    with pytest.raises(RuntimeError, match='modified in place'): z.sum().backward()
+    with pytest.raises(RuntimeError, match='is a view of a tensor that has no graph'):
+        mi.zeros(3, 4)[1:].add_(mi.tensor(r(2, 4), requires_grad=True))
+    b = mi.zeros(3, 4); b[1:] = mi.tensor(r(2, 4), requires_grad=True)   # setitem works for that case
+    assert b.requires_grad and b.grad_fn is not None
+    with mi.no_grad():                # without a graph nothing is recorded, as before
+        z = x * 1; z[0].mul_(2)
+    assert z.grad_fn is None and z._version == 1

@@ -46,43 +46,47 @@ class _ParamList(list):
         return self[self._pos - 1]
 
 class _HookHandle:
-    "What `register_forward_hook` returns: `remove()` unregisters the hook."
+    "What the `register_*hook` methods return: `remove()` takes the hook off again (also at the end of a `with`)."
     _next = [0]
     def __init__(self, hooks):
         self.hooks, self.id = hooks, self._next[0]
         self._next[0] += 1
     def remove(self): self.hooks.pop(self.id, None)
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.remove()
 
 class Module:
     "Base class of every layer: parameters, buffers and children are found by walking the attributes."
     def __init__(self): self.training = True
 
     def __call__(self, *args, **kwargs):
-        pre = self.__dict__.get('_forward_pre_hooks')
-        if pre:
-            for hook in list(pre.values()):
-                r = hook(self, args)
-                if r is not None: args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
-        hooks = self.__dict__.get('_forward_hooks')
-        if hooks:
-            for hook in list(hooks.values()):
-                r = hook(self, args, out)
-                if r is not None: out = r
-        return out
-    def _add_hook(self, kind, hook, name):
+        hooks = self.__dict__.get('_hooks')
+        if not hooks: return self.forward(*args, **kwargs)   # the usual case: one dict lookup
+        return _call_with_hooks(self, hooks, args, kwargs)   # section "Hooks" below
+    def _add_hook(self, kind, hook, name, prepend=False, **flags):
         if not callable(hook): raise TypeError(f"{name}: expected a callable, got {type(hook).__name__}")
-        hooks = self.__dict__.setdefault(kind, {})
+        hooks = self.__dict__.setdefault('_hooks', {}).setdefault(kind, OrderedDict())
         h = _HookHandle(hooks)
-        hooks[h.id] = hook
+        hooks[h.id] = (hook, flags)
+        if prepend: hooks.move_to_end(h.id, last=False)
         return h
-    def register_forward_hook(self, hook) -> '_HookHandle':
-        """After every forward, call `hook(module, inputs, output)`; a result other than None replaces the output.
-        Returns a handle: `handle.remove()` takes the hook off again (as in torch)."""
-        return self._add_hook('_forward_hooks', hook, 'register_forward_hook')
-    def register_forward_pre_hook(self, hook) -> '_HookHandle':
-        "Before every forward, call `hook(module, inputs)`; a result other than None replaces the inputs."
-        return self._add_hook('_forward_pre_hooks', hook, 'register_forward_pre_hook')
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False) -> _HookHandle:
+        """Before every forward, call `hook(module, args)` (`hook(module, args, kwargs)` with `with_kwargs`); a result
+        other than None replaces the arguments. Returns a handle whose `remove()` takes the hook off (as in torch)."""
+        return self._add_hook('forward_pre', hook, 'register_forward_pre_hook', prepend, with_kwargs=with_kwargs)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False) -> _HookHandle:
+        """After every forward, call `hook(module, args, output)` (`hook(module, args, kwargs, output)` with
+        `with_kwargs`); a result other than None replaces the output. `always_call`: also when forward raises."""
+        return self._add_hook('forward', hook, 'register_forward_hook', prepend, with_kwargs=with_kwargs,
+                              always_call=always_call)
+    def register_full_backward_pre_hook(self, hook, *, prepend=False) -> _HookHandle:
+        """When the gradients with respect to the module's outputs are known, call `hook(module, grad_output)`; a
+        tuple it returns replaces `grad_output` (one entry per output, None where an output has no gradient)."""
+        return self._add_hook('backward_pre', hook, 'register_full_backward_pre_hook', prepend)
+    def register_full_backward_hook(self, hook, *, prepend=False) -> _HookHandle:
+        """When the gradients with respect to the module's positional inputs are known, call
+        `hook(module, grad_input, grad_output)`; a tuple it returns replaces `grad_input` (as torch)."""
+        return self._add_hook('backward', hook, 'register_full_backward_hook', prepend)
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def register_buffer(self, name: str, tensor: Tensor, persistent: bool = True):
@@ -577,6 +581,124 @@ class MSELoss(Module):
     "Mean squared error (or its sum, or each term, with `reduction`), as `torch.nn.MSELoss`."
     def __init__(self, reduction='mean'): super().__init__(); self.reduction = reduction
     def forward(self, x, y): return F.mse_loss(x, y, reduction=self.reduction)
+
+# %% ../../nbs/10_nn.ipynb
+import warnings
+
+class _Pick(TensorOp):
+    "The `i`-th tensor of a gated side, unchanged (the same storage); backward stores its gradient for the gate."
+    saved_inputs, saves_output = (), False
+    def __init__(self, side, i): self.side, self.i = side, i
+    def compute(self, gate): return self.side.tensors[self.i].cached_data
+    def gradient(self, out_grad, node):
+        self.side.grads[self.i] = out_grad
+        g = node.inputs[0]
+        return Tensor.make_const(NDArray.make((), device=g.device, dtype=g.dtype).fill(0))
+
+class _Gate(TensorOp):
+    "One node that all tensors of one side of a call pass through; backward reaches it once, with all their gradients."
+    saved_inputs, saves_output = (), False
+    def __init__(self, side): self.side = side
+    def compute(self, *arrays): return NDArray.make((), device=arrays[0].device, dtype=arrays[0].dtype).fill(0)
+    def gradient(self, out_grad, node):
+        side = self.side
+        grads, side.grads = side.grads, [None] * len(side.tensors)   # ready for another backward (retain_graph)
+        return tuple(side.fire(grads))
+
+class _Side:
+    def __init__(self, tensors, fire): self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)
+
+def _check_hook_grads(what, got, n, like):
+    "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
+    if not isinstance(got, (tuple, list)): got = (got,)
+    if len(got) != n:
+        raise RuntimeError(f"{what} returned an invalid number of gradients: got {len(got)}, but expected {n}")
+    for i, (g, t) in enumerate(zip(got, like)):
+        if g is None or t is None: continue   # no tensor there to send a gradient to (as torch, ignored)
+        if not isinstance(g, Tensor) or g.shape != t.shape:
+            got_ = f"a Tensor of shape {g.shape}" if isinstance(g, Tensor) else type(g).__name__
+            raise RuntimeError(f"{what}: entry {i} must be None or a Tensor of shape {t.shape}, got {got_}")
+    return tuple(got)
+
+class _BackwardHooks:
+    "One call of a module: gates its inputs and outputs, and runs the backward hooks when backward reaches a gate."
+    def __init__(self, module, hooks): self.module, self.hooks, self.grad_outputs = module, hooks, None
+
+    def _gate(self, values, fire):
+        "Route the tensors among `values` that require grad through one gate: (new values, positions, tensors)."
+        pos = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
+        if not pos: return values, None, []
+        side = _Side([values[i] for i in pos], fire)
+        gate, out = _Gate(side)(*side.tensors), list(values)
+        for j, i in enumerate(pos): out[i] = _Pick(side, j)(gate)
+        return tuple(out), pos, side.tensors
+    def inputs(self, args):
+        self.n_in = len(args)
+        args, self.in_pos, self.in_tensors = self._gate(args, self._inputs_known)
+        return args
+    def outputs(self, out):
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        self.n_out = len(outs)
+        outs, self.out_pos, self.out_tensors = self._gate(outs, self._outputs_known)
+        return outs[0] if single else outs
+
+    def _hooks(self, kind): return [h for h, _ in list(self.hooks.get(kind, {}).values())]
+    def _spread(self, n, pos, values):
+        "A tuple of `n` entries: `values` at `pos`, None elsewhere (non-tensors, tensors without a gradient)."
+        out = [None] * n
+        for i, v in zip(pos or (), values): out[i] = v
+        return tuple(out)
+
+    def _outputs_known(self, grads):
+        go = self._spread(self.n_out, self.out_pos, grads)
+        like = self._spread(self.n_out, self.out_pos, self.out_tensors)
+        for hook in self._hooks('backward_pre'):
+            r = hook(self.module, go)
+            if r is not None: go = _check_hook_grads('a full backward pre-hook', r, self.n_out, like)
+        if self.in_pos is None:   # no input requires grad: the full hooks run now, as torch's do
+            warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs "
+                          "since no inputs require gradients (as in torch)", stacklevel=2)
+            for hook in self._hooks('backward'):
+                r = hook(self.module, (None,) * self.n_in, go)
+                if r is not None and not (isinstance(r, tuple) and all(x is None for x in r)):
+                    raise RuntimeError("Backward hook for Modules where no input requires gradient should always "
+                                       "return None or None for all gradients")
+        else: self.grad_outputs = go
+        return [go[i] for i in self.out_pos]
+
+    def _inputs_known(self, grads):
+        if self.grad_outputs is None: return grads   # reached without passing through the outputs (double backward)
+        zero = lambda t: Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype).fill(0))
+        grads = [zero(t) if g is None else g for g, t in zip(grads, self.in_tensors)]   # torch's zeros for no gradient
+        gi, like = self._spread(self.n_in, self.in_pos, grads), self._spread(self.n_in, self.in_pos, self.in_tensors)
+        for hook in self._hooks('backward'):
+            r = hook(self.module, gi, self.grad_outputs)
+            if r is not None: gi = _check_hook_grads('a full backward hook', r, self.n_in, like)
+        self.grad_outputs = None
+        return [gi[i] for i in self.in_pos]
+
+def _call_with_hooks(m, hooks, args, kwargs):
+    "`Module.__call__` when the module has hooks: torch's order (pre-hooks, forward, hooks, backward gates)."
+    for hook, f in list(hooks.get('forward_pre', {}).values()):
+        r = hook(m, args, kwargs) if f['with_kwargs'] else hook(m, args)
+        if r is None: continue
+        if not f['with_kwargs']: args = r if isinstance(r, tuple) else (r,)
+        elif isinstance(r, tuple) and len(r) == 2: args, kwargs = r
+        else: raise RuntimeError(f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got {r}")
+    bw = None
+    if (hooks.get('backward') or hooks.get('backward_pre')) and is_grad_enabled():
+        bw = _BackwardHooks(m, hooks)
+        args = bw.inputs(args)
+    try: out = m.forward(*args, **kwargs)
+    except Exception:
+        for hook, f in list(hooks.get('forward', {}).values()):
+            if f['always_call']: hook(m, args, kwargs, None) if f['with_kwargs'] else hook(m, args, None)
+        raise
+    for hook, f in list(hooks.get('forward', {}).values()):
+        r = hook(m, args, kwargs, out) if f['with_kwargs'] else hook(m, args, out)
+        if r is not None: out = r
+    return out if bw is None else bw.outputs(out)
 
 # %% ../../nbs/10b_nn_more.ipynb 5
 class Conv2d(Module):

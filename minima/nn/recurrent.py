@@ -11,7 +11,7 @@ from .. import ops
 from ..autograd import Tensor
 from .modules import Module, Parameter
 from ..ops.layers import linear
-from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step
+from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step, split, sigmoid, tanh
 
 def _positive_int(layer, name, v):
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
@@ -25,6 +25,17 @@ def _uniform(shape, k, device, dtype) -> Parameter:
 def _project(x, w, b):
     "`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or None (one fused op)."
     return linear(x, w, b)
+
+def _lstm_projected(gx, h0, c0, w_hh, b_hh, w_hr):
+    """An LSTM layer with torch's projection (`proj_size`), step by step: the gates read the projected state
+    `h_{t-1}` `(B, P)`, and `h_t = (o * tanh(c_t)) W_hr^T`. Returns `(out (T, B, P), h_n, c_n)`."""
+    H, h, c, outs = c0.shape[-1], h0, c0, []
+    for gx_t in split(gx, 0):
+        i, f, g, o = split(gx_t + _project(h, w_hh, b_hh), 1, H)
+        c = sigmoid(f) * c + sigmoid(i) * tanh(g)
+        h = _project(sigmoid(o) * tanh(c), w_hr, None)
+        outs.append(h)
+    return ops.stack(outs, 0), h, c
 
 def _check_input(layer, x, n_in, ndims):
     if not isinstance(x, Tensor):
@@ -123,7 +134,7 @@ class GRUCell(_CellBase):
 class _RNNBase(Module):
     "Stacked recurrent layers over `(T, B, input_size)` (`(B, T, ·)` with `batch_first`), as in torch."
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device=None, dtype="float32"):
+                 bidirectional=False, device=None, dtype="float32", proj_size=0):
         super().__init__()
         name = type(self).__name__
         self.mode = mode
@@ -132,17 +143,24 @@ class _RNNBase(Module):
         self.num_layers = _positive_int(name, 'num_layers', num_layers)
         if not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
-        G, k = _GATES[mode] * H, 1 / math.sqrt(H)
+        if not isinstance(proj_size, numbers.Integral) or isinstance(proj_size, bool) or proj_size < 0:
+            raise ValueError(f"{name}: proj_size should be a positive integer or zero to disable projections, "
+                             f"got {proj_size!r}")
+        if proj_size and proj_size >= H:
+            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size, got {proj_size} >= {H}")
+        self.proj_size = P = int(proj_size)
+        G, k, R = _GATES[mode] * H, 1 / math.sqrt(H), P or H   # R: the size of h (projected or not)
         self.bidirectional = bool(bidirectional)
         D = 2 if self.bidirectional else 1
         for l in range(self.num_layers):
-            n_in = self.input_size if l == 0 else H * D
+            n_in = self.input_size if l == 0 else R * D
             for sfx in ('', '_reverse')[:D]:   # torch's names: the reverse direction has its own weights
                 setattr(self, f'weight_ih_l{l}{sfx}', _uniform((G, n_in), k, device, dtype))
-                setattr(self, f'weight_hh_l{l}{sfx}', _uniform((G, H), k, device, dtype))
+                setattr(self, f'weight_hh_l{l}{sfx}', _uniform((G, R), k, device, dtype))
                 if bias:
                     setattr(self, f'bias_ih_l{l}{sfx}', _uniform((G,), k, device, dtype))
                     setattr(self, f'bias_hh_l{l}{sfx}', _uniform((G,), k, device, dtype))
+                if P: setattr(self, f'weight_hr_l{l}{sfx}', _uniform((P, H), k, device, dtype))
         self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
 
     def layer_parameters(self, l, reverse=False) -> tuple:
@@ -152,6 +170,7 @@ class _RNNBase(Module):
 
     def extra_repr(self):
         s = f'{self.input_size}, {self.hidden_size}'
+        if getattr(self, 'proj_size', 0): s += f', proj_size={self.proj_size}'
         if self.num_layers != 1: s += f', num_layers={self.num_layers}'
         if not self.bias: s += ', bias=False'
         if self.batch_first: s += ', batch_first=True'
@@ -159,9 +178,9 @@ class _RNNBase(Module):
         if self.bidirectional: s += ', bidirectional=True'
         return s
 
-    def _states(self, s, name, x, unbatched) -> list:
+    def _states(self, s, name, x, unbatched, H=None) -> list:
         "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
-        L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], self.hidden_size
+        L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], H or self.hidden_size
         if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
         _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
         return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
@@ -172,7 +191,8 @@ class _RNNBase(Module):
         ub = input.ndim == 2
         if ub: x = input.reshape((input.shape[0], 1, self.input_size))
         else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
-        hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub)
+        P = getattr(self, 'proj_size', 0)
+        hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
         cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
         h_n, c_n, D = [], [], 2 if self.bidirectional else 1
         for l in range(self.num_layers):
@@ -180,7 +200,9 @@ class _RNNBase(Module):
             for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
                 w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
                 xd = ops.flip(x, (0,)) if d else x
-                res = recurrence(self.mode, _project(xd, w_ih, b_ih), hs[l * D + d], w_hh, b_hh, c0=cs[l * D + d])
+                gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
+                res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, getattr(self, f"weight_hr_l{l}{'_reverse' * d}")) \
+                    if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
                 outs.append(ops.flip(res[0], (0,)) if d else res[0])
                 h_n.append(res[1])
                 if lstm: c_n.append(res[2])
@@ -189,9 +211,9 @@ class _RNNBase(Module):
                 from minima.nn.functional import dropout
                 x = dropout(x, self.dropout)
         T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
-        fin = lambda ss: ops.stack(ss, 0).reshape((L, self.hidden_size)) if ub else ops.stack(ss, 0)
+        fin = lambda ss, n: ops.stack(ss, 0).reshape((L, n)) if ub else ops.stack(ss, 0)
         out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
-        return out, fin(h_n), (fin(c_n) if lstm else None)
+        return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
 
 class RNN(_RNNBase):
     """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`
@@ -210,11 +232,12 @@ class RNN(_RNNBase):
         return out, h_n
 
 class LSTM(_RNNBase):
-    "LSTM layers: `output, (h_n, c_n) = LSTM(10, 20, num_layers=2)(x, (h_0, c_0))`; `x` `(T, B, 10)`."
+    """LSTM layers: `output, (h_n, c_n) = LSTM(10, 20, num_layers=2)(x, (h_0, c_0))`; `x` `(T, B, 10)`. With
+    `proj_size=P` (torch's projection) `h_t` is `(o * tanh(c_t)) W_hr^T`, of size P: `output` `(T, B, P)`."""
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device=None, dtype="float32"):
+                 bidirectional=False, proj_size=0, device=None, dtype="float32"):
         super().__init__('LSTM', input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device, dtype)
+                         device, dtype, proj_size)
     def forward(self, input, hx=None):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")

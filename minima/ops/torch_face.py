@@ -20,9 +20,10 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'sigmoid', 'relu', 'square', 'erf', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor',
            'is_floating_point', 'numel', 'tensor', 'from_numpy', 'as_tensor', 'zeros', 'ones', 'empty', 'full',
            'empty_like', 'full_like', 'arange', 'linspace', 'eye', 'rand', 'randn', 'rand_like', 'randn_like',
-           'randint', 'randperm', 'multinomial', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add', 'index_select',
-           'masked_fill', 'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort',
-           'argsort', 'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and', 'bitwise_or',
+           'randint', 'randperm', 'multinomial', 'ViewTake', 'ViewPut', 'CopySlices', 'view_take', 'view_put',
+           'copy_slices', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add', 'index_select', 'masked_fill',
+           'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort', 'argsort',
+           'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and', 'bitwise_or',
            'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
            'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
            'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
@@ -191,6 +192,8 @@ def multinomial(input, num_samples, replacement=False) -> Tensor:
     return _leaf(NDArray(out.reshape(input.shape[:-1] + (num_samples,)), device=input.device, dtype='int64'))
 
 # %% ../../nbs/18_torch_face.ipynb
+from .. import autograd as _ag
+
 def _check_leaf(t, name):
     if t.requires_grad and t.op is None and is_grad_enabled():
         raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place operation (as "
@@ -207,23 +210,57 @@ def _write(t, value: NDArray, name):
                            "(as torch)")
     t.cached_data[...] = value
 
+def _reads_output(t) -> bool:
+    "Whether the op that made `t` may read its output in backward (most ops say so unless they declare otherwise)."
+    return t.op is not None and t.op.saves_output
+
+def _view_root(t):
+    "The tensor whose storage `t` shows through a chain of view ops (getitem, reshape, transpose, ...), or None."
+    u = t
+    while _ag._is_view(u): u = u.inputs[0]
+    return None if u is t else u
+
 def _inplace(t, out: Tensor, name) -> Tensor:
-    """Make `t` hold `out` in place. If `out` was recorded, `t` takes its place in the graph (as torch rebases its
-    graph), and `t`'s previous node lives on, under another Python object, as the op's input."""
+    """Make `t` hold `out` in place. With a graph, `t` takes `out`'s place in it; the nodes that used `t` before keep
+    its old node (a snapshot, see `_ag._inputs`); if `t` is a view, its base becomes `CopySlices(old base, out)`."""
     _check_leaf(t, name)
     if out.dtype != t.dtype and not is_float_dtype(t.dtype) and is_float_dtype(out.dtype):
         raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type {t.dtype}")
-    if out.op is not None:
-        prev = Tensor.__new__(Tensor)
-        prev.op, prev.inputs, prev.cached_data, prev.requires_grad = t.op, t.inputs, t.cached_data, t.requires_grad
-        prev.grad, prev._retain = None, False
-        if t.op is not None: prev._vers = t._vers
+    if is_grad_enabled() and out.op is None and (t.requires_grad or out.requires_grad):
+        keep = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype='bool').fill(False))
+        out = _ew.where(keep, t, out)   # a node for a constant or a leaf: the old values get a zero gradient
+    if out.op is None:
         _write(t, out.cached_data, name)
-        if out.dtype != t.dtype: out = _mv.cast(out, t.dtype)
-        t.op, t.requires_grad = out.op, True
-        t.inputs = tuple(prev if x is t else x for x in out.inputs)
-        t._vers = (t.cached_data._ver[0], *out._vers[1:])
-    else: _write(t, out.cached_data, name)
+        return t
+    if type(t.op) is _ag.TupleGetItem and type(t.inputs[0].op) is _mv.Split:
+        raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view "
+                           "is the output of a function that returns multiple views (split, chunk, unbind), which "
+                           "does not allow it (as torch). Replace the inplace operation by an out-of-place one")
+    root = _view_root(t)
+    if root is None and t.op is None and not t.cached_data.is_compact():   # (a compact view: is_compact checks size)
+        raise RuntimeError(f"{name}: this tensor (shape {t.shape}) is a view of a tensor that has no graph, so minima "
+                           "cannot pass the in-place change on to that tensor's graph (torch can). Assign "
+                           "`base[index] = value` instead, or take the view of a `clone()` that requires grad")
+    if root is not None:
+        if root.requires_grad and root.op is None:
+            raise RuntimeError(f"{name}: a view of a leaf Variable that requires grad is being used in an in-place "
+                               f"operation (as torch; the leaf has shape {root.shape}). Work on a `clone()`")
+        d = t.cached_data
+        if builtins.any(s == 0 and n > 1 for n, s in zip(d.shape, d.strides)):
+            raise RuntimeError(f"{name}: unsupported operation: more than one element of the written-to tensor "
+                               "refers to a single memory location (an expanded view). Clone it first (as torch)")
+        region, prev_root = _Region(root.cached_data, d), _ag._snapshot(root, copy=_reads_output(root))
+    saved = out.op.saved_inputs   # out's op, or t's own, reads t's old values in backward: keep a copy of them
+    reads = builtins.any(x is t and (saved is None or i in saved) for i, x in enumerate(out.inputs))
+    prev = _ag._snapshot(t, copy=reads or _reads_output(t))
+    _write(t, out.cached_data, name)
+    if out.dtype != t.dtype: out = _mv.cast(out, t.dtype)
+    t.op, t.requires_grad = out.op, True
+    t.inputs = tuple(prev if x is t else x for x in out.inputs)
+    t._vers = (t.cached_data._ver[0], *out._vers[1:])
+    if root is not None:
+        root.op, root.inputs, root.requires_grad = CopySlices(region), (prev_root, out), True
+        root._vers = _ag._versions(root)
     return t
 
 def _iop(fn, name):
@@ -253,15 +290,21 @@ def _copy_(self, src):
     return _inplace(self, src, 'copy_')
 Tensor.copy_ = _copy_
 
+def _graphed(t): return is_grad_enabled() and t.requires_grad
+
 def _fill_(self, value, name='fill_'):
     _check_leaf(self, name)
     if isinstance(value, Tensor): value = value.item()
+    if _graphed(self): return _inplace(self, Tensor.make_const(NDArray.make(self.shape, device=self.device,
+                                                                               dtype=self.dtype).fill(value)), name)
     self.cached_data.fill(value)
     return self
 
 def _random_(self, draw, name):
     _check_leaf(self, name)
-    self.cached_data[...] = NDArray(draw(self.shape), device=self.device, dtype=self.dtype)
+    value = NDArray(draw(self.shape), device=self.device, dtype=self.dtype)
+    if _graphed(self): return _inplace(self, Tensor.make_const(value), name)
+    self.cached_data[...] = value
     return self
 
 Tensor.fill_ = _fill_
@@ -269,6 +312,124 @@ Tensor.zero_ = lambda self: _fill_(self, 0, 'zero_')
 Tensor.uniform_ = lambda self, a=0.0, b=1.0: _random_(self, lambda s: np.random.uniform(a, b, s), 'uniform_')
 Tensor.normal_ = lambda self, mean=0.0, std=1.0: _random_(self, lambda s: np.random.normal(mean, std, s), 'normal_')
 Tensor.masked_fill_ = lambda self, mask, value: _inplace(self, masked_fill(self, mask, value), 'masked_fill_')
+
+# %% ../../nbs/18_torch_face.ipynb
+class _Region:
+    "Where a view lies in its base's storage: maps base-shaped arrays to view-shaped ones and back."
+    def __init__(self, base: NDArray, view: NDArray):
+        self.base, self.view = (base.shape, base.strides, base.offset), (view.shape, view.strides, view.offset)
+        (lo1, hi1), (lo2, hi2) = self._ends(*self.base), self._ends(*self.view)
+        self.lo = builtins.min(lo1, lo2)   # (min and max are torch's functions in this module)
+        self.size = builtins.max(hi1, hi2) - self.lo + 1
+    @staticmethod
+    def _ends(shape, strides, offset):
+        lo = hi = offset
+        for n, s in zip(shape, strides):
+            if n == 0: return offset, offset
+            if s > 0: hi += (n - 1) * s
+            else: lo += (n - 1) * s
+        return lo, hi
+    def _scratch(self, like: NDArray, fill=None):
+        buf = NDArray.make((self.size,), device=like.device, dtype=like.dtype)
+        if fill is not None: buf.fill(fill)
+        at = lambda g: NDArray.make(g[0], strides=g[1], offset=g[2] - self.lo, handle=buf._handle,
+                                    device=like.device, dtype=like.dtype)
+        return at(self.base), at(self.view)
+    def take(self, a: NDArray) -> NDArray:
+        "The view's elements of base-shaped `a`."
+        b, v = self._scratch(a)
+        b[...] = a
+        return v.compact()
+    def put(self, s: NDArray, base: NDArray | None = None) -> NDArray:
+        "`base` (zeros if None) with the view's elements replaced by view-shaped `s`."
+        b, v = self._scratch(s, None if base is not None else 0)
+        if base is not None: b[...] = base
+        v[...] = s
+        return b.compact()
+
+class ViewTake(TensorOp):
+    "The elements of base-shaped `a` that a view shows (`a[idx]` for a basic index, as a copy)."
+    saved_inputs, saves_output = (), False
+    def __init__(self, region): self.region = region
+    def compute(self, a): return self.region.take(a)
+    def gradient(self, out_grad, node): return ViewPut(self.region)(out_grad)
+
+class ViewPut(TensorOp):
+    "Zeros of the base's shape with view-shaped `s` written into the view's region: `ViewTake`'s adjoint."
+    saved_inputs, saves_output = (), False
+    def __init__(self, region): self.region = region
+    def compute(self, s): return self.region.put(s)
+    def gradient(self, out_grad, node): return ViewTake(self.region)(out_grad)
+
+class CopySlices(TensorOp):
+    "The base `b` with the view's region replaced by `s`: what an in-place op on a view makes of its base."
+    saved_inputs, saves_output = (), False
+    def __init__(self, region): self.region = region
+    def compute(self, b, s): return self.region.put(s, b)
+    def gradient(self, out_grad, node):
+        inside = ViewTake(self.region)(out_grad)
+        return out_grad - ViewPut(self.region)(inside), inside
+
+def _region(base: Tensor, idx) -> _Region: return _Region(base.cached_data, base.cached_data[_mv._norm_index(idx)])
+def view_take(a, idx) -> Tensor:
+    "`a[idx]` (a basic index) as a copy, through `_Region`."
+    return ViewTake(_region(a, idx))(a)
+def view_put(s, idx, shape) -> Tensor:
+    "Zeros of `shape` with `s` at `[idx]` (a basic index)."
+    return ViewPut(_region(Tensor.make_const(NDArray.make(shape, device=s.device, dtype=s.dtype)), idx))(s)
+def copy_slices(b, s, idx) -> Tensor:
+    "`b` with `b[idx]` replaced by `s` (out of place)."
+    return CopySlices(_region(b, idx))(b, s)
+
+def _torch_put(T, s, idx, shape):
+    z = T.zeros(shape, dtype=s.dtype)
+    z[idx] = s
+    return z
+def _torch_copy_slices(T, b, s, idx):
+    b = b.clone()
+    b[idx] = s
+    return b
+_IDX = [(slice(1, 3), 0), (slice(None, None, 2), slice(1, 4, 2)), (1,)]
+register_op('view_take', view_take, lambda T, a, idx: a[idx],
+            [case((3, 4), idx=i) for i in _IDX[:2]] + [case((2, 3, 4), idx=_IDX[2])], op=ViewTake)
+register_op('view_put', view_put, _torch_put,
+            [case((2,), idx=_IDX[0], shape=(3, 4)), case((2, 2), idx=_IDX[1], shape=(3, 4)),
+             case((3, 4), idx=_IDX[2], shape=(2, 3, 4))], op=ViewPut)
+register_op('copy_slices', copy_slices, _torch_copy_slices,
+            [case((3, 4), (2,), idx=_IDX[0]), case((3, 4), (2, 2), idx=_IDX[1]),
+             case((2, 3, 4), (3, 4), idx=_IDX[2])], op=CopySlices)
+
+_ag._VIEW_OPS.update({_mv.GetItem, _mv.Reshape, _mv.Transpose, _mv.Permute, _mv.Squeeze, _mv.Unsqueeze, _mv.Flip,
+                      _mv.BroadcastTo})
+
+def _setitem(self, idx, value):
+    """`self[idx] = value`: as before without a graph; with one (`self` or `value` requires grad), `self` becomes
+    `CopySlices(self, value)` for a basic index, or a `where` over the positions for index arrays."""
+    if not (is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))):
+        return _plain_setitem(self, idx, value)
+    if self.requires_grad and self.op is None:
+        raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad (shape {self.shape}): "
+                           "a leaf Variable that requires grad is being used in an in-place operation (as torch). "
+                           "Use `with minima.no_grad():` or assign through `.data`")
+    tidx, v = _mv._torch_index(idx), _ew._tensor(value, self)
+    if v.dtype != self.dtype: v = _mv.cast(v, self.dtype)
+    if not _mv._n_arrays(tidx):
+        shape = self.cached_data[_mv._norm_index(tidx)].shape
+        _inplace(self, copy_slices(self, v if v.shape == shape else v.broadcast_to(shape), tidx), 'setitem')
+        return
+    pos = _mv._flat_positions(self.shape, tidx)
+    if not pos.size: return
+    v = v.broadcast_to(pos.shape).reshape((-1,)) if v.shape != pos.shape else v.reshape((-1,))
+    last = {p: k for k, p in enumerate(pos.reshape(-1).tolist())}   # a repeated position: the last write wins
+    n = int(np.prod(self.shape))
+    hit, src = np.zeros(n, bool), np.zeros(n, 'int64')
+    hit[list(last)], src[list(last)] = True, list(last.values())
+    const = lambda a: Tensor(a, device=self.device, dtype=a.dtype.name, requires_grad=False)
+    new = _ew.where(const(hit), _take(v, const(src)), self.reshape((-1,)))
+    _inplace(self, new.reshape(self.shape), 'setitem')
+
+_plain_setitem = _mv._setitem
+Tensor.__setitem__ = _setitem
 
 # %% ../../nbs/18_torch_face.ipynb
 class _Numel(builtins.int):
@@ -740,7 +901,7 @@ def bitwise_not(input) -> Tensor:
     "`~input`: logical not of a bool tensor, bitwise not of an integer one."
     _int_or_bool(input, 'bitwise_not')
     if input.dtype == 'bool': return _ew.equal(input, False).detach()
-    return _leaf(NDArray(np.invert(input.numpy()), device=input.device, dtype=input.dtype))
+    return _leaf((-input.cached_data) - 1)   # two's complement: ~x == -x - 1 (uint8 wraps the same way), on the device
 
 logical_not = lambda input: _ew.equal(input, 0 if input.dtype != 'bool' else False).detach()
 logical_and = lambda a, b: bitwise_and(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
