@@ -427,7 +427,7 @@ def _failed_check(spec, ci, check, seed=0) -> str:
 
 # %% ../nbs/40_teaching.ipynb
 def _tagged_test_files(root: Path):
-    return sorted(str(p) for p in (root / 'tests').glob('test_*.py') if 'mark.grade' in p.read_text())
+    return sorted(str(p) for p in (root / 'tests').rglob('test_*.py') if 'mark.grade' in p.read_text())
 
 class _GradePlugin:
     "pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code, records the outcome."

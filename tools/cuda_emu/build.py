@@ -2,7 +2,7 @@
 """Build minima's CUDA kernels for the CPU emulator (tools/cuda_emu/cuda_runtime.h) and print the library's path.
 
     python tools/cuda_emu/build.py [out.so]
-    MINIMA_CUDA_LIB=$(python tools/cuda_emu/build.py) pytest tests/test_cuda.py tests/test_device_conformance.py
+    MINIMA_CUDA_LIB=$(python tools/cuda_emu/build.py) pytest tests/backend/test_cuda.py tests/backend/test_device_conformance.py
 
 With MINIMA_CUDA_LIB set, minima's CUDA device loads that library instead of compiling one, and trusts its own runtime
 probe; the emulated library passes it, so the whole CUDA test suite runs on the CPU. Launches `k<<<g, b>>>(args)`

@@ -1,4 +1,4 @@
-"""Edge cases where minima once differed from torch silently (issue 11): each compared with torch 2.13.
+"""Edge cases where a silent difference from torch is easy to make: each compared with torch 2.13.
 
 NaN handling, in-place modification of saved tensors, optimizer state, stable losses, gradient buffers and dtypes,
 empty axes and gradient clipping.

@@ -1,5 +1,5 @@
 """minima.distributed and DistributedDataParallel on 2 MPI ranks: each test launches `mpiexec -n 2` on
-tests/mpi_worker.py (skipped, with the reason, only when MPI cannot start). In one process: the sampler against
+tests/nn/mpi_worker.py (skipped, with the reason, only when MPI cannot start). In one process: the sampler against
 torch's, and the grad_hook op that DDP's gradient averaging rides on."""
 import os, shutil, subprocess, sys, time
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 import minima as mi
 
 WORKER = Path(__file__).with_name('mpi_worker.py')
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _mpiexec():
@@ -24,7 +24,7 @@ def _env():
 
 
 def launch(*args, timeout=60, n=2, env=None):
-    "(return code, stdout + stderr, seconds) of `mpiexec -n N python tests/mpi_worker.py ARGS`."
+    "(return code, stdout + stderr, seconds) of `mpiexec -n N python tests/nn/mpi_worker.py ARGS`."
     t0 = time.monotonic()
     r = subprocess.run([_mpiexec(), '-n', str(n), sys.executable, str(WORKER), *args], capture_output=True, text=True,
                        timeout=timeout, env={**_env(), **(env or {})}, cwd=ROOT)

@@ -9,7 +9,7 @@ import json, os, re, subprocess, sys
 from pathlib import Path
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / 'nbs' / '22_cuda.ipynb'
 NB_MATMUL = ROOT / 'nbs' / '22b_cuda_matmul.ipynb'       # its sequels: the matmul kernels,
 NB_MEASURED = ROOT / 'nbs' / '22c_cuda_measured.ipynb'   # and the whole stack on the GPU, measured

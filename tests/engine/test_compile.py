@@ -191,7 +191,7 @@ def test_fused_kernels_on_the_cuda_emulator(tmp_path):
     from pathlib import Path
     from minima.compile import cuda_source, _c_arg
     if not shutil.which('g++'): pytest.skip('the CUDA emulator needs g++')
-    emu = Path(__file__).resolve().parents[1] / 'tools' / 'cuda_emu'
+    emu = Path(__file__).resolve().parents[2] / 'tools' / 'cuda_emu'
     sys.path.insert(0, str(emu))
     from build import translate
     _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlparse
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / '_docs'
 OUT = ROOT / 'ci_out'
 CHROMIUM = '/usr/bin/chromium'

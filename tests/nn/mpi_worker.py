@@ -1,4 +1,4 @@
-"""Run under `mpiexec -n 2 python tests/mpi_worker.py CASE` by tests/test_distributed.py. Each check asserts; the
+"""Run under `mpiexec -n 2 python tests/nn/mpi_worker.py CASE` by tests/nn/test_distributed.py. Each check asserts; the
 main case prints `OK <name>` per check, so the test can tell which one failed (a failure aborts every rank)."""
 import os, sys, tempfile, time
 import numpy as np
@@ -258,12 +258,12 @@ def main():
                   check_mismatch, check_checkpoint]:
             f()
         dist.destroy_process_group()
-    elif case == 'cuda':   # only where the CUDA device works (tests/test_distributed.py skips it otherwise)
+    elif case == 'cuda':   # only where the CUDA device works (tests/nn/test_distributed.py skips it otherwise)
         dist.init_process_group('mpi', timeout=120)
         check_collectives(mi.cuda())
         check_ddp_cuda()
         dist.destroy_process_group()
-    elif case == 'nccl':   # one rank per GPU (tests/test_distributed.py starts as many ranks as it sees GPUs, <= 2)
+    elif case == 'nccl':   # one rank per GPU (tests/nn/test_distributed.py starts as many ranks as it sees GPUs, <= 2)
         dist.init_process_group('nccl', timeout=120)
         assert dist.get_backend() == 'nccl'
         check_collectives(mi.cuda())

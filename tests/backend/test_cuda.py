@@ -7,7 +7,7 @@ import numpy as np, pytest
 import minima
 from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, cpu
 from minima.backend_ndarray.cuda import cuda_device, kernel_source, KERNEL_DIR, MATMUL_ALGOS, CudaDevice
-CUDA_DTYPES = CudaDevice.dtypes   # the kernels' dtypes; the others are refused (tests/test_device_conformance.py)
+CUDA_DTYPES = CudaDevice.dtypes   # the kernels' dtypes; the others are refused (tests/backend/test_device_conformance.py)
 
 DEV = cuda_device()
 ENABLED = DEV.enabled()
@@ -41,7 +41,7 @@ def test_disabled_device_raises_clearly():
     assert minima.cpu() in minima.all_devices() and DEV not in minima.all_devices()
 
 def test_kernel_sources_are_package_data():
-    setup = (Path(__file__).parents[1] / 'setup.py').read_text()
+    setup = (Path(__file__).parents[2] / 'setup.py').read_text()
     assert "backend_ndarray/*.cu" in setup and "backend_ndarray/*.cuh" in setup
     for f in ('cuda_kernels.cu', 'cuda_common.cuh'): assert (KERNEL_DIR / f).exists()
     text = kernel_source()

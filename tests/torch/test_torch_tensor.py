@@ -396,7 +396,7 @@ def test_a_minima_folder_beside_a_script_does_not_shadow_the_package(tmp_path):
     "Also (issue 21): the README's install is `editable_mode=compat`, which puts the clone on sys.path, so an empty"
     " `minima/` folder beside the user's script (the clone itself) no longer makes `import minima` a namespace package."
     import pathlib, subprocess, sys
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     for f in ('README.md', '.ci/run'):
         cmds = [l for l in (root / f).read_text().splitlines() if 'pip install -e' in l]
         assert cmds and all('editable_mode=compat' in l for l in cmds), f

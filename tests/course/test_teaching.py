@@ -5,7 +5,7 @@ import pytest
 from minima.teaching import (strip_solution, parse_solution, course_units, student_edition, grade, format_report,
                              diagnose, gradescope_results, gradescope_bundle)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_strip_keeps_signature_and_docstring():
@@ -48,7 +48,7 @@ def test_course_marks_what_the_issue_asks():
     # every op unit has a registration, every other unit a tagged test
     from minima.testing import REGISTRY
     ops = {s.op.__name__ for s in REGISTRY.values() if s.op is not None}
-    tagged = ' '.join(p.read_text() for p in (ROOT / 'tests').glob('test_*.py'))
+    tagged = ' '.join(p.read_text() for p in (ROOT / 'tests').rglob('test_*.py'))
     for u in units:
         if u.kind == 'op': assert u.name in ops, f'op unit {u.name} has no registration'
         else: assert f"'{u.name}'" in tagged, f'unit {u.name} has no @pytest.mark.grade test'

@@ -1,4 +1,4 @@
-"""Issue 11, second half: the torch names and options users reach for (optimizers, schedulers, modules, functional
+"""The torch names and options users reach for (optimizers, schedulers, modules, functional
 API, indexing, saving, clean public namespaces), each checked against torch where torch defines the behaviour."""
 import numpy as np, pytest, torch
 import minima as mi

@@ -1,4 +1,4 @@
-"""Issue 11: bad input gets a clear error (named after the user-facing op), where torch raises too; the valid torch
+"""Errors where torch raises too: bad input gets a clear error (named after the user-facing op), where torch raises too; the valid torch
 configurations minima used to reject; no numpy RuntimeWarning out of ordinary arithmetic; a student's own op that
 returns the wrong kind is caught at the boundary."""
 import warnings

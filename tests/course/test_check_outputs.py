@@ -3,7 +3,7 @@ import importlib.machinery, importlib.util, json, os, shutil, subprocess, sys, w
 from pathlib import Path
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / 'tools' / 'check_outputs'
 
 def _load(path, name):
