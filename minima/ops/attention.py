@@ -90,7 +90,9 @@ class ScaledDotProductAttention(TensorOp):
 # %% ../../nbs/15_attention.ipynb
 def _as_ndarray(m, like: NDArray) -> NDArray:
     if isinstance(m, Tensor): m = m.cached_data
-    if not isinstance(m, NDArray): m = NDArray(np.asarray(m), device=like.device)
+    if not isinstance(m, NDArray):   # an array-like: a float mask takes the query's dtype (float64 stays float64)
+        a = np.asarray(m)
+        m = NDArray(a, device=like.device, dtype=like.dtype if a.dtype.kind == 'f' else None)
     return m
 
 def _additive(mask: NDArray, dtype) -> NDArray:

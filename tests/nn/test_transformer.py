@@ -445,3 +445,17 @@ def test_generate_errors(small_gpt):
     with pytest.raises(ValueError, match='prompt'): mi.nn.generate(small_gpt, np.zeros((1, 0), 'int64'), 3)
     with pytest.raises(ValueError, match='temperature'): mi.nn.generate(small_gpt, [1], 3, temperature=-1)
     with pytest.raises(ValueError, match='block_size'): small_gpt(np.zeros((1, 13), 'int64'))
+
+
+def test_sdpa_float64_with_a_numpy_float_mask_stays_float64():
+    "A float mask given as a numpy array takes the query's dtype: float64 attention is torch's to float64 rounding."
+    torch = pytest.importorskip('torch')
+    rng = np.random.default_rng(3)
+    q, k, v = [rng.standard_normal((2, 3, 4, 8)) for _ in range(3)]
+    m = rng.standard_normal((4, 4))
+    ours = mi.nn.functional.scaled_dot_product_attention(*[mi.Tensor(a, dtype='float64') for a in (q, k, v)],
+                                                         attn_mask=m)
+    ref = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(a) for a in (q, k, v)],
+                                                           attn_mask=torch.tensor(m))
+    assert ours.dtype == 'float64'
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12, atol=1e-13)
