@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math, numbers, os
 from collections import OrderedDict
+from fastcore.basics import patch
 import numpy as np
 import minima.init as init
 from .. import ops
@@ -55,6 +56,7 @@ class _HookHandle:
     def __enter__(self): return self
     def __exit__(self, *exc): self.remove()
 
+# %% ../../nbs/10_nn.ipynb
 class Module:
     "Base class of every layer: parameters, buffers and children are found by walking the attributes."
     def __init__(self): self.training = True
@@ -63,162 +65,7 @@ class Module:
         hooks = self.__dict__.get('_hooks')
         if not hooks: return self.forward(*args, **kwargs)   # the usual case: one dict lookup
         return _call_with_hooks(self, hooks, args, kwargs)   # section "Hooks" below
-    def _add_hook(self, kind, hook, name, prepend=False, **flags):
-        if not callable(hook): raise TypeError(f"{name}: expected a callable, got {type(hook).__name__}")
-        hooks = self.__dict__.setdefault('_hooks', {}).setdefault(kind, OrderedDict())
-        h = _HookHandle(hooks)
-        hooks[h.id] = (hook, flags)
-        if prepend: hooks.move_to_end(h.id, last=False)
-        return h
-    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False) -> _HookHandle:
-        """Before every forward, call `hook(module, args)` (`hook(module, args, kwargs)` with `with_kwargs`); a result
-        other than None replaces the arguments. Returns a handle whose `remove()` takes the hook off (as in torch)."""
-        return self._add_hook('forward_pre', hook, 'register_forward_pre_hook', prepend, with_kwargs=with_kwargs)
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False) -> _HookHandle:
-        """After every forward, call `hook(module, args, output)` (`hook(module, args, kwargs, output)` with
-        `with_kwargs`); a result other than None replaces the output. `always_call`: also when forward raises."""
-        return self._add_hook('forward', hook, 'register_forward_hook', prepend, with_kwargs=with_kwargs,
-                              always_call=always_call)
-    def register_full_backward_pre_hook(self, hook, *, prepend=False) -> _HookHandle:
-        """When the gradients with respect to the module's outputs are known, call `hook(module, grad_output)`; a
-        tuple it returns replaces `grad_output` (one entry per output, None where an output has no gradient)."""
-        return self._add_hook('backward_pre', hook, 'register_full_backward_pre_hook', prepend)
-    def register_full_backward_hook(self, hook, *, prepend=False) -> _HookHandle:
-        """When the gradients with respect to the module's positional inputs are known, call
-        `hook(module, grad_input, grad_output)`; a tuple it returns replaces `grad_input` (as torch)."""
-        return self._add_hook('backward', hook, 'register_full_backward_hook', prepend)
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
-
-    def register_buffer(self, name: str, tensor: Tensor, persistent: bool = True):
-        """Store `tensor` as state that is saved and loaded with the parameters but not trained (`persistent=False`:
-        kept out of `state_dict`, as torch)."""
-        self.__dict__.setdefault('_buffers', {})[name] = persistent   # a dict keeps torch's registration order
-        setattr(self, name, tensor)
-    def register_parameter(self, name: str, param):
-        "Add `param` (a Parameter, or None) under `name`, as torch."
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
-        setattr(self, name, param)
-    def add_module(self, name: str, module):
-        "Add a child module under `name` (torch's `add_module` / `register_module`)."
-        if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
-        setattr(self, name, module)
-    register_module = add_module
-
-    def _named_members(self):
-        "(name, value) for the direct parameters, buffers and children of this module."
-        bufs = self.__dict__.get('_buffers', ())
-        for k, v in self.__dict__.items():
-            if k.startswith('_'): continue
-            if k in bufs: yield k, v
-            else: yield from _members_in(k, v)
-
-    def named_children(self):
-        "Direct sub-modules with their names."
-        return [(k, v) for k, v in self._named_members() if isinstance(v, Module)]
-    def children(self): return [m for _, m in self.named_children()]
-
-    def named_modules(self, memo=None, prefix='', remove_duplicate=True):
-        "This module and every descendant, with dotted names (a shared module once, unless `remove_duplicate=False`)."
-        memo = set() if memo is None else memo
-        if remove_duplicate:
-            if id(self) in memo: return []
-            memo.add(id(self))
-        out = [(prefix, self)]
-        for k, m in self.named_children():
-            out += m.named_modules(memo, f'{prefix}.{k}' if prefix else k, remove_duplicate)
-        return out
-    def modules(self): return [m for _, m in self.named_modules()]
-
-    def _own(self, kind):
-        "(name, tensor) of this module's own parameters (`kind='p'`) or buffers (`'b'`, with their persistence)."
-        bufs = self.__dict__.get('_buffers', {})
-        for k, v in self._named_members():
-            if kind == 'p' and isinstance(v, Parameter) and k not in bufs: yield k, v
-            if kind == 'b' and k in bufs and isinstance(v, Tensor): yield k, v, bufs[k]
-
-    def named_parameters(self, prefix='', recurse=True, remove_duplicate=True):
-        "Every Parameter in the tree, with dotted names; a parameter shared by two layers appears once."
-        out, seen = [], set()
-        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
-        for name, m in mods:
-            for k, p in m._own('p'):
-                if remove_duplicate and id(p) in seen: continue
-                seen.add(id(p)); out.append((f'{name}.{k}' if name else k, p))
-        return out
-    def parameters(self, recurse=True) -> list:
-        "Every Parameter in the tree: a list (needle's), on which `next()` also works, as on torch's generator."
-        return _ParamList(p for _, p in self.named_parameters(recurse=recurse))
-
-    def named_buffers(self, prefix='', recurse=True, remove_duplicate=True):
-        out, seen = [], set()
-        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
-        for name, m in mods:
-            for k, t, _ in m._own('b'):
-                if remove_duplicate and id(t) in seen: continue
-                seen.add(id(t)); out.append((f'{name}.{k}' if name else k, t))
-        return out
-    def buffers(self, recurse=True) -> list: return [t for _, t in self.named_buffers(recurse=recurse)]
-
-    def get_submodule(self, target: str) -> 'Module':
-        "The descendant at dotted path `target` ('' is this module)."
-        m = self
-        for part in target.split('.') if target else []:
-            kids = dict(m.named_children())
-            if part not in kids: raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (in {target!r})")
-            m = kids[part]
-        return m
-    def get_parameter(self, target: str) -> Parameter:
-        mod, _, name = target.rpartition('.')
-        p = dict(self.get_submodule(mod)._own('p')).get(name)
-        if p is None: raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
-        return p
-
-    def train(self, mode: bool = True):
-        "Put the whole tree in training mode (or evaluation mode with `mode=False`)."
-        for m in self.modules(): m.training = mode
-        return self
-    def eval(self): "Evaluation mode: dropout off, batch norm uses running statistics."; return self.train(False)
-
-    def apply(self, fn):
-        "Call `fn(module)` on every child (recursively), then on this module, as torch; returns self."
-        for m in self.children(): m.apply(fn)
-        fn(self)
-        return self
-    def requires_grad_(self, requires_grad: bool = True):
-        "Freeze (`False`) or unfreeze every parameter in place; returns self."
-        for p in self.parameters(): p.requires_grad = requires_grad
-        return self
-    def to(self, *args, **kwargs):
-        """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (the same
-        Parameter objects), as torch's `module.to(device)`, `.to(dtype)`, `.to(device, dtype)`; returns self."""
-        from minima.backend_ndarray.device import BackendDevice, get_device
-        device, dtype = kwargs.pop('device', None), kwargs.pop('dtype', None)
-        if kwargs: raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, BackendDevice) or (isinstance(a, str) and a.split(':')[0] in ('cpu', 'cuda', 'cpu_numpy')):
-                device = a
-            else: dtype = a
-        dev = None if device is None else device if isinstance(device, BackendDevice) else get_device(device)
-        dt = None if dtype is None else as_dtype(dtype)
-        for t in self.parameters() + self.buffers():
-            a = t.cached_data
-            if dev is not None and a.device != dev: a = a.to(dev)
-            if dt is not None and a.dtype != dt and a.dtype in ('float16', 'float32', 'float64'): a = a.astype(dt)
-            t.cached_data = a
-            if t.grad is not None and (t.grad.device != a.device or t.grad.dtype != a.dtype): t.grad = None
-        return self
-    def float(self): "Cast floating parameters and buffers to float32."; return self.to('float32')
-    def double(self): "Cast floating parameters and buffers to float64."; return self.to('float64')
-    def half(self): "Cast floating parameters and buffers to float16."; return self.to('float16')
-    def cpu(self): return self.to('cpu')
-    def cuda(self, device=None): return self.to('cuda')
-
-    def zero_grad(self, set_to_none: bool = True):
-        for p in self.parameters():
-            if set_to_none or p.grad is None: p.grad = None
-            else: p.grad.cached_data.fill(0)
 
     def extra_repr(self) -> str: return ''
     def __repr__(self):
@@ -229,40 +76,242 @@ class Module:
         for k, m in kids: lines.append(f'  ({k}): ' + repr(m).replace('\n', '\n  '))
         return '\n'.join(lines + [')'])
 
-    def _state_items(self, prefix=''):
-        "torch's order, module by module: own parameters, own persistent buffers, then each child (shared: every name)."
-        for k, p in self._own('p'): yield prefix + k, p
-        for k, t, keep in self._own('b'):
-            if keep: yield prefix + k, t
-        for k, m in self.named_children(): yield from m._state_items(f'{prefix}{k}.')
+# %% ../../nbs/10_nn.ipynb
+@patch
+def _add_hook(self: Module, kind, hook, name, prepend=False, **flags):
+    if not callable(hook): raise TypeError(f"{name}: expected a callable, got {type(hook).__name__}")
+    hooks = self.__dict__.setdefault('_hooks', {}).setdefault(kind, OrderedDict())
+    h = _HookHandle(hooks)
+    hooks[h.id] = (hook, flags)
+    if prepend: hooks.move_to_end(h.id, last=False)
+    return h
+@patch
+def register_forward_pre_hook(self: Module, hook, *, prepend=False, with_kwargs=False) -> _HookHandle:
+    """Before every forward, call `hook(module, args)` (`hook(module, args, kwargs)` with `with_kwargs`); a result
+    other than None replaces the arguments. Returns a handle whose `remove()` takes the hook off (as in torch)."""
+    return self._add_hook('forward_pre', hook, 'register_forward_pre_hook', prepend, with_kwargs=with_kwargs)
+@patch
+def register_forward_hook(self: Module, hook, *, prepend=False, with_kwargs=False, always_call=False) -> _HookHandle:
+    """After every forward, call `hook(module, args, output)` (`hook(module, args, kwargs, output)` with
+    `with_kwargs`); a result other than None replaces the output. `always_call`: also when forward raises."""
+    return self._add_hook('forward', hook, 'register_forward_hook', prepend, with_kwargs=with_kwargs,
+                          always_call=always_call)
+@patch
+def register_full_backward_pre_hook(self: Module, hook, *, prepend=False) -> _HookHandle:
+    """When the gradients with respect to the module's outputs are known, call `hook(module, grad_output)`; a
+    tuple it returns replaces `grad_output` (one entry per output, None where an output has no gradient)."""
+    return self._add_hook('backward_pre', hook, 'register_full_backward_pre_hook', prepend)
+@patch
+def register_full_backward_hook(self: Module, hook, *, prepend=False) -> _HookHandle:
+    """When the gradients with respect to the module's positional inputs are known, call
+    `hook(module, grad_input, grad_output)`; a tuple it returns replaces `grad_input` (as torch)."""
+    return self._add_hook('backward', hook, 'register_full_backward_hook', prepend)
 
-    def state_dict(self) -> OrderedDict:
-        """Name -> numpy copy of every parameter and persistent buffer, in torch's order (module by module); a tensor
-        shared by two layers is listed under both names, as torch."""
-        return OrderedDict((k, t.numpy()) for k, t in self._state_items())
+# %% ../../nbs/10_nn.ipynb
+@patch
+def register_buffer(self: Module, name: str, tensor: Tensor, persistent: bool = True):
+    """Store `tensor` as state that is saved and loaded with the parameters but not trained (`persistent=False`:
+    kept out of `state_dict`, as torch)."""
+    self.__dict__.setdefault('_buffers', {})[name] = persistent   # a dict keeps torch's registration order
+    setattr(self, name, tensor)
+@patch
+def register_parameter(self: Module, name: str, param):
+    "Add `param` (a Parameter, or None) under `name`, as torch."
+    if param is not None and not isinstance(param, Parameter):
+        raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got {type(param).__name__}")
+    setattr(self, name, param)
+@patch
+def add_module(self: Module, name: str, module):
+    "Add a child module under `name` (torch's `add_module` / `register_module`)."
+    if module is not None and not isinstance(module, Module):
+        raise TypeError(f"add_module: {name!r} must be a Module or None, got {type(module).__name__}")
+    setattr(self, name, module)
+Module.register_module = Module.add_module
 
-    def load_state_dict(self, state, strict: bool = True):
-        """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
-        and shapes must match (all of them if `strict`)."""
-        own = OrderedDict(self._state_items())
-        missing = [k for k in own if k not in state]
-        unexpected = [k for k in state if k not in own]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, unexpected keys {unexpected}")
-        for k, t in own.items():
-            if k not in state: continue
-            v = state[k]
-            if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
-            a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
-            if tuple(a.shape) != t.shape:
-                raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
-                                 f"state but {t.shape} in the module")
-            t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
-        return self
+@patch
+def _named_members(self: Module):
+    "(name, value) for the direct parameters, buffers and children of this module."
+    bufs = self.__dict__.get('_buffers', ())
+    for k, v in self.__dict__.items():
+        if k.startswith('_'): continue
+        if k in bufs: yield k, v
+        else: yield from _members_in(k, v)
 
-    def save(self, path): "Save the state to `path` (.npz)."; return save(self, path)
-    def load(self, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
+# %% ../../nbs/10_nn.ipynb
+@patch
+def named_children(self: Module):
+    "Direct sub-modules with their names."
+    return [(k, v) for k, v in self._named_members() if isinstance(v, Module)]
+@patch
+def children(self: Module): return [m for _, m in self.named_children()]
 
+@patch
+def named_modules(self: Module, memo=None, prefix='', remove_duplicate=True):
+    "This module and every descendant, with dotted names (a shared module once, unless `remove_duplicate=False`)."
+    memo = set() if memo is None else memo
+    if remove_duplicate:
+        if id(self) in memo: return []
+        memo.add(id(self))
+    out = [(prefix, self)]
+    for k, m in self.named_children():
+        out += m.named_modules(memo, f'{prefix}.{k}' if prefix else k, remove_duplicate)
+    return out
+@patch
+def modules(self: Module): return [m for _, m in self.named_modules()]
+
+@patch
+def _own(self: Module, kind):
+    "(name, tensor) of this module's own parameters (`kind='p'`) or buffers (`'b'`, with their persistence)."
+    bufs = self.__dict__.get('_buffers', {})
+    for k, v in self._named_members():
+        if kind == 'p' and isinstance(v, Parameter) and k not in bufs: yield k, v
+        if kind == 'b' and k in bufs and isinstance(v, Tensor): yield k, v, bufs[k]
+
+# %% ../../nbs/10_nn.ipynb
+@patch
+def named_parameters(self: Module, prefix='', recurse=True, remove_duplicate=True):
+    "Every Parameter in the tree, with dotted names; a parameter shared by two layers appears once."
+    out, seen = [], set()
+    mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+    for name, m in mods:
+        for k, p in m._own('p'):
+            if remove_duplicate and id(p) in seen: continue
+            seen.add(id(p)); out.append((f'{name}.{k}' if name else k, p))
+    return out
+@patch
+def parameters(self: Module, recurse=True) -> list:
+    "Every Parameter in the tree: a list (needle's), on which `next()` also works, as on torch's generator."
+    return _ParamList(p for _, p in self.named_parameters(recurse=recurse))
+
+@patch
+def named_buffers(self: Module, prefix='', recurse=True, remove_duplicate=True):
+    out, seen = [], set()
+    mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+    for name, m in mods:
+        for k, t, _ in m._own('b'):
+            if remove_duplicate and id(t) in seen: continue
+            seen.add(id(t)); out.append((f'{name}.{k}' if name else k, t))
+    return out
+@patch
+def buffers(self: Module, recurse=True) -> list: return [t for _, t in self.named_buffers(recurse=recurse)]
+
+# %% ../../nbs/10_nn.ipynb
+@patch
+def get_submodule(self: Module, target: str) -> 'Module':
+    "The descendant at dotted path `target` ('' is this module)."
+    m = self
+    for part in target.split('.') if target else []:
+        kids = dict(m.named_children())
+        if part not in kids: raise AttributeError(f"{type(m).__name__} has no submodule {part!r} (in {target!r})")
+        m = kids[part]
+    return m
+@patch
+def get_parameter(self: Module, target: str) -> Parameter:
+    mod, _, name = target.rpartition('.')
+    p = dict(self.get_submodule(mod)._own('p')).get(name)
+    if p is None: raise AttributeError(f"{type(self).__name__} has no parameter {target!r}")
+    return p
+
+@patch
+def train(self: Module, mode: bool = True):
+    "Put the whole tree in training mode (or evaluation mode with `mode=False`)."
+    for m in self.modules(): m.training = mode
+    return self
+@patch
+def eval(self: Module): "Evaluation mode: dropout off, batch norm uses running statistics."; return self.train(False)
+
+@patch
+def apply(self: Module, fn):
+    "Call `fn(module)` on every child (recursively), then on this module, as torch; returns self."
+    for m in self.children(): m.apply(fn)
+    fn(self)
+    return self
+@patch
+def requires_grad_(self: Module, requires_grad: bool = True):
+    "Freeze (`False`) or unfreeze every parameter in place; returns self."
+    for p in self.parameters(): p.requires_grad = requires_grad
+    return self
+
+# %% ../../nbs/10_nn.ipynb
+@patch
+def to(self: Module, *args, **kwargs):
+    """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (the same
+    Parameter objects), as torch's `module.to(device)`, `.to(dtype)`, `.to(device, dtype)`; returns self."""
+    from minima.backend_ndarray.device import BackendDevice, get_device
+    device, dtype = kwargs.pop('device', None), kwargs.pop('dtype', None)
+    if kwargs: raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, BackendDevice) or (isinstance(a, str) and a.split(':')[0] in ('cpu', 'cuda', 'cpu_numpy')):
+            device = a
+        else: dtype = a
+    dev = None if device is None else device if isinstance(device, BackendDevice) else get_device(device)
+    dt = None if dtype is None else as_dtype(dtype)
+    for t in self.parameters() + self.buffers():
+        a = t.cached_data
+        if dev is not None and a.device != dev: a = a.to(dev)
+        if dt is not None and a.dtype != dt and a.dtype in ('float16', 'float32', 'float64'): a = a.astype(dt)
+        t.cached_data = a
+        if t.grad is not None and (t.grad.device != a.device or t.grad.dtype != a.dtype): t.grad = None
+    return self
+@patch
+def float(self: Module): "Cast floating parameters and buffers to float32."; return self.to('float32')
+@patch
+def double(self: Module): "Cast floating parameters and buffers to float64."; return self.to('float64')
+@patch
+def half(self: Module): "Cast floating parameters and buffers to float16."; return self.to('float16')
+@patch
+def cpu(self: Module): return self.to('cpu')
+@patch
+def cuda(self: Module, device=None): return self.to('cuda')
+
+@patch
+def zero_grad(self: Module, set_to_none: bool = True):
+    for p in self.parameters():
+        if set_to_none or p.grad is None: p.grad = None
+        else: p.grad.cached_data.fill(0)
+
+# %% ../../nbs/10_nn.ipynb
+@patch
+def _state_items(self: Module, prefix=''):
+    "torch's order, module by module: own parameters, own persistent buffers, then each child (shared: every name)."
+    for k, p in self._own('p'): yield prefix + k, p
+    for k, t, keep in self._own('b'):
+        if keep: yield prefix + k, t
+    for k, m in self.named_children(): yield from m._state_items(f'{prefix}{k}.')
+
+@patch
+def state_dict(self: Module) -> OrderedDict:
+    """Name -> numpy copy of every parameter and persistent buffer, in torch's order (module by module); a tensor
+    shared by two layers is listed under both names, as torch."""
+    return OrderedDict((k, t.numpy()) for k, t in self._state_items())
+
+# %% ../../nbs/10_nn.ipynb
+@patch
+def load_state_dict(self: Module, state, strict: bool = True):
+    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
+    and shapes must match (all of them if `strict`)."""
+    own = OrderedDict(self._state_items())
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    if strict and (missing or unexpected):
+        raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, unexpected keys {unexpected}")
+    for k, t in own.items():
+        if k not in state: continue
+        v = state[k]
+        if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
+        a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
+        if tuple(a.shape) != t.shape:
+            raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
+                             f"state but {t.shape} in the module")
+        t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
+    return self
+
+@patch
+def save(self: Module, path): "Save the state to `path` (.npz)."; return save(self, path)
+@patch
+def load(self: Module, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
+
+# %% ../../nbs/10_nn.ipynb
 def save(module: Module, path):
     "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name."
     with open(path, 'wb') as f: np.savez(f, **module.state_dict())
@@ -311,6 +360,7 @@ class GELU(Module):
 class SiLU(Module):
     def forward(self, x): return ops.silu(x)
 
+# %% ../../nbs/10_nn.ipynb
 class Sequential(Module):
     """Apply `modules` in order. Its children are named `0`, `1`, ... as in PyTorch, or by the keys of an
     `OrderedDict` passed instead (`Sequential(OrderedDict(fc=Linear(2, 3)))`, then `seq.fc`)."""
@@ -332,27 +382,6 @@ class Sequential(Module):
         names = self.__dict__.get('_names', ())
         if k in names: return self.modules_[names.index(k)]
         raise AttributeError(f"{type(self).__name__} has no attribute {k!r}")
-    def __getitem__(self, i):
-        if not isinstance(i, slice): return self.modules_[i]
-        out = Sequential(*self.modules_[i])
-        out._names = self._names[i]
-        return out
-    def __setitem__(self, i, m): self.modules_[i] = self._check(m)
-    def __delitem__(self, i):
-        del self.modules_[i]; del self._names[i]
-        if all(n.isdigit() for n in self._names): self._names = [str(k) for k in range(len(self.modules_))]
-    def append(self, m):
-        "Add `m` at the end (named by its position), as torch; returns self."
-        self.modules_.append(self._check(m)); self._names.append(str(len(self.modules_) - 1))
-        return self
-    def extend(self, ms):
-        for m in ms: self.append(m)
-        return self
-    def insert(self, i, m):
-        self.modules_.insert(i, self._check(m)); self._names = [str(k) for k in range(len(self.modules_))]
-        return self
-    def __len__(self): return len(self.modules_)
-    def __iter__(self): return iter(self.modules_)
     def forward(self, x):
         for i, m in enumerate(self.modules_):
             try: x = m(x)
@@ -360,6 +389,38 @@ class Sequential(Module):
                 raise ValueError(f"Sequential layer {i} ({type(m).__name__}): {e}") from None
         return x
 
+# %% ../../nbs/10_nn.ipynb
+@patch
+def __getitem__(self: Sequential, i):
+    if not isinstance(i, slice): return self.modules_[i]
+    out = Sequential(*self.modules_[i])
+    out._names = self._names[i]
+    return out
+@patch
+def __setitem__(self: Sequential, i, m): self.modules_[i] = self._check(m)
+@patch
+def __delitem__(self: Sequential, i):
+    del self.modules_[i]; del self._names[i]
+    if all(n.isdigit() for n in self._names): self._names = [str(k) for k in range(len(self.modules_))]
+@patch
+def append(self: Sequential, m):
+    "Add `m` at the end (named by its position), as torch; returns self."
+    self.modules_.append(self._check(m)); self._names.append(str(len(self.modules_) - 1))
+    return self
+@patch
+def extend(self: Sequential, ms):
+    for m in ms: self.append(m)
+    return self
+@patch
+def insert(self: Sequential, i, m):
+    self.modules_.insert(i, self._check(m)); self._names = [str(k) for k in range(len(self.modules_))]
+    return self
+@patch
+def __len__(self: Sequential): return len(self.modules_)
+@patch
+def __iter__(self: Sequential): return iter(self.modules_)
+
+# %% ../../nbs/10_nn.ipynb
 class ModuleList(Module):
     "A list of modules, registered so that `parameters()` finds them: index, iterate, `append`, as in torch."
     def __init__(self, modules=()):
@@ -382,6 +443,7 @@ class ModuleList(Module):
     def __iter__(self): return iter(self._mods)
     def forward(self, *args): raise NotImplementedError("ModuleList has no forward: call the modules it holds")
 
+# %% ../../nbs/10_nn.ipynb
 class ModuleDict(Module):
     "A dict of modules (string keys, insertion order), registered so that `parameters()` finds them, as in torch."
     def __init__(self, modules=None):
@@ -409,6 +471,7 @@ class ModuleDict(Module):
     def items(self): return self._mods.items()
     def forward(self, *args): raise NotImplementedError("ModuleDict has no forward: call the modules it holds")
 
+# %% ../../nbs/10_nn.ipynb
 class Residual(Module):
     "`fn(x) + x`."
     def __init__(self, fn: Module):
@@ -608,6 +671,7 @@ class _Gate(TensorOp):
 class _Side:
     def __init__(self, tensors, fire): self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)
 
+# %% ../../nbs/10_nn.ipynb
 def _check_hook_grads(what, got, n, like):
     "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
     if not isinstance(got, (tuple, list)): got = (got,)
@@ -643,41 +707,48 @@ class _BackwardHooks:
         outs, self.out_pos, self.out_tensors = self._gate(outs, self._outputs_known)
         return outs[0] if single else outs
 
-    def _hooks(self, kind): return [h for h, _ in list(self.hooks.get(kind, {}).values())]
-    def _spread(self, n, pos, values):
-        "A tuple of `n` entries: `values` at `pos`, None elsewhere (non-tensors, tensors without a gradient)."
-        out = [None] * n
-        for i, v in zip(pos or (), values): out[i] = v
-        return tuple(out)
+# %% ../../nbs/10_nn.ipynb
+@patch
+def _hooks(self: _BackwardHooks, kind): return [h for h, _ in list(self.hooks.get(kind, {}).values())]
+@patch
+def _spread(self: _BackwardHooks, n, pos, values):
+    "A tuple of `n` entries: `values` at `pos`, None elsewhere (non-tensors, tensors without a gradient)."
+    out = [None] * n
+    for i, v in zip(pos or (), values): out[i] = v
+    return tuple(out)
 
-    def _outputs_known(self, grads):
-        go = self._spread(self.n_out, self.out_pos, grads)
-        like = self._spread(self.n_out, self.out_pos, self.out_tensors)
-        for hook in self._hooks('backward_pre'):
-            r = hook(self.module, go)
-            if r is not None: go = _check_hook_grads('a full backward pre-hook', r, self.n_out, like)
-        if self.in_pos is None:   # no input requires grad: the full hooks run now, as torch's do
-            warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs "
-                          "since no inputs require gradients (as in torch)", stacklevel=2)
-            for hook in self._hooks('backward'):
-                r = hook(self.module, (None,) * self.n_in, go)
-                if r is not None and not (isinstance(r, tuple) and all(x is None for x in r)):
-                    raise RuntimeError("Backward hook for Modules where no input requires gradient should always "
-                                       "return None or None for all gradients")
-        else: self.grad_outputs = go
-        return [go[i] for i in self.out_pos]
-
-    def _inputs_known(self, grads):
-        if self.grad_outputs is None: return grads   # reached without passing through the outputs (double backward)
-        zero = lambda t: Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype).fill(0))
-        grads = [zero(t) if g is None else g for g, t in zip(grads, self.in_tensors)]   # torch's zeros for no gradient
-        gi, like = self._spread(self.n_in, self.in_pos, grads), self._spread(self.n_in, self.in_pos, self.in_tensors)
+# %% ../../nbs/10_nn.ipynb
+@patch
+def _outputs_known(self: _BackwardHooks, grads):
+    go = self._spread(self.n_out, self.out_pos, grads)
+    like = self._spread(self.n_out, self.out_pos, self.out_tensors)
+    for hook in self._hooks('backward_pre'):
+        r = hook(self.module, go)
+        if r is not None: go = _check_hook_grads('a full backward pre-hook', r, self.n_out, like)
+    if self.in_pos is None:   # no input requires grad: the full hooks run now, as torch's do
+        warnings.warn("Full backward hook is firing when gradients are computed with respect to module outputs "
+                      "since no inputs require gradients (as in torch)", stacklevel=2)
         for hook in self._hooks('backward'):
-            r = hook(self.module, gi, self.grad_outputs)
-            if r is not None: gi = _check_hook_grads('a full backward hook', r, self.n_in, like)
-        self.grad_outputs = None
-        return [gi[i] for i in self.in_pos]
+            r = hook(self.module, (None,) * self.n_in, go)
+            if r is not None and not (isinstance(r, tuple) and all(x is None for x in r)):
+                raise RuntimeError("Backward hook for Modules where no input requires gradient should always "
+                                   "return None or None for all gradients")
+    else: self.grad_outputs = go
+    return [go[i] for i in self.out_pos]
 
+@patch
+def _inputs_known(self: _BackwardHooks, grads):
+    if self.grad_outputs is None: return grads   # reached without passing through the outputs (double backward)
+    zero = lambda t: Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype).fill(0))
+    grads = [zero(t) if g is None else g for g, t in zip(grads, self.in_tensors)]   # torch's zeros for no gradient
+    gi, like = self._spread(self.n_in, self.in_pos, grads), self._spread(self.n_in, self.in_pos, self.in_tensors)
+    for hook in self._hooks('backward'):
+        r = hook(self.module, gi, self.grad_outputs)
+        if r is not None: gi = _check_hook_grads('a full backward hook', r, self.n_in, like)
+    self.grad_outputs = None
+    return [gi[i] for i in self.in_pos]
+
+# %% ../../nbs/10_nn.ipynb
 def _call_with_hooks(m, hooks, args, kwargs):
     "`Module.__call__` when the module has hooks: torch's order (pre-hooks, forward, hooks, backward gates)."
     for hook, f in list(hooks.get('forward_pre', {}).values()):

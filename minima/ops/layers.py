@@ -577,7 +577,7 @@ from .softmax_family import softmax
 from ..backend_ndarray.ndarray import arange
 from ..testing import register_op, case
 
-# %% ../../nbs/10_nn.ipynb 12
+# %% ../../nbs/10_nn.ipynb 43
 _ONES = {}
 def _ones_row(a: NDArray) -> NDArray:
     "A cached `(1, rows)` row of ones: `ones @ g` sums the rows of `g` with one matmul call (no permute, no copy)."
@@ -644,7 +644,7 @@ register_op('affine', affine, lambda T, x, w, b: x @ w + b,
 register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=None: T.nn.functional.linear(x, w, b),
             [case((5, 4), (3, 4), (3,)), case((2, 5, 4), (3, 4), (3,)), case((4, 6), (2, 6))]);
 
-# %% ../../nbs/10_nn.ipynb 18
+# %% ../../nbs/10_nn.ipynb 49
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
 def _bn_adjoints(g, xhat, r, w, axes, n):
@@ -730,7 +730,7 @@ register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, None, None, w,
             [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
             op=BatchNormOp, rtol=1e-4, atol=1e-4);
 
-# %% ../../nbs/10_nn.ipynb 33
+# %% ../../nbs/10_nn.ipynb 64
 _EYES = {}
 def _eye(n, device, dtype):
     "The identity matrix, cached: one-hot rows are `take`n from it."
