@@ -552,6 +552,7 @@ class _BatchNorm(Module):
         except (ValueError, TypeError, RuntimeError) as e:
             raise type(e)(f"{name}: {str(e).removeprefix('batch_norm: ')}") from None
 
+# %% ../../nbs/10_nn.ipynb
 class BatchNorm1d(_BatchNorm):
     "Batch norm of `(N, C)` or `(N, C, L)` inputs over every axis but the channel axis 1, with torch's running statistics."
     _ndims = (2, 3)

@@ -592,6 +592,7 @@ def _linear_adjoints(g2, x2, w, transposed, want_x, want_b, rowsum):
     gw = g2.permute((1, 0)) @ x2 if transposed else x2.permute((1, 0)) @ g2
     return gx, gw, rowsum(g2) if want_b else None
 
+# %% ../../nbs/10_nn.ipynb 44
 class LinearOp(TensorOp):
     """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
     `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
@@ -615,6 +616,7 @@ class LinearOp(TensorOp):
         out = (None if gs[0] is None else gs[0].reshape(x.shape), gs[1])
         return out if b is None else out + (gs[2].reshape(b.shape),)
 
+# %% ../../nbs/10_nn.ipynb 45
 def affine(x, weight, bias) -> Tensor:
     "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
     if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
@@ -639,12 +641,13 @@ def linear(x, weight, bias=None) -> Tensor:
                          f"got {bias.shape}")
     return LinearOp(True)(x, weight, bias)
 
+# %% ../../nbs/10_nn.ipynb 46
 register_op('affine', affine, lambda T, x, w, b: x @ w + b,
             [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp)
 register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=None: T.nn.functional.linear(x, w, b),
             [case((5, 4), (3, 4), (3,)), case((2, 5, 4), (3, 4), (3,)), case((4, 6), (2, 6))]);
 
-# %% ../../nbs/10_nn.ipynb 49
+# %% ../../nbs/10_nn.ipynb 52
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
 def _bn_adjoints(g, xhat, r, w, axes, n):
@@ -654,6 +657,7 @@ def _bn_adjoints(g, xhat, r, w, axes, n):
     bc = (lambda a: a.broadcast_to(g.shape)) if isinstance(g, Tensor) else (lambda a: a)
     return (g - bc(gsum / n) - xhat * bc(gx / n)) * bc(r * w), gx, gsum
 
+# %% ../../nbs/10_nn.ipynb 53
 class BatchNormOp(TensorOp):
     "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
     def __init__(self, eps=1e-5): self.eps = eps
@@ -684,6 +688,7 @@ class BatchNormOp(TensorOp):
             gs = _bn_adjoints(g, xc * r.broadcast_to(shape), r, w.reshape(kshape), axes, n)
         return gs[0], gs[1].reshape(w.shape), gs[2].reshape(b.shape)
 
+# %% ../../nbs/10_nn.ipynb 54
 def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-5) -> Tensor:
     """Batch norm over every axis but 1, as `torch.nn.functional.batch_norm`. With `training`, batch statistics,
@@ -717,6 +722,7 @@ def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, t
     shift = bias - running_mean * scale
     return x * scale.reshape(kshape).broadcast_to(x.shape) + shift.reshape(kshape).broadcast_to(x.shape)
 
+# %% ../../nbs/10_nn.ipynb 55
 def _t_bn_eval(T, x, m, v, w, b, eps=1e-5):
     return T.nn.functional.batch_norm(x, m.detach(), v.detach(), w, b, training=False, eps=eps)
 
@@ -730,7 +736,7 @@ register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, None, None, w,
             [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
             op=BatchNormOp, rtol=1e-4, atol=1e-4);
 
-# %% ../../nbs/10_nn.ipynb 64
+# %% ../../nbs/10_nn.ipynb 71
 _EYES = {}
 def _eye(n, device, dtype):
     "The identity matrix, cached: one-hot rows are `take`n from it."
@@ -752,6 +758,7 @@ def _one_hot_labels(name, y, N, C, device, dtype) -> Tensor:
         raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})") from None
     return Tensor.make_const(rows)
 
+# %% ../../nbs/10_nn.ipynb 72
 _CLASS_IDS = {}
 def _class_ids(C, device):
     "The row `[[0, 1, ..., C-1]]` (int64), cached per size and device."
@@ -768,6 +775,7 @@ def _sce_adjoint(p, onehot, g, N):
     "The adjoint of the logits, `(softmax(z) - onehot) * g / N`; one formula, on NDArrays or on Tensors."
     return (p - onehot) * (g / N)
 
+# %% ../../nbs/10_nn.ipynb 73
 class SoftmaxCrossEntropy(TensorOp):
     """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
     `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
@@ -791,6 +799,7 @@ class SoftmaxCrossEntropy(TensorOp):
             return Tensor.make_const(_sce_adjoint(p, onehot, out_grad.cached_data, N)), None
         return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
 
+# %% ../../nbs/10_nn.ipynb 74
 def softmax_cross_entropy(logits, y) -> Tensor:
     "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
     y = y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False)
