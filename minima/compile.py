@@ -177,6 +177,7 @@ class Recorder:
         for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 # Randomness enters through a few functions that draw on the host and copy to the device. While capturing we wrap
 # them: the draw still happens, and the recorder learns which `from_numpy` copies random numbers, and how to draw
 # them again, so that a replay draws fresh numbers from the same generator, in the same order as eager code.
