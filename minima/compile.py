@@ -291,6 +291,7 @@ def capture(fn, args, kwargs, device):
     return Capture(rec, writes, created, modules, (args, kwargs), result)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 def _meta(d: NDArray): return (d._shape, d._strides, d._offset, d._dtype)
 
 class _Slot:

@@ -21,6 +21,7 @@ from . import functional as F
 __all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 class Parameter(Tensor):
     "A trainable Tensor: a leaf that requires grad, found by `Module.parameters()`."
     __slots__ = ()
@@ -77,6 +78,7 @@ class Module:
         return '\n'.join(lines + [')'])
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def _add_hook(self: Module, kind, hook, name, prepend=False, **flags):
     if not callable(hook): raise TypeError(f"{name}: expected a callable, got {type(hook).__name__}")
@@ -108,6 +110,7 @@ def register_full_backward_hook(self: Module, hook, *, prepend=False) -> _HookHa
     return self._add_hook('backward', hook, 'register_full_backward_hook', prepend)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def register_buffer(self: Module, name: str, tensor: Tensor, persistent: bool = True):
     """Store `tensor` as state that is saved and loaded with the parameters but not trained (`persistent=False`:
@@ -138,6 +141,7 @@ def _named_members(self: Module):
         else: yield from _members_in(k, v)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def named_children(self: Module):
     "Direct sub-modules with their names."
@@ -168,6 +172,7 @@ def _own(self: Module, kind):
         if kind == 'b' and k in bufs and isinstance(v, Tensor): yield k, v, bufs[k]
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def named_parameters(self: Module, prefix='', recurse=True, remove_duplicate=True):
     "Every Parameter in the tree, with dotted names; a parameter shared by two layers appears once."
@@ -196,6 +201,7 @@ def named_buffers(self: Module, prefix='', recurse=True, remove_duplicate=True):
 def buffers(self: Module, recurse=True) -> list: return [t for _, t in self.named_buffers(recurse=recurse)]
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def get_submodule(self: Module, target: str) -> 'Module':
     "The descendant at dotted path `target` ('' is this module)."
@@ -233,6 +239,7 @@ def requires_grad_(self: Module, requires_grad: bool = True):
     return self
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def to(self: Module, *args, **kwargs):
     """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (the same
@@ -271,6 +278,7 @@ def zero_grad(self: Module, set_to_none: bool = True):
         else: p.grad.cached_data.fill(0)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def _state_items(self: Module, prefix=''):
     "torch's order, module by module: own parameters, own persistent buffers, then each child (shared: every name)."
@@ -286,6 +294,7 @@ def state_dict(self: Module) -> OrderedDict:
     return OrderedDict((k, t.numpy()) for k, t in self._state_items())
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def load_state_dict(self: Module, state, strict: bool = True):
     """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
@@ -390,6 +399,7 @@ class Sequential(Module):
         return x
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def __getitem__(self: Sequential, i):
     if not isinstance(i, slice): return self.modules_[i]
@@ -421,6 +431,7 @@ def __len__(self: Sequential): return len(self.modules_)
 def __iter__(self: Sequential): return iter(self.modules_)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 class ModuleList(Module):
     "A list of modules, registered so that `parameters()` finds them: index, iterate, `append`, as in torch."
     def __init__(self, modules=()):
@@ -444,6 +455,7 @@ class ModuleList(Module):
     def forward(self, *args): raise NotImplementedError("ModuleList has no forward: call the modules it holds")
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 class ModuleDict(Module):
     "A dict of modules (string keys, insertion order), registered so that `parameters()` finds them, as in torch."
     def __init__(self, modules=None):
@@ -504,6 +516,7 @@ class Linear(Module):
         return LinearOp(True)(x, self.weight, self.bias)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 def _check_features(layer, x, axis, n):
     if x.ndim <= axis or x.shape[axis] != n:
         raise ValueError(f"{layer}: expected {n} features in dimension {axis}, got input of shape {x.shape}")
@@ -606,6 +619,7 @@ class LogSoftmax(Module):
     def forward(self, x): return ops.log_softmax(x, self.dim)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 class SoftmaxLoss(Module):
     "Mean cross-entropy of logits `(N, C)` against integer labels `(N,)` (needle's name; `CrossEntropyLoss` is torch's)."
     def forward(self, logits, y):
@@ -647,6 +661,7 @@ class MSELoss(Module):
     def forward(self, x, y): return F.mse_loss(x, y, reduction=self.reduction)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 import warnings
 
 class _Pick(TensorOp):
@@ -673,6 +688,7 @@ class _Side:
     def __init__(self, tensors, fire): self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 def _check_hook_grads(what, got, n, like):
     "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
     if not isinstance(got, (tuple, list)): got = (got,)
@@ -709,6 +725,7 @@ class _BackwardHooks:
         return outs[0] if single else outs
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def _hooks(self: _BackwardHooks, kind): return [h for h, _ in list(self.hooks.get(kind, {}).values())]
 @patch
@@ -719,6 +736,7 @@ def _spread(self: _BackwardHooks, n, pos, values):
     return tuple(out)
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def _outputs_known(self: _BackwardHooks, grads):
     go = self._spread(self.n_out, self.out_pos, grads)
@@ -750,6 +768,7 @@ def _inputs_known(self: _BackwardHooks, grads):
     return [gi[i] for i in self.in_pos]
 
 # %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 def _call_with_hooks(m, hooks, args, kwargs):
     "`Module.__call__` when the module has hooks: torch's order (pre-hooks, forward, hooks, backward gates)."
     for hook, f in list(hooks.get('forward_pre', {}).values()):
