@@ -151,7 +151,8 @@ def children(self: Module): return [m for _, m in self.named_children()]
 
 @patch
 def named_modules(self: Module, memo=None, prefix='', remove_duplicate=True):
-    "This module and every descendant, with dotted names (a shared module once, unless `remove_duplicate=False`)."
+    """This module and every descendant, with dotted names (a shared module once, unless
+    `remove_duplicate=False`)."""
     memo = set() if memo is None else memo
     if remove_duplicate:
         if id(self) in memo: return []
@@ -165,7 +166,8 @@ def modules(self: Module): return [m for _, m in self.named_modules()]
 
 @patch
 def _own(self: Module, kind):
-    "(name, tensor) of this module's own parameters (`kind='p'`) or buffers (`'b'`, with their persistence)."
+    """(name, tensor) of this module's own parameters (`kind='p'`) or buffers (`'b'`, with their
+    persistence)."""
     bufs = self.__dict__.get('_buffers', {})
     for k, v in self._named_members():
         if kind == 'p' and isinstance(v, Parameter) and k not in bufs: yield k, v
@@ -326,8 +328,8 @@ def save(module: Module, path):
     with open(path, 'wb') as f: np.savez(f, **module.state_dict())
 
 def load(module: Module, path, strict: bool = True) -> Module:
-    """Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an error.
-    A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
+    """Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an
+    error. A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
     if not os.path.exists(path) and os.path.exists(f'{path}.npz'): path = f'{path}.npz'
     with np.load(path, allow_pickle=False) as f: state = {k: f[k] for k in f.files}
     return module.load_state_dict(state, strict)
@@ -411,7 +413,8 @@ def __setitem__(self: Sequential, i, m): self.modules_[i] = self._check(m)
 @patch
 def __delitem__(self: Sequential, i):
     del self.modules_[i]; del self._names[i]
-    if all(n.isdigit() for n in self._names): self._names = [str(k) for k in range(len(self.modules_))]
+    if all(n.isdigit() for n in self._names):
+        self._names = [str(k) for k in range(len(self.modules_))]
 @patch
 def append(self: Sequential, m):
     "Add `m` at the end (named by its position), as torch; returns self."
@@ -423,7 +426,8 @@ def extend(self: Sequential, ms):
     return self
 @patch
 def insert(self: Sequential, i, m):
-    self.modules_.insert(i, self._check(m)); self._names = [str(k) for k in range(len(self.modules_))]
+    self.modules_.insert(i, self._check(m))
+    self._names = [str(k) for k in range(len(self.modules_))]
     return self
 @patch
 def __len__(self: Sequential): return len(self.modules_)
@@ -567,7 +571,8 @@ class _BatchNorm(Module):
 
 # %% ../../nbs/10_nn.ipynb
 class BatchNorm1d(_BatchNorm):
-    "Batch norm of `(N, C)` or `(N, C, L)` inputs over every axis but the channel axis 1, with torch's running statistics."
+    """Batch norm of `(N, C)` or `(N, C, L)` inputs over every axis but the channel axis 1, with torch's running
+    statistics."""
     _ndims = (2, 3)
 
 class BatchNorm2d(_BatchNorm):
@@ -727,10 +732,11 @@ class _BackwardHooks:
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
 @patch
-def _hooks(self: _BackwardHooks, kind): return [h for h, _ in list(self.hooks.get(kind, {}).values())]
+def _hooks(self: _BackwardHooks, kind):
+    return [h for h, _ in list(self.hooks.get(kind, {}).values())]
 @patch
 def _spread(self: _BackwardHooks, n, pos, values):
-    "A tuple of `n` entries: `values` at `pos`, None elsewhere (non-tensors, tensors without a gradient)."
+    "A tuple of `n` entries: `values` at `pos`, None elsewhere (non-tensors, no gradient)."
     out = [None] * n
     for i, v in zip(pos or (), values): out[i] = v
     return tuple(out)

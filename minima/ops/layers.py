@@ -651,8 +651,8 @@ register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=No
 def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
 
 def _bn_adjoints(g, xhat, r, w, axes, n):
-    """The adjoints of batch norm's `x`, `weight` and `bias` from `x_hat` and `r = (var + eps)^(-1/2)`; one formula,
-    on NDArrays or on Tensors (`r` and `w` shaped to broadcast against `x`)."""
+    """Adjoints of batch norm's `x`, `weight`, `bias` from `x_hat` and `r = (var + eps)^(-1/2)`:
+    one formula, on NDArrays or on Tensors (`r` and `w` shaped to broadcast against `x`)."""
     gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
     bc = (lambda a: a.broadcast_to(g.shape)) if isinstance(g, Tensor) else (lambda a: a)
     return (g - bc(gsum / n) - xhat * bc(gx / n)) * bc(r * w), gx, gsum
