@@ -7,9 +7,11 @@ __all__ = ['conv', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d'
 
 # %% ../../nbs/08b_functional.ipynb
 from ..ops.layers import (conv, conv2d, conv2d_input, conv2d_weight, conv_transpose2d, max_pool2d, avg_pool2d,
-                               embedding, take, scatter_add, linear, batch_norm)
+                               embedding, take, scatter_add)
+from ..ops.fused import linear, batch_norm
 from ..ops.losses import nll_loss, cross_entropy, dropout, checkpoint, checkpoint_sequential, graph_memory
-from ..ops.elementwise import relu, sigmoid, tanh, silu, gelu
+from ..ops.elementwise import tanh
+from ..ops.activations import relu, sigmoid, silu, gelu
 from ..ops.softmax_family import softmax, log_softmax
 from ..ops.movement import pad
 from ..ops.losses import (softplus, mse_loss, l1_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
@@ -22,7 +24,7 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'one_hot']
 
-# %% ../../nbs/10b_nn_more.ipynb 12
+# %% ../../nbs/10b_nn_more.ipynb 17
 from ..ops.nn_extras import (leaky_relu, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d,
                                   interpolate, smooth_l1_loss, huber_loss, kl_div)
 _all_ = ['leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',

@@ -12,8 +12,8 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype
-from ..ops.layers import (SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy,
-                               conv_padding, int_pair)
+from ..ops.fused import SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy
+from ..ops.layers import conv_padding, int_pair
 from ..ops.nn_extras import single_int
 from . import functional as F
 
@@ -837,6 +837,7 @@ class Conv2d(Module):
         xp = F.pad(x, (l, r, t, b), self.padding_mode)
         return F.conv2d(xp, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
+# %% ../../nbs/10b_nn_more.ipynb 6
 def _pool_args(name, kernel_size, stride, padding, dilation):
     "torch's checks, at construction: sizes are ints or pairs, stride and dilation >= 1 (`stride=None`: the kernel)."
     k = int_pair(kernel_size, 'kernel_size', name)
@@ -861,6 +862,7 @@ class MaxPool2d(Module):
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
 
+# %% ../../nbs/10b_nn_more.ipynb 7
 class AvgPool2d(Module):
     "Mean over `kernel_size` windows of `(N, C, H, W)` inputs, with torch's `ceil_mode` and `count_include_pad`."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -900,7 +902,7 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10b_nn_more.ipynb 13
+# %% ../../nbs/10b_nn_more.ipynb 18
 class LeakyReLU(Module):
     "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -922,6 +924,7 @@ class GroupNorm(Module):
         _check_features(f"GroupNorm({self.num_groups}, {self.num_channels})", x, 1, self.num_channels)
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
+# %% ../../nbs/10b_nn_more.ipynb 19
 def _conv_init(shape, fan_in, bias, device, dtype):
     "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
     b = 1 / math.sqrt(fan_in)
@@ -948,6 +951,7 @@ class Conv1d(Module):
     def forward(self, x):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
+# %% ../../nbs/10b_nn_more.ipynb 20
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
@@ -981,6 +985,7 @@ class MaxPool1d(Module):
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
+# %% ../../nbs/10b_nn_more.ipynb 21
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1015,6 +1020,7 @@ class _Loss(Module):
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
 
+# %% ../../nbs/10b_nn_more.ipynb 22
 class NLLLoss(_Loss):
     "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
     def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
@@ -1049,7 +1055,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 19
+# %% ../../nbs/10b_nn_more.ipynb 28
 import io, json
 
 def _flatten_obj(obj, arrays):
@@ -1077,6 +1083,7 @@ def _unflatten_obj(d, arrays):
     if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
     return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
 
+# %% ../../nbs/10b_nn_more.ipynb 29
 def save_object(obj, f):
     "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
     arrays = {}

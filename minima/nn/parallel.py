@@ -149,6 +149,7 @@ def _launch(self: DistributedDataParallel, st, every=False):
         st['works'].append(dist.all_reduce(Tensor.make_const(b.flat), async_op=True)); st['launched'] += 1
     for w in st['works']: w.is_completed()   # MPI moves a collective on only inside MPI calls
 
+# %% ../../nbs/19b_ddp.ipynb
 @patch
 def _finish(self: DistributedDataParallel, g):
     "Backward is over for every parameter: send what is left, wait, and hand each parameter its averaged gradient."

@@ -10,7 +10,7 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor
 from .modules import Module, Parameter
-from ..ops.layers import linear
+from ..ops.fused import linear
 from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step, split, sigmoid, tanh
 
 def _positive_int(layer, name, v):

@@ -13,7 +13,7 @@ from ..autograd import Tensor
 from ..backend_ndarray.ndarray import NDArray
 from .modules import Module, Parameter, Dropout, Linear
 from .transformer import LayerNorm
-from ..ops.layers import linear
+from ..ops.fused import linear
 from ..ops.attention import scaled_dot_product_attention, causal_mask
 
 # %% auto 0

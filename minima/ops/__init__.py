@@ -3,11 +3,13 @@
 Every `TensorOp` lives in a module of this package; `minima.nn.functional` and `minima.nn` build on them, and
 nothing here imports `minima.nn`."""
 from .elementwise import *
+from .activations import *
 from .movement import *
 from .reduce import *
 from .linalg import *
 from .softmax_family import *
 from .layers import *
+from .fused import *
 from .losses import *
 from .nn_extras import *
 from .recurrent import *

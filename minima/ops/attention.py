@@ -9,7 +9,7 @@ import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
 from ..backend_ndarray.ndarray import arange, prod
 from .softmax_family import softmax
-from .elementwise import where
+from .activations import where
 from .movement import cast
 from ..testing import register_op, case
 

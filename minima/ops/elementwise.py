@@ -11,7 +11,11 @@ from ..backend_ndarray.ndarray import broadcast_shapes, is_float_dtype
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['unbroadcast', 'EWiseAdd', 'add', 'AddScalar', 'add_scalar', 'EWiseSub', 'subtract', 'sub_scalar', 'RSubScalar', 'rsub_scalar', 'EWiseMul', 'multiply', 'MulScalar', 'mul_scalar', 'EWiseDiv', 'divide', 'DivScalar', 'divide_scalar', 'RDivScalar', 'rdivide_scalar', 'Negate', 'negate', 'Exp', 'exp', 'Log', 'log', 'PowerScalar', 'power_scalar', 'EWisePow', 'power', 'RPowerScalar', 'rpower_scalar', 'Sqrt', 'sqrt', 'Square', 'square', 'Sin', 'sin', 'Cos', 'cos', 'TanhOp', 'tanh', 'equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'SigmoidOp', 'sigmoid', 'ReLUOp', 'relu', 'Abs', 'absolute', 'Erf', 'erf', 'SiLUOp', 'silu', 'GELUOp', 'gelu', 'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
+__all__ = ['unbroadcast', 'EWiseAdd', 'add', 'AddScalar', 'add_scalar', 'EWiseSub', 'subtract', 'sub_scalar', 'RSubScalar',
+           'rsub_scalar', 'EWiseMul', 'multiply', 'MulScalar', 'mul_scalar', 'EWiseDiv', 'divide', 'DivScalar',
+           'divide_scalar', 'RDivScalar', 'rdivide_scalar', 'Negate', 'negate', 'Exp', 'exp', 'Log', 'log',
+           'PowerScalar', 'power_scalar', 'EWisePow', 'power', 'RPowerScalar', 'rpower_scalar', 'Sqrt', 'sqrt',
+           'Square', 'square', 'Sin', 'sin', 'Cos', 'cos', 'TanhOp', 'tanh']
 
 # %% ../../nbs/03_ops_elementwise.ipynb
 def unbroadcast(g: Tensor, shape) -> Tensor:
@@ -232,6 +236,11 @@ def _int_pow(a: NDArray, b: NDArray) -> NDArray:
     zero = NDArray.make((), device=p.device, dtype=p.dtype).fill(0)
     return NDArray.where(b < 0, NDArray.where(a.abs() == 1, p, zero), p)
 
+def _where(cond, a, b) -> Tensor:
+    "`where` of the next chapter, imported when called (that module builds on this one)."
+    from minima.ops.activations import where
+    return where(cond, a, b)
+
 class EWisePow(TensorOp):
     "Elementwise `a ** b` for two tensors, with broadcasting; differentiable in both."
     def compute(self, a: NDArray, b: NDArray):
@@ -241,9 +250,9 @@ class EWisePow(TensorOp):
         a, b = node.inputs
         ga = out_grad * b * power(a, b - 1.0)
         b0 = b.cached_data == 0
-        if _any(b0): ga = where(_const(b0), 0.0, ga)   # torch: exactly 0 where b = 0, even at a = 0
+        if _any(b0): ga = _where(_const(b0), 0.0, ga)   # torch: exactly 0 where b = 0, even at a = 0
         zero = (a.cached_data == 0) * (b.cached_data >= 0)
-        if _any(zero): a = where(_const(zero), 1.0, a)   # log 1 = 0: the 0 * log 0 case
+        if _any(zero): a = _where(_const(zero), 1.0, a)   # log 1 = 0: the 0 * log 0 case
         gb = out_grad * node * log(a)
         return unbroadcast(ga, node.inputs[0].shape), unbroadcast(gb, b.shape)
 
@@ -266,7 +275,7 @@ class RPowerScalar(TensorOp):
     def gradient(self, out_grad, node):
         if self.scalar == 0:   # torch: 0 where the exponent is >= 0 (0 * log 0), else -inf
             ninf = _const(NDArray.make((), device=node.device, dtype=out_grad.dtype).fill(float('-inf')))
-            return where(_const(node.inputs[0].cached_data >= 0), 0.0, out_grad * node * ninf)
+            return _where(_const(node.inputs[0].cached_data >= 0), 0.0, out_grad * node * ninf)
         return out_grad * node * (math.log(self.scalar) if self.scalar > 0 else float('nan'))
 
 def rpower_scalar(a, scalar) -> Tensor:
@@ -321,271 +330,3 @@ def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; retu
 register_op('sin', sin, lambda T, a: T.sin(a), _UN, op=Sin)
 register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
 register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=TanhOp)
-
-# %% ../../nbs/03b_ops_activations.ipynb 5
-def _sigmoid_nd(a: NDArray) -> NDArray:
-    e = (-a.abs()).exp()
-    return NDArray.where(a >= 0, 1.0 / (e + 1.0), e / (e + 1.0))
-
-class SigmoidOp(TensorOp):
-    "Logistic sigmoid, computed without overflow."
-    def compute(self, a: NDArray): return _sigmoid_nd(a)
-    def gradient(self, out_grad, node): return out_grad * node * (1.0 - node)
-
-def sigmoid(a) -> Tensor:
-    "`1 / (1 + exp(-a))`. `sigmoid(Tensor([0.]))` is `[0.5]`."
-    return SigmoidOp()(_float(a, 'sigmoid'))
-
-register_op('sigmoid', sigmoid, lambda T, a: T.sigmoid(a), _UN + [case((4, 5))], op=SigmoidOp)
-
-# %% ../../nbs/03b_ops_activations.ipynb 9
-class ReLUOp(TensorOp):
-    "`max(a, 0)` elementwise; the gradient at exactly 0 is 0, as in PyTorch."
-    def compute(self, a: NDArray): return a.maximum(0)
-    saves_output = False
-    def gradient(self, out_grad, node):
-        a = node.inputs[0].cached_data
-        return out_grad * _const(1 - (a <= 0).astype(a.dtype))   # NaN passes, as in torch
-
-def relu(a) -> Tensor: "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`."; return ReLUOp()(a)
-
-class Abs(TensorOp):
-    "`|a|` elementwise; the gradient at exactly 0 is 0 (sign(0) = 0), as in PyTorch."
-    def compute(self, a: NDArray): return a.abs()
-    saves_output = False
-    def gradient(self, out_grad, node):
-        a = node.inputs[0].cached_data
-        return out_grad * _const(NDArray.where(a == a, a.sign(), NDArray.make((), device=a.device, dtype=a.dtype).fill(0)))
-
-def absolute(a) -> Tensor: "`|a|`. `absolute(Tensor([-2., 3]))` is `[2, 3]`; also `abs(x)`."; return Abs()(a)
-
-_kink = 'piecewise linear: the second derivative is zero away from the kink'
-register_op('relu', relu, lambda T, a: T.relu(a), _UN, op=ReLUOp, domain='away_from_kinks', smooth=False, skip={'second': _kink})
-register_op('abs', absolute, lambda T, a: T.abs(a), _UN, op=Abs, domain='away_from_kinks', smooth=False, skip={'second': _kink})
-
-# %% ../../nbs/03b_ops_activations.ipynb 14
-def _erf_nd(a: NDArray) -> NDArray:
-    x = a.astype('float64')
-    ax = x.abs()
-    small = ax <= 2.5
-    zero = NDArray.make((), device=a.device, dtype='float64').fill(0)
-    xs = NDArray.where(small, x, zero)
-    minus_x2, term, s = -(xs * xs), xs, xs
-    for n in range(1, 41):
-        term = term * minus_x2 / n
-        s = s + term / (2 * n + 1)
-    xl = NDArray.where(small, zero + 3.0, ax)
-    f = xl
-    for k in range(30, 0, -1): f = xl + (k / 2) / f
-    erfc = (-(xl * xl)).exp() / f / math.sqrt(math.pi)
-    return NDArray.where(small, s * (2 / math.sqrt(math.pi)), x.sign() * (1.0 - erfc)).astype(a.dtype)
-
-class Erf(TensorOp):
-    "The error function (series and continued fraction in float64); its gradient is exact."
-    def compute(self, a: NDArray): return _erf_nd(a)
-    def gradient(self, out_grad, node):
-        a = node.inputs[0]
-        return out_grad * exp(-(a * a)) * (2 / math.sqrt(math.pi))
-
-def erf(a) -> Tensor:
-    "The error function. `erf(Tensor([0.]))` is `[0.]`; `erf(Tensor([10.]))` is `[1.]`."
-    return Erf()(_float(a, 'erf'))
-
-register_op('erf', erf, lambda T, a: T.erf(a), _UN + [case((7,))], op=Erf,
-            make_inputs=lambda rng, shapes: [rng.uniform(-5, 5, shapes[0])])
-
-# %% ../../nbs/03b_ops_activations.ipynb 17
-class SiLUOp(TensorOp):
-    "`a * sigmoid(a)` (swish)."
-    def compute(self, a: NDArray): return a * _sigmoid_nd(a)
-    def gradient(self, out_grad, node):
-        a = node.inputs[0]
-        s = sigmoid(a)
-        return out_grad * s * (1.0 + a * (1.0 - s))
-
-def silu(a) -> Tensor: "SiLU / swish: `a * sigmoid(a)`."; return SiLUOp()(_float(a, 'silu'))
-
-_K, _C = math.sqrt(2.0 / math.pi), 0.044715
-
-class GELUOp(TensorOp):
-    "GELU: `approximate='none'` (exact, through erf; torch's default, as `gelu`'s) or `'tanh'`."
-    def __init__(self, approximate='none'): self.approximate = approximate
-    @staticmethod
-    def _tanh_slope(x, t):
-        "The tanh GELU's derivative at `x`, given `t = tanh(K (x + C x^3))`: one formula on NDArrays and Tensors."
-        return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
-    def compute(self, a: NDArray):
-        if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
-        t = ((a + a * a * a * _C) * _K).tanh()
-        self.save(t)
-        return (t + 1.0) * a * 0.5
-    def gradient(self, out_grad, node):
-        a = node.inputs[0]
-        if self.approximate == 'none':
-            return out_grad * ((erf(a / math.sqrt(2.0)) + 1.0) * 0.5 + a * exp(a * a * -0.5) / math.sqrt(2 * math.pi))
-        if not is_grad_enabled():   # plain backward: on arrays, reusing the forward's tanh
-            return Tensor.make_const(out_grad.cached_data * self._tanh_slope(a.cached_data, self.saved[0]))
-        return out_grad * self._tanh_slope(a, tanh((a + a * a * a * _C) * _K))
-
-def gelu(a, approximate='none') -> Tensor:
-    "GELU: exact (`'none'`, torch's default) or `approximate='tanh'`. `gelu(Tensor([0.]))` is `[0.]`."
-    if approximate not in ('tanh', 'none'):
-        raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
-    return GELUOp(approximate)(_float(a, 'gelu'))
-
-register_op('silu', silu, lambda T, a: T.nn.functional.silu(a), _UN, op=SiLUOp)
-register_op('gelu', lambda a: gelu(a, 'tanh'), lambda T, a: T.nn.functional.gelu(a, approximate='tanh'), _UN, op=GELUOp)
-register_op('gelu_exact', lambda a: gelu(a, 'none'), lambda T, a: T.nn.functional.gelu(a), _UN + [case((9,))], op=GELUOp,
-            make_inputs=lambda rng, shapes: [rng.uniform(-6, 6, shapes[0])])
-
-# %% ../../nbs/03b_ops_activations.ipynb 22
-def _minmax_grad(kind, out_grad, node):
-    a, b = node.inputs
-    x, z = a.cached_data, b.cached_data
-    dt = out_grad.dtype
-    tie = 1 - (x == z).astype(dt) * 0.5
-    lose_a, lose_b = (x < z, x > z) if kind == 'max' else (x > z, x < z)
-    ga, gb = out_grad * _const(tie * (1 - lose_a.astype(dt))), out_grad * _const(tie * (1 - lose_b.astype(dt)))
-    return unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)
-
-class Maximum(TensorOp):
-    "Elementwise maximum; ties split the gradient evenly (as in PyTorch)."
-    saves_output = False
-    def compute(self, a: NDArray, b: NDArray): return a.maximum(b)
-    def gradient(self, out_grad, node): return _minmax_grad('max', out_grad, node)
-
-class Minimum(TensorOp):
-    "Elementwise minimum; ties split the gradient evenly (as in PyTorch)."
-    saves_output = False
-    def compute(self, a: NDArray, b: NDArray): return a.minimum(b)
-    def gradient(self, out_grad, node): return _minmax_grad('min', out_grad, node)
-
-def maximum(a, b) -> Tensor:
-    "Elementwise `max(a, b)`, broadcasting; `b` may be a number."
-    return Maximum()(*_operands(a, b, 'maximum'))
-def minimum(a, b) -> Tensor:
-    "Elementwise `min(a, b)`, broadcasting; `b` may be a number."
-    return Minimum()(*_operands(a, b, 'minimum'))
-
-def _ties(rng, shapes): return [np.round(rng.standard_normal(s) * 1.5) for s in shapes]
-_nofd = 'finite differences are meaningless at ties, where max has a kink'
-register_op('maximum', maximum, lambda T, a, b: T.maximum(a, b), _BIN, op=Maximum)
-register_op('minimum', minimum, lambda T, a, b: T.minimum(a, b), _BIN, op=Minimum)
-register_op('maximum_ties', maximum, lambda T, a, b: T.maximum(a, b), _BIN, op=Maximum, make_inputs=_ties, skip={'fd': _nofd})
-register_op('minimum_ties', minimum, lambda T, a, b: T.minimum(a, b), _BIN, op=Minimum, make_inputs=_ties, skip={'fd': _nofd})
-
-# %% ../../nbs/03b_ops_activations.ipynb 29
-class Clamp(TensorOp):
-    "Clip `a` into `[lo, hi]`; the gradient passes where `lo <= a <= hi` (bounds included, as in PyTorch)."
-    def __init__(self, lo=None, hi=None): self.lo, self.hi = lo, hi
-    def compute(self, a: NDArray):
-        if self.lo is not None: a = a.maximum(self.lo)
-        if self.hi is not None: a = a.minimum(self.hi)
-        return a
-    def gradient(self, out_grad, node):
-        x = node.inputs[0].cached_data
-        mask = NDArray.make(x.shape, device=x.device, dtype=out_grad.dtype).fill(1)
-        if self.lo is not None: mask = mask * (x >= self.lo).astype(out_grad.dtype)
-        if self.hi is not None: mask = mask * (x <= self.hi).astype(out_grad.dtype)
-        return out_grad * _const(mask)
-
-def clamp(a, lo=None, hi=None) -> Tensor:
-    """Clip into `[lo, hi]` (PyTorch's `clamp`); the bounds are numbers, or tensors that broadcast against `a` (then
-    they get gradients too). `clamp(Tensor([-2., 0.5, 3]), 0, 1)` is `[0, 0.5, 1]`."""
-    if lo is None and hi is None: raise ValueError("clamp: at least one of lo and hi must be given")
-    for name, v in (('lo', lo), ('hi', hi)):
-        if v is not None and not isinstance(v, (Tensor, numbers.Real)):
-            raise TypeError(f"clamp: {name} must be a number or a Tensor, got {type(v).__name__}")
-    if isinstance(lo, Tensor) or isinstance(hi, Tensor):   # torch's min(max(a, lo), hi), as two selections
-        if lo is not None: a = where(a < lo, lo, a)
-        if hi is not None: a = where(a > hi, hi, a)
-        return a
-    return Clamp(lo, hi)(a)
-
-def _on_bounds(rng, shapes, **kw): return [np.round(rng.standard_normal(shapes[0]) * 2) / 2]
-register_op('clamp', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
-            [case((3, 4), lo=-0.5, hi=0.5), case((5,), lo=0.0), case((2, 3), hi=0.25), case((), lo=-1.0, hi=1.0)],
-            op=Clamp, smooth=False, skip={'second': _kink})
-register_op('clamp_tensor', lambda a, lo, hi: clamp(a, lo, hi), lambda T, a, lo, hi: T.clamp(a, lo, hi),
-            [case((3, 4), (3, 4), (3, 4)), case((2, 5), (5,), (2, 1))], smooth=False, skip={'second': _kink},
-            make_inputs=lambda rng, shapes: [rng.standard_normal(shapes[0]), -rng.uniform(0.2, 1, shapes[1]),
-                                             rng.uniform(0.2, 1, shapes[2])])
-register_op('clamp_bounds', lambda a, lo=None, hi=None: clamp(a, lo, hi), lambda T, a, lo=None, hi=None: T.clamp(a, lo, hi),
-            [case((4, 5), lo=-0.5, hi=0.5), case((6,), lo=0.0)], op=Clamp, make_inputs=_on_bounds, smooth=False,
-            skip={'fd': 'inputs sit exactly on the bounds, where clamp has kinks', 'second': _kink})
-
-# %% ../../nbs/03b_ops_activations.ipynb 34
-_CMP = {'equal': '__eq__', 'not_equal': '__ne__', 'less': '__lt__', 'less_equal': '__le__', 'greater': '__gt__',
-        'greater_equal': '__ge__'}
-
-class Compare(TensorOp):
-    "Elementwise comparison `kind` (one of equal, not_equal, less, less_equal, greater, greater_equal): a bool result."
-    saved_inputs, saves_output = (), False   # the gradient needs no values
-    def __init__(self, kind):
-        if kind not in _CMP:
-            raise ValueError(f"Compare: unknown comparison {kind!r}; expected one of {', '.join(_CMP)}")
-        self.kind = kind
-    def compute(self, a: NDArray, b: NDArray): return getattr(a, _CMP[self.kind])(b)
-    def gradient(self, out_grad, node): return None, None
-
-def _compare(kind):
-    def f(a, b) -> Tensor:
-        a, b = _operands(a, b, kind)
-        return Compare(kind)(a, b).detach()
-    f.__name__, f.__qualname__ = kind, kind
-    f.__doc__ = f"Elementwise `{kind}(a, b)` with broadcasting: a bool Tensor without gradient."
-    return f
-
-equal, not_equal, less, less_equal = _compare('equal'), _compare('not_equal'), _compare('less'), _compare('less_equal')
-greater, greater_equal = _compare('greater'), _compare('greater_equal')
-
-_TCMP = {'equal': 'eq', 'not_equal': 'ne', 'less': 'lt', 'less_equal': 'le', 'greater': 'gt', 'greater_equal': 'ge'}
-for _k, _f in [('equal', equal), ('not_equal', not_equal), ('less', less), ('less_equal', less_equal),
-               ('greater', greater), ('greater_equal', greater_equal)]:
-    register_op(_k, _f, (lambda tk: lambda T, a, b: getattr(T, tk)(a, b))(_TCMP[_k]), _BIN, op=Compare, make_inputs=_ties)
-
-# %% ../../nbs/03b_ops_activations.ipynb 50
-class Where(TensorOp):
-    "`cond ? a : b` elementwise, with broadcasting; `cond` is a bool tensor and gets no gradient."
-    saved_inputs, saves_output = (0,), False
-    def compute(self, c: NDArray, a: NDArray, b: NDArray): return NDArray.where(c, a, b)
-    def gradient(self, out_grad, node):
-        c, a, b = node.inputs
-        zero = _const(NDArray.make((), device=out_grad.device, dtype=out_grad.dtype).fill(0))
-        return None, unbroadcast(where(c, out_grad, zero), a.shape), unbroadcast(where(c, zero, out_grad), b.shape)
-
-def where(cond, a, b) -> Tensor:
-    "Elementwise `a if cond else b`; `a` or `b` may be a number. `where(x > 0, x, 0.0)` is relu."
-    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
-    if like is None:
-        raise TypeError(f"where: a or b must be a Tensor, got {type(a).__name__} and {type(b).__name__}")
-    a, b = _tensor(a, like), _tensor(b, like)
-    cond = cond if isinstance(cond, Tensor) else Tensor(cond, device=like.device, dtype='bool', requires_grad=False)
-    if cond.dtype != 'bool':
-        raise TypeError(f"where: the condition must be a bool tensor, got dtype {cond.dtype}")
-    if not cond.device == a.device == b.device:
-        raise RuntimeError(f"where: tensors are on different devices ({cond.device}, {a.device}, {b.device})")
-    broadcast_shapes(cond.shape, a.shape, b.shape, op='where')
-    return Where()(cond, a, b)
-
-def _where_inputs(rng, shapes):
-    return [rng.random(shapes[0]) > 0.5, rng.standard_normal(shapes[1]), rng.standard_normal(shapes[2])]
-register_op('where', where, lambda T, c, a, b: T.where(c, a, b),
-            [case((3, 4), (3, 4), (3, 4)), case((3, 1), (4,), (3, 4)), case((), (2, 3), ()), case((2, 3), (), (1, 3))],
-            op=Where, make_inputs=_where_inputs, grad=(1, 2))
-
-# %% ../../nbs/03b_ops_activations.ipynb 55
-Tensor.sqrt = lambda self: sqrt(self)
-Tensor.square = lambda self: square(self)
-Tensor.sin = lambda self: sin(self)
-Tensor.cos = lambda self: cos(self)
-Tensor.tanh = lambda self: tanh(self)
-Tensor.sigmoid = lambda self: sigmoid(self)
-Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
-Tensor.erf = lambda self: erf(self)
-Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
-Tensor.pow = lambda self, other: power(self, other)
-Tensor.maximum = lambda self, other: maximum(self, other)
-Tensor.minimum = lambda self, other: minimum(self, other)
-Tensor.clamp = Tensor.clip = lambda self, lo=None, hi=None: clamp(self, lo, hi)

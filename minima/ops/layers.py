@@ -13,7 +13,9 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['int_pair', 'Conv', 'ConvInput', 'ConvWeight', 'conv_padding', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['int_pair', 'Conv', 'ConvInput', 'ConvWeight', 'conv_padding', 'conv2d', 'conv2d_input', 'conv2d_weight',
+           'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take',
+           'scatter_add', 'embedding', 'index_gather']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def int_pair(v, name, op):
@@ -176,6 +178,7 @@ def _conv_setup(op, x_shape, w_shape, stride, padding, dilation, groups, x_dtype
                          f"(input {H}x{W}, padding {padding!r})")
     return stride, pads, dilation, groups, (_out_len(ph, kh, stride[0], dilation[0]), _out_len(pw, kw, stride[1], dilation[1]))
 
+# %% ../../nbs/08_nn_functional.ipynb
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """2-D convolution in NCHW, as `torch.nn.functional.conv2d`: `x` (N, C, H, W), `weight` (C_out, C/groups, KH, KW).
     `conv2d(Tensor(np.ones((1, 1, 3, 3))), Tensor(np.ones((1, 1, 2, 2))))` is a (1, 1, 2, 2) tensor of 4s."""
@@ -205,6 +208,7 @@ def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
     if grad_output.shape != want: raise ValueError(f"conv2d_weight: grad_output has shape {grad_output.shape}, expected {want}")
     return ConvWeight(tuple(weight_size)[2:], s, p, d, g)(input, grad_output)
 
+# %% ../../nbs/08_nn_functional.ipynb
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
     """Transposed convolution, as `torch.nn.functional.conv_transpose2d`: `weight` is (C_in, C_out/groups, KH, KW).
     It is `conv2d_input` for the convolution it undoes; `output_padding` picks among the input sizes that give `x`."""
@@ -276,7 +280,9 @@ register_op('conv2d', lambda x, w, b=None, **kw: conv2d(x, w, b, **kw), _t_conv2
 register_op('conv2d_input', lambda g, w, input_size, **kw: conv2d_input(input_size, w, g, **kw), _t_conv_input,
             [case(_conv_out_shape(xs, ws, kw), ws, input_size=xs, **kw) for xs, ws, kw in _CONV], op=ConvInput)
 register_op('conv2d_weight', lambda x, g, weight_size, **kw: conv2d_weight(x, weight_size, g, **kw), _t_conv_weight,
-            [case(xs, _conv_out_shape(xs, ws, kw), weight_size=ws, **kw) for xs, ws, kw in _CONV], op=ConvWeight)
+            [case(xs, _conv_out_shape(xs, ws, kw), weight_size=ws, **kw) for xs, ws, kw in _CONV], op=ConvWeight);
+
+# %% ../../nbs/08_nn_functional.ipynb
 register_op('conv_transpose2d', lambda x, w, b=None, **kw: conv_transpose2d(x, w, b, **kw),
             lambda T, x, w, b=None, **kw: T.nn.functional.conv_transpose2d(x, w, b, **kw),
             [case((2, 3, 4, 4), (3, 2, 3, 3)), case((1, 2, 3, 4), (2, 3, 3, 3), stride=2, padding=1, output_padding=1),
@@ -359,6 +365,7 @@ class MaxPool(TensorOp):
         if pad_only is not None: out_grad = out_grad * pad_only
         return ScatterAdd(0, (x.size,))(out_grad, _const(indices)).reshape(x.shape)
 
+# %% ../../nbs/08_nn_functional.ipynb
 def _pad_only_windows(hw, kernel, stride, padding, dilation, out_hw):
     "An (oh, ow) bool mask of the windows that lie entirely in the padding, or None when there are none."
     masks = []
@@ -479,6 +486,7 @@ def take(x, indices, axis=0) -> Tensor:
     _no_negative(idx, x.shape[ax], 'take')
     return Take(ax)(x, idx)
 
+# %% ../../nbs/08_nn_functional.ipynb
 def scatter_add(src, indices, axis, shape) -> Tensor:
     "A zero tensor of `shape` with the slices of `src` added at `indices` along `axis` (repeats accumulate)."
     ax = _norm_axis(axis, len(shape), 'scatter_add')
@@ -537,6 +545,7 @@ def index_gather(a, idx) -> Tensor:
 def _t_index(T, a, which):
     return a[_INDEX_CASES[which](T)]
 
+# %% ../../nbs/08_nn_functional.ipynb
 _INDEX_CASES = {'ints': lambda m: m.tensor([2, 0, 2, -1]) if m is not np else np.array([2, 0, 2, -1]),
                 'mask': lambda m: (m.tensor if m is not np else np.array)([True, False, True]),
                 'mask2d': lambda m: (m.tensor if m is not np else np.array)([[True, False, True, False], [False] * 4,
@@ -544,7 +553,7 @@ _INDEX_CASES = {'ints': lambda m: m.tensor([2, 0, 2, -1]) if m is not np else np
                 'mixed': lambda m: (slice(None), (m.tensor if m is not np else np.array)([[1, 0], [3, 3]]))}
 register_op('index_gather', lambda a, which: a[_INDEX_CASES[which](np)], _t_index,
             [case((3, 4), which='ints'), case((3, 2), which='mask'), case((3, 4, 2), which='mask2d'),
-             case((2, 4, 3), which='mixed')], op=Take)
+             case((2, 4, 3), which='mixed')], op=Take);
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _take_inputs(rng, shapes, axis=0, **kw):
@@ -570,248 +579,3 @@ register_op('scatter_add', lambda s, i, axis, shape: scatter_add(s, i, axis, sha
 register_op('embedding', lambda i, w: embedding(i, w), lambda T, i, w: T.nn.functional.embedding(i, w),
             [case((2, 5), (6, 3)), case((4,), (3, 2))],
             make_inputs=lambda rng, shapes: [rng.integers(0, shapes[1][0], shapes[0]), rng.standard_normal(shapes[1])]);
-
-# %% ../../nbs/10_nn.ipynb 5
-from ..autograd import TensorOp
-from .softmax_family import softmax
-from ..backend_ndarray.ndarray import arange
-from ..testing import register_op, case
-
-# %% ../../nbs/10_nn.ipynb 43
-_ONES = {}
-def _ones_row(a: NDArray) -> NDArray:
-    "A cached `(1, rows)` row of ones: `ones @ g` sums the rows of `g` with one matmul call (no permute, no copy)."
-    key = (a.shape[0], a.device, a.dtype)
-    if key not in _ONES: _ONES[key] = NDArray.make((1, a.shape[0]), device=a.device, dtype=a.dtype).fill(1)
-    return _ONES[key]
-
-def _linear_adjoints(g2, x2, w, transposed, want_x, want_b, rowsum):
-    """The adjoints of `x2 @ W + b` for 2-D `g2` and `x2`: `g2 @ W^T`, `x2^T @ g2` (transposed when the weight is
-    torch's `(out, in)`) and `rowsum(g2)`; one formula, on NDArrays or on Tensors."""
-    gx = g2 @ (w if transposed else w.permute((1, 0))) if want_x else None
-    gw = g2.permute((1, 0)) @ x2 if transposed else x2.permute((1, 0)) @ g2
-    return gx, gw, rowsum(g2) if want_b else None
-
-# %% ../../nbs/10_nn.ipynb 44
-class LinearOp(TensorOp):
-    """`x @ W + b` as one op for `x` `(..., in)`. `transposed=True` (torch's layout): the weight is `(out, in)` and
-    `W` its transpose; otherwise (needle's) the weight is `(in, out)`. The bias, `(out,)` or `(1, out)`, may be
-    left out."""
-    def __init__(self, transposed=False): self.transposed = transposed
-    def compute(self, x: NDArray, w: NDArray, b: NDArray = None):
-        x2 = x.reshape((-1, x.shape[-1])) if x.ndim != 2 else x
-        y = x2 @ (w.permute((1, 0)) if self.transposed else w)
-        if b is not None: y = y + b
-        return y.reshape(x.shape[:-1] + (y.shape[1],)) if x.ndim != 2 else y
-    def gradient(self, g, node):
-        x, w = node.inputs[:2]
-        b = node.inputs[2] if len(node.inputs) > 2 else None
-        k, m = x.shape[-1], g.shape[-1]
-        if not is_grad_enabled():  # plain backward: on NDArrays, and no gradient for an input batch
-            gs = _linear_adjoints(g.cached_data.reshape((-1, m)), x.cached_data.reshape((-1, k)), w.cached_data,
-                                  self.transposed, x.requires_grad, b is not None, lambda g2: _ones_row(g2) @ g2)
-            gs = tuple(None if a is None else Tensor.make_const(a) for a in gs)
-        else: gs = _linear_adjoints(g.reshape((-1, m)), x.reshape((-1, k)), w, self.transposed, True, b is not None,
-                                    lambda g2: g2.sum((0,), keepdims=True))
-        out = (None if gs[0] is None else gs[0].reshape(x.shape), gs[1])
-        return out if b is None else out + (gs[2].reshape(b.shape),)
-
-# %% ../../nbs/10_nn.ipynb 45
-def affine(x, weight, bias) -> Tensor:
-    "`x @ weight + bias` in needle's layout, weight `(in, out)`, bias `(1, out)` or `(out,)`: needle's `Linear`."
-    if not isinstance(x, Tensor): raise TypeError(f"affine: input must be a Tensor, got {type(x).__name__}")
-    _same_place('affine', x, weight=weight, bias=bias)
-    out = weight.shape[-1]
-    if bias.shape not in ((1, out), (out,)):
-        raise ValueError(f"affine: bias must have shape (1, {out}) or ({out},) for a weight of shape "
-                         f"{weight.shape}, got {bias.shape}")
-    return LinearOp()(x, weight, bias)
-
-def linear(x, weight, bias=None) -> Tensor:
-    """`x @ weight.T + bias` in torch's layout, as `torch.nn.functional.linear`: `weight` `(out, in)`, `bias`
-    `(out,)` or None. `linear(Tensor(np.ones((2, 3))), Tensor(np.ones((4, 3))))` has shape (2, 4)."""
-    if not isinstance(x, Tensor): raise TypeError(f"linear: input must be a Tensor, got {type(x).__name__}")
-    _same_place('linear', x, weight=weight, bias=bias)
-    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input {x.shape} and weight {weight.shape} do not fit: expected a weight "
-                         f"(out_features, {x.shape[-1] if x.ndim else '?'})")
-    if bias is None: return LinearOp(True)(x, weight)
-    if bias.shape != (weight.shape[0],):
-        raise ValueError(f"linear: bias must have shape ({weight.shape[0]},) for a weight of shape {weight.shape}, "
-                         f"got {bias.shape}")
-    return LinearOp(True)(x, weight, bias)
-
-# %% ../../nbs/10_nn.ipynb 46
-register_op('affine', affine, lambda T, x, w, b: x @ w + b,
-            [case((5, 4), (4, 3), (1, 3)), case((2, 5, 4), (4, 3), (1, 3)), case((1, 6), (6, 2), (1, 2))], op=LinearOp)
-register_op('linear', lambda x, w, b=None: linear(x, w, b), lambda T, x, w, b=None: T.nn.functional.linear(x, w, b),
-            [case((5, 4), (3, 4), (3,)), case((2, 5, 4), (3, 4), (3,)), case((4, 6), (2, 6))]);
-
-# %% ../../nbs/10_nn.ipynb 52
-def _bn_axes(ndim): return (0,) + tuple(range(2, ndim))
-
-def _bn_adjoints(g, xhat, r, w, axes, n):
-    """Adjoints of batch norm's `x`, `weight`, `bias` from `x_hat` and `r = (var + eps)^(-1/2)`:
-    one formula, on NDArrays or on Tensors (`r` and `w` shaped to broadcast against `x`)."""
-    gsum, gx = g.sum(axes, keepdims=True), (g * xhat).sum(axes, keepdims=True)
-    bc = (lambda a: a.broadcast_to(g.shape)) if isinstance(g, Tensor) else (lambda a: a)
-    return (g - bc(gsum / n) - xhat * bc(gx / n)) * bc(r * w), gx, gsum
-
-# %% ../../nbs/10_nn.ipynb 53
-class BatchNormOp(TensorOp):
-    "Training-mode batch norm of `x` `(N, C, ...)` with per-channel `weight` and `bias` `(C,)`; stats over all axes but 1."
-    def __init__(self, eps=1e-5): self.eps = eps
-    def compute(self, x: NDArray, w: NDArray, b: NDArray):
-        axes = _bn_axes(x.ndim)
-        n = math.prod(x.shape[i] for i in axes)
-        kshape = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
-        mean = x.sum(axes, keepdims=True) / n
-        xc = x - mean
-        var = (xc * xc).sum(axes, keepdims=True) / n
-        r = (var + self.eps) ** -0.5
-        self.save(xc * r, r, mean, var)
-        return self.saved[0] * w.reshape(kshape) + b.reshape(kshape)
-    mean = property(lambda self: self.saved[2], doc="The batch mean `compute` saved (for the running mean).")
-    var = property(lambda self: self.saved[3], doc="The biased batch variance `compute` saved (for the running var).")
-    def gradient(self, g, node):
-        x, w, b = node.inputs
-        axes, shape = _bn_axes(x.ndim), x.shape
-        n = math.prod(shape[i] for i in axes)
-        kshape = tuple(shape[1] if i == 1 else 1 for i in range(x.ndim))
-        if not is_grad_enabled():  # plain backward: on the NDArrays saved by compute
-            xhat, r = self.saved[:2]
-            gs = _bn_adjoints(g.cached_data, xhat, r, w.cached_data.reshape(kshape), axes, n)
-            gs = tuple(Tensor.make_const(a) for a in gs)
-        else:  # create_graph: x_hat and r again, in Tensor ops, then the same formula
-            xc = x - (x.sum(axes, keepdims=True) / n).broadcast_to(shape)
-            r = ((xc * xc).sum(axes, keepdims=True) / n + self.eps) ** -0.5
-            gs = _bn_adjoints(g, xc * r.broadcast_to(shape), r, w.reshape(kshape), axes, n)
-        return gs[0], gs[1].reshape(w.shape), gs[2].reshape(b.shape)
-
-# %% ../../nbs/10_nn.ipynb 54
-def batch_norm(x, running_mean=None, running_var=None, weight=None, bias=None, training=False, momentum=0.1,
-               eps=1e-5) -> Tensor:
-    """Batch norm over every axis but 1, as `torch.nn.functional.batch_norm`. With `training`, batch statistics,
-    and the running ones (if given) move toward them by `momentum` in place (the variance unbiased); else the
-    running statistics. `batch_norm(x, None, None, training=True)` standardises each channel of `x`."""
-    if not isinstance(x, Tensor): raise TypeError(f"batch_norm: input must be a Tensor, got {type(x).__name__}")
-    if x.ndim < 2: raise ValueError(f"batch_norm: expected an input (N, C, ...), got shape {x.shape}")
-    C = x.shape[1]
-    stats = dict(running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
-    _same_place('batch_norm', x, **stats)
-    for name, t in stats.items():
-        if t is not None and t.shape != (C,):
-            raise ValueError(f"batch_norm: {name} must have shape ({C},) for an input {x.shape}, got {t.shape}")
-    one = lambda v: Tensor.make_const(NDArray.make((C,), device=x.device, dtype=x.dtype).fill(v))
-    weight, bias = one(1) if weight is None else weight, one(0) if bias is None else bias
-    if training:
-        n = x.size // C
-        if n <= 1: raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input shape {x.shape}")
-        op = BatchNormOp(eps)
-        y = op(x, weight, bias)
-        if running_mean is not None:
-            running_mean.cached_data = running_mean.cached_data * (1 - momentum) + op.mean.reshape((C,)) * momentum
-        if running_var is not None:
-            unbiased = op.var.reshape((C,)) * (n / (n - 1))
-            running_var.cached_data = running_var.cached_data * (1 - momentum) + unbiased * momentum
-        return y
-    if running_mean is None or running_var is None:
-        raise ValueError("batch_norm: running_mean and running_var are needed when training=False")
-    kshape = (1, C) + (1,) * (x.ndim - 2)
-    scale = weight * (running_var + eps) ** -0.5  # eval: a per-channel affine map
-    shift = bias - running_mean * scale
-    return x * scale.reshape(kshape).broadcast_to(x.shape) + shift.reshape(kshape).broadcast_to(x.shape)
-
-# %% ../../nbs/10_nn.ipynb 55
-def _t_bn_eval(T, x, m, v, w, b, eps=1e-5):
-    return T.nn.functional.batch_norm(x, m.detach(), v.detach(), w, b, training=False, eps=eps)
-
-register_op('batch_norm_eval', lambda x, m, v, w, b, eps=1e-5: batch_norm(x, m.detach(), v.detach(), w, b, eps=eps),
-            _t_bn_eval, [case((6, 3), (3,), (3,), (3,), (3,)), case((2, 3, 4), (3,), (3,), (3,), (3,), eps=1e-3)],
-            make_inputs=lambda rng, shapes, eps=1e-5: [rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1]),
-                                                       rng.uniform(0.5, 2, shapes[2]), rng.standard_normal(shapes[3]),
-                                                       rng.standard_normal(shapes[4])], grad=(0, 3, 4))
-register_op('batch_norm', lambda x, w, b, eps=1e-5: batch_norm(x, None, None, w, b, True, eps=eps),
-            lambda T, x, w, b, eps=1e-5: T.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=eps),
-            [case((6, 3), (3,), (3,)), case((4, 3, 2, 5), (3,), (3,)), case((5, 2, 3), (2,), (2,), eps=1e-3)],
-            op=BatchNormOp, rtol=1e-4, atol=1e-4);
-
-# %% ../../nbs/10_nn.ipynb 71
-_EYES = {}
-def _eye(n, device, dtype):
-    "The identity matrix, cached: one-hot rows are `take`n from it."
-    key = (n, device, dtype)
-    if key not in _EYES: _EYES[key] = NDArray(np.eye(n, dtype=dtype), device=device)
-    return _EYES[key]
-
-def _one_hot_labels(name, y, N, C, device, dtype) -> Tensor:
-    "One-hot rows for integer labels `y` of shape `(N,)`, with errors that name the loss, the label and `C`."
-    idx = y.cached_data if isinstance(y, Tensor) else NDArray(np.asarray(y))
-    if idx.dtype != 'int64': raise TypeError(f"{name}: labels must be integers (int64), got dtype {idx.dtype}")
-    if idx.shape != (N,): raise ValueError(f"{name}: expected {N} labels, got labels of shape {idx.shape}")
-    lo = idx.min().item() if N else 0
-    try:
-        if lo < 0: raise IndexError  # take would wrap a negative index around
-        rows = _eye(C, device, dtype).take(idx.to(device), axis=0)
-    except IndexError:  # take checks the upper end of the range; say it in the loss's terms
-        hi = idx.max().item()
-        raise ValueError(f"{name}: label {hi if hi >= C else lo} is out of range for {C} classes (expected 0..{C - 1})") from None
-    return Tensor.make_const(rows)
-
-# %% ../../nbs/10_nn.ipynb 72
-_CLASS_IDS = {}
-def _class_ids(C, device):
-    "The row `[[0, 1, ..., C-1]]` (int64), cached per size and device."
-    key = (C, device)
-    if key not in _CLASS_IDS: _CLASS_IDS[key] = NDArray(np.arange(C).reshape(1, C), device=device, dtype='int64')
-    return _CLASS_IDS[key]
-
-def _bad_label(name, y: NDArray, C):
-    a = y.numpy()
-    bad = a[(a < 0) | (a >= C)]
-    raise ValueError(f"{name}: label {int(bad[0])} is out of range for {C} classes (expected 0..{C - 1})")
-
-def _sce_adjoint(p, onehot, g, N):
-    "The adjoint of the logits, `(softmax(z) - onehot) * g / N`; one formula, on NDArrays or on Tensors."
-    return (p - onehot) * (g / N)
-
-# %% ../../nbs/10_nn.ipynb 73
-class SoftmaxCrossEntropy(TensorOp):
-    """Mean cross-entropy of logits `(N, C)` and int64 labels `(N,)`, fused and stable. The forward keeps
-    `softmax(z)` and the one-hot rows; the backward is `(softmax(z) - onehot) * g / N`."""
-    def __init__(self, name='SoftmaxCrossEntropy'): self.name = name
-    def compute(self, z: NDArray, y: NDArray):
-        N, C = z.shape
-        hit = y.reshape((N, 1)) == _class_ids(C, z.device)          # (N, C): one True per row for a valid label
-        if N and hit.sum().item() != N: _bad_label(self.name, y, C)
-        m = z.max(1, keepdims=True)
-        zc = z - m
-        e = zc.exp()
-        s = e.sum(1, keepdims=True)
-        self.save(e / s, hit.astype(z.dtype))   # softmax(z) and the one-hot rows
-        zy = zc.reshape(-1).take(y + arange(N, device=z.device) * C)  # row i: z_iy - m_i, picked (no -inf * 0)
-        return (s.log().reshape(N) - zy).sum() / N                  # row i: log s_i - (z_iy - m_i)
-    def gradient(self, out_grad, node):
-        z = node.inputs[0]
-        N = z.shape[0]
-        p, onehot = self.saved
-        if not is_grad_enabled():   # plain backward: two array ops on the kept softmax and one-hot rows
-            return Tensor.make_const(_sce_adjoint(p, onehot, out_grad.cached_data, N)), None
-        return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
-
-# %% ../../nbs/10_nn.ipynb 74
-def softmax_cross_entropy(logits, y) -> Tensor:
-    "Mean cross-entropy of `logits` `(N, C)` against int64 labels `y` `(N,)`: the fused op behind `SoftmaxLoss`."
-    y = y if isinstance(y, Tensor) else Tensor(np.asarray(y), requires_grad=False)
-    if y.dtype != 'int64': raise TypeError(f"softmax_cross_entropy: labels must be integers (int64), got dtype {y.dtype}")
-    if logits.ndim != 2 or y.shape != logits.shape[:1]:
-        raise ValueError(f"softmax_cross_entropy: expected logits (N, C) and labels (N,), got {logits.shape} and {y.shape}")
-    return SoftmaxCrossEntropy()(logits, y)
-
-def _sce_inputs(rng, shapes):
-    (N, C), _ = shapes
-    return [rng.standard_normal((N, C)), rng.integers(0, C, N).astype('int64')]
-
-register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
-            [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
-            make_inputs=_sce_inputs, grad=(0,));

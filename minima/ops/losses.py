@@ -9,14 +9,17 @@ import numpy as np
 from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad_enabled, grad as _grad,
                              find_topo_sort)
 from ..backend_ndarray.ndarray import prod, full, zeros, arange
-from .elementwise import exp, _const
+from .elementwise import exp, log, _const
+from .activations import sigmoid, clamp
 from .softmax_family import log_softmax, softmax
 from .linalg import matmul
 from .layers import ScatterAdd, _check_tensor
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'one_hot']
+__all__ = ['NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'Softplus', 'softplus', 'mse_loss', 'l1_loss',
+           'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'one_hot', 'DropoutOp',
+           'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory']
 
 # %% ../../nbs/08a_losses.ipynb
 def _nll_parts(lp_shape, t: NDArray, w: NDArray, ignore_index):
@@ -154,6 +157,7 @@ def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, l
     loss = CrossEntropy(reduction, ignore_index)(x, target, weight)
     return _smoothed(loss, x, target, weight, reduction, ignore_index, label_smoothing) if label_smoothing else loss
 
+# %% ../../nbs/08a_losses.ipynb
 def _smoothed(loss, x, target, weight, reduction, ignore_index, eps):
     "torch's label smoothing: `(1 - ε) * loss + ε / C * Σ_c w_c (-log p_c)`, normalised like the loss itself."
     ax = 1 if x.ndim > 1 else 0
@@ -192,7 +196,9 @@ def _soft_cross_entropy(x, target, weight, reduction, eps):
     return loss.sum() if reduction == 'sum' else loss.sum() / max(x.size // C, 1)
 
 register_op('cross_entropy', _loss_fn(cross_entropy), _loss_ref('cross_entropy'), _LOSS, op=CrossEntropy,
-            make_inputs=_loss_inputs, grad=(0,))
+            make_inputs=_loss_inputs, grad=(0,));
+
+# %% ../../nbs/08a_losses.ipynb
 _SMOOTH = [case((4, 5), (4,), label_smoothing=0.1), case((6, 3), (6,), use_weight=True, label_smoothing=0.2),
            case((7, 4), (7,), use_weight=True, ignore=True, label_smoothing=0.3),
            case((2, 3, 4, 2), (2, 4, 2), use_weight=True, ignore=True, label_smoothing=0.15, reduction='sum'),
@@ -211,6 +217,145 @@ register_op('cross_entropy_soft', _loss_fn(cross_entropy), _loss_ref('cross_entr
             [case((4, 5), (4, 5)), case((3, 4, 2), (3, 4, 2), use_weight=True, reduction='sum'),
              case((6, 3), (6, 3), label_smoothing=0.2, reduction='none'), case((5,), (5,), label_smoothing=0.1)],
             make_inputs=_soft_inputs, grad=(0, 1));
+
+# %% ../../nbs/08a_losses.ipynb
+class Softplus(TensorOp):
+    "`log(1 + exp(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's rule); computed stably."
+    def __init__(self, beta=1.0, threshold=20.0): self.beta, self.threshold = beta, threshold
+    def compute(self, x: NDArray):
+        z = x * self.beta
+        sp = (z.maximum(0) + ((-z.abs()).exp() + 1).log()) / self.beta
+        return NDArray.where(z > self.threshold, x, sp) if math.isfinite(self.threshold) else sp
+    def gradient(self, g, node):
+        x = node.inputs[0]
+        s = sigmoid(x * self.beta)
+        if math.isfinite(self.threshold):
+            lin = Tensor.make_const((x.cached_data * self.beta > self.threshold).astype(x.dtype))
+            s = s * (1 - lin) + lin
+        return g * s
+
+def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
+    "`log(1 + exp(beta x)) / beta`, as `torch.nn.functional.softplus`. `softplus(Tensor([0.]))` is `[log 2]`."
+    if not isinstance(x, Tensor): raise TypeError(f"softplus: input must be a Tensor, got {type(x).__name__}")
+    if not beta > 0: raise ValueError(f"softplus: beta must be positive, got {beta}")
+    return Softplus(beta, threshold)(x)
+
+# %% ../../nbs/08a_losses.ipynb
+def _target(op, x, target):
+    "The target as a Tensor with the input's shape, dtype and device, or an error naming `op`."
+    if not isinstance(x, Tensor): raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, dtype=x.dtype, requires_grad=False)
+    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
+    if target.dtype != x.dtype: raise TypeError(f"{op}: target has dtype {target.dtype} but the input has dtype {x.dtype}")
+    if target.shape != x.shape:
+        raise ValueError(f"{op}: target shape {target.shape} differs from input shape {x.shape} (torch would broadcast "
+                         "with a warning; minima refuses, since that is almost always a bug)")
+    return target
+
+def _reduce(loss, reduction, op):
+    if reduction == 'none': return loss
+    if reduction == 'sum': return loss.sum()
+    if reduction == 'mean': return loss.sum() / loss.size
+    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+def mse_loss(input, target, reduction='mean') -> Tensor:
+    "Squared error, as `torch.nn.functional.mse_loss`. `mse_loss(Tensor([1., 2]), Tensor([1., 4]))` is `2`."
+    d = input - _target('mse_loss', input, target)
+    return _reduce(d * d, reduction, 'mse_loss')
+
+def l1_loss(input, target, reduction='mean') -> Tensor:
+    "Absolute error, as `torch.nn.functional.l1_loss`. `l1_loss(Tensor([1., 2]), Tensor([1., 4]))` is `1`."
+    return _reduce((input - _target('l1_loss', input, target)).abs(), reduction, 'l1_loss')
+
+# %% ../../nbs/08a_losses.ipynb
+def _weights(op, x, weight, name='weight'):
+    if weight is None: return None
+    if not isinstance(weight, Tensor): weight = Tensor(np.asarray(weight), device=x.device, dtype=x.dtype, requires_grad=False)
+    if weight.device != x.device: raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {x.device}")
+    try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
+    except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
+
+class BinaryCrossEntropy(TensorOp):
+    """`-(t log p + (1 - t) log(1 - p))` elementwise, each log clamped at -100, with torch's gradient
+    `(p - t) / max(p (1 - p), 1e-12)`: finite at p = 0 and p = 1, where the clamped composition gives 0 * inf = NaN."""
+    def compute(self, p: NDArray, t: NDArray):
+        return -(t * p.log().maximum(-100.0) + (1 - t) * (1 - p).log().maximum(-100.0))
+    def gradient(self, g, node):
+        p, t = node.inputs
+        gp = g * (p - t) / clamp(p * (1 - p), lo=1e-12)
+        if not t.requires_grad: return gp, None
+        return gp, g * (clamp(log(1 - p), lo=-100.0) - clamp(log(p), lo=-100.0))
+
+def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
+    """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
+    `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
+    t = _target('binary_cross_entropy', input, target)
+    if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
+        raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
+                         "binary_cross_entropy_with_logits")
+    loss = BinaryCrossEntropy()(input, t)
+    w = _weights('binary_cross_entropy', input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
+
+# %% ../../nbs/08a_losses.ipynb
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Tensor:
+    """Binary cross-entropy of `sigmoid(input)`, computed stably from the logits, as torch's function of that name;
+    `pos_weight` weighs the positive term (one value per class, the last axis)."""
+    op = 'binary_cross_entropy_with_logits'
+    t = _target(op, input, target)
+    sp = Softplus(1.0, math.inf)(-input)
+    pw = _weights(op, input, pos_weight, 'pos_weight')
+    loss = (1 - t) * input + (sp if pw is None else (1 + (pw - 1) * t) * sp)
+    w = _weights(op, input, weight)
+    return _reduce(loss if w is None else loss * w, reduction, op)
+
+def one_hot(tensor, num_classes=-1) -> Tensor:
+    """int64 one-hot rows for class indices, as `torch.nn.functional.one_hot`: shape `tensor.shape + (C,)`, with
+    `C = max + 1` when `num_classes` is -1. `one_hot(Tensor([2, 0]), 3)` is `[[0, 0, 1], [1, 0, 0]]`."""
+    if not isinstance(tensor, Tensor): tensor = Tensor(np.asarray(tensor), requires_grad=False)
+    if tensor.dtype != 'int64': raise TypeError(f"one_hot: expects integer class indices (int64), got dtype {tensor.dtype}")
+    idx = tensor.cached_data
+    if num_classes == -1:
+        if not idx.size: raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
+        num_classes = idx.max().item() + 1
+    if idx.size:
+        lo, hi = idx.min().item(), idx.max().item()
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"one_hot: class {lo if lo < 0 else hi} is out of range for {num_classes} classes")
+    eye = NDArray(np.eye(num_classes, dtype='int64'), device=tensor.device)
+    return Tensor.make_const(eye.take(idx, 0))
+
+# %% ../../nbs/08a_losses.ipynb
+def _pair_inputs(rng, shapes, kind='real', **kw):
+    x = rng.uniform(0.05, 0.95, shapes[0]) if kind == 'prob' else rng.standard_normal(shapes[0]) * 2
+    t = rng.uniform(0, 1, shapes[1]) if kind in ('prob', 'logit') else rng.standard_normal(shapes[1])
+    return [x, t] + [rng.uniform(0.5, 2, s) for s in shapes[2:]]
+
+def _no_kind(f): return lambda *a, kind=None, **kw: f(*a, **kw)
+def _t(name): return lambda T, *a, kind=None, **kw: getattr(T.nn.functional, name)(*a, **kw)
+
+register_op('softplus', lambda x, **kw: softplus(x, **kw), lambda T, x, **kw: T.nn.functional.softplus(x, **kw),
+            [case((4, 5)), case((3, 4), beta=2.0), case((6,), beta=0.5, threshold=1.0)], op=Softplus,
+            make_inputs=lambda rng, shapes, **kw: [rng.uniform(-6, 6, shapes[0])])
+register_op('mse_loss', _no_kind(mse_loss), _t('mse_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,));
+register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
+            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,), smooth=False, skip={'second': '|x - t| is piecewise linear'})
+register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
+            lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
+            [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
+             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,),
+            op=BinaryCrossEntropy)
+register_op('binary_cross_entropy_with_logits',
+            lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            lambda T, x, t, w=None, kind=None, pw=False, **kw: T.nn.functional.binary_cross_entropy_with_logits(
+                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
+            [case((4, 3), (4, 3), kind='logit'), case((6,), (6,), (6,), kind='logit', reduction='sum'),
+             case((5, 3), (5, 3), (3,), kind='logit', pw=True), case((2, 3), (2, 3), kind='logit', reduction='none')],
+            make_inputs=_pair_inputs, grad=(0,));
 
 # %% ../../nbs/08a_losses.ipynb
 _FALLBACK_RNG = [np.random.default_rng()]
@@ -276,6 +421,7 @@ class Checkpoint(TensorOp):
         for i, g in zip(want, gs): out[i] = g
         return tuple(out)
 
+# %% ../../nbs/08a_losses.ipynb
 def checkpoint(fn, *args) -> Tensor:
     """`fn(*args)` without keeping the intermediate values: backward recomputes them. `fn` returns one Tensor;
     parameters it closes over are found and differentiated too. Under `no_grad` it is just `fn(*args)`."""
@@ -327,146 +473,3 @@ def graph_memory(t: Tensor):
         add(n.cached_data)
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
-
-# %% ../../nbs/08b_functional.ipynb 10
-import math, numbers
-import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray
-from .elementwise import sigmoid, log, clamp
-from ..testing import register_op, case
-
-# %% ../../nbs/08b_functional.ipynb 11
-class Softplus(TensorOp):
-    "`log(1 + exp(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's rule); computed stably."
-    def __init__(self, beta=1.0, threshold=20.0): self.beta, self.threshold = beta, threshold
-    def compute(self, x: NDArray):
-        z = x * self.beta
-        sp = (z.maximum(0) + ((-z.abs()).exp() + 1).log()) / self.beta
-        return NDArray.where(z > self.threshold, x, sp) if math.isfinite(self.threshold) else sp
-    def gradient(self, g, node):
-        x = node.inputs[0]
-        s = sigmoid(x * self.beta)
-        if math.isfinite(self.threshold):
-            lin = Tensor.make_const((x.cached_data * self.beta > self.threshold).astype(x.dtype))
-            s = s * (1 - lin) + lin
-        return g * s
-
-def softplus(x, beta=1.0, threshold=20.0) -> Tensor:
-    "`log(1 + exp(beta x)) / beta`, as `torch.nn.functional.softplus`. `softplus(Tensor([0.]))` is `[log 2]`."
-    if not isinstance(x, Tensor): raise TypeError(f"softplus: input must be a Tensor, got {type(x).__name__}")
-    if not beta > 0: raise ValueError(f"softplus: beta must be positive, got {beta}")
-    return Softplus(beta, threshold)(x)
-
-def _target(op, x, target):
-    "The target as a Tensor with the input's shape, dtype and device, or an error naming `op`."
-    if not isinstance(x, Tensor): raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
-    if not isinstance(target, Tensor): target = Tensor(np.asarray(target), device=x.device, dtype=x.dtype, requires_grad=False)
-    if target.device != x.device: raise RuntimeError(f"{op}: target is on {target.device} but the input is on {x.device}")
-    if target.dtype != x.dtype: raise TypeError(f"{op}: target has dtype {target.dtype} but the input has dtype {x.dtype}")
-    if target.shape != x.shape:
-        raise ValueError(f"{op}: target shape {target.shape} differs from input shape {x.shape} (torch would broadcast "
-                         "with a warning; minima refuses, since that is almost always a bug)")
-    return target
-
-def _reduce(loss, reduction, op):
-    if reduction == 'none': return loss
-    if reduction == 'sum': return loss.sum()
-    if reduction == 'mean': return loss.sum() / loss.size
-    raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-
-def mse_loss(input, target, reduction='mean') -> Tensor:
-    "Squared error, as `torch.nn.functional.mse_loss`. `mse_loss(Tensor([1., 2]), Tensor([1., 4]))` is `2`."
-    d = input - _target('mse_loss', input, target)
-    return _reduce(d * d, reduction, 'mse_loss')
-
-def l1_loss(input, target, reduction='mean') -> Tensor:
-    "Absolute error, as `torch.nn.functional.l1_loss`. `l1_loss(Tensor([1., 2]), Tensor([1., 4]))` is `1`."
-    return _reduce((input - _target('l1_loss', input, target)).abs(), reduction, 'l1_loss')
-
-def _weights(op, x, weight, name='weight'):
-    if weight is None: return None
-    if not isinstance(weight, Tensor): weight = Tensor(np.asarray(weight), device=x.device, dtype=x.dtype, requires_grad=False)
-    if weight.device != x.device: raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {x.device}")
-    try: return weight.broadcast_to(x.shape) if weight.shape != x.shape else weight
-    except ValueError: raise ValueError(f"{op}: {name} of shape {weight.shape} does not broadcast to the input {x.shape}") from None
-
-class BinaryCrossEntropy(TensorOp):
-    """`-(t log p + (1 - t) log(1 - p))` elementwise, each log clamped at -100, with torch's gradient
-    `(p - t) / max(p (1 - p), 1e-12)`: finite at p = 0 and p = 1, where the clamped composition gives 0 * inf = NaN."""
-    def compute(self, p: NDArray, t: NDArray):
-        return -(t * p.log().maximum(-100.0) + (1 - t) * (1 - p).log().maximum(-100.0))
-    def gradient(self, g, node):
-        p, t = node.inputs
-        gp = g * (p - t) / clamp(p * (1 - p), lo=1e-12)
-        if not t.requires_grad: return gp, None
-        return gp, g * (clamp(log(1 - p), lo=-100.0) - clamp(log(p), lo=-100.0))
-
-def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor:
-    """`-(t log p + (1 - t) log(1 - p))` for probabilities `p`, logs clamped at -100, as
-    `torch.nn.functional.binary_cross_entropy`. `binary_cross_entropy(Tensor([0.5]), Tensor([1.]))` is `log 2`."""
-    t = _target('binary_cross_entropy', input, target)
-    if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
-        raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
-                         "binary_cross_entropy_with_logits")
-    loss = BinaryCrossEntropy()(input, t)
-    w = _weights('binary_cross_entropy', input, weight)
-    return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')
-
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Tensor:
-    """Binary cross-entropy of `sigmoid(input)`, computed stably from the logits, as torch's function of that name;
-    `pos_weight` weighs the positive term (one value per class, the last axis)."""
-    op = 'binary_cross_entropy_with_logits'
-    t = _target(op, input, target)
-    sp = Softplus(1.0, math.inf)(-input)
-    pw = _weights(op, input, pos_weight, 'pos_weight')
-    loss = (1 - t) * input + (sp if pw is None else (1 + (pw - 1) * t) * sp)
-    w = _weights(op, input, weight)
-    return _reduce(loss if w is None else loss * w, reduction, op)
-
-def one_hot(tensor, num_classes=-1) -> Tensor:
-    """int64 one-hot rows for class indices, as `torch.nn.functional.one_hot`: shape `tensor.shape + (C,)`, with
-    `C = max + 1` when `num_classes` is -1. `one_hot(Tensor([2, 0]), 3)` is `[[0, 0, 1], [1, 0, 0]]`."""
-    if not isinstance(tensor, Tensor): tensor = Tensor(np.asarray(tensor), requires_grad=False)
-    if tensor.dtype != 'int64': raise TypeError(f"one_hot: expects integer class indices (int64), got dtype {tensor.dtype}")
-    idx = tensor.cached_data
-    if num_classes == -1:
-        if not idx.size: raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
-        num_classes = idx.max().item() + 1
-    if idx.size:
-        lo, hi = idx.min().item(), idx.max().item()
-        if lo < 0 or hi >= num_classes:
-            raise ValueError(f"one_hot: class {lo if lo < 0 else hi} is out of range for {num_classes} classes")
-    eye = NDArray(np.eye(num_classes, dtype='int64'), device=tensor.device)
-    return Tensor.make_const(eye.take(idx, 0))
-
-# %% ../../nbs/08b_functional.ipynb 13
-def _pair_inputs(rng, shapes, kind='real', **kw):
-    x = rng.uniform(0.05, 0.95, shapes[0]) if kind == 'prob' else rng.standard_normal(shapes[0]) * 2
-    t = rng.uniform(0, 1, shapes[1]) if kind in ('prob', 'logit') else rng.standard_normal(shapes[1])
-    return [x, t] + [rng.uniform(0.5, 2, s) for s in shapes[2:]]
-
-def _no_kind(f): return lambda *a, kind=None, **kw: f(*a, **kw)
-def _t(name): return lambda T, *a, kind=None, **kw: getattr(T.nn.functional, name)(*a, **kw)
-
-register_op('softplus', lambda x, **kw: softplus(x, **kw), lambda T, x, **kw: T.nn.functional.softplus(x, **kw),
-            [case((4, 5)), case((3, 4), beta=2.0), case((6,), beta=0.5, threshold=1.0)], op=Softplus,
-            make_inputs=lambda rng, shapes, **kw: [rng.uniform(-6, 6, shapes[0])])
-register_op('mse_loss', _no_kind(mse_loss), _t('mse_loss'),
-            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,));
-register_op('l1_loss', _no_kind(l1_loss), _t('l1_loss'),
-            [case((4, 3), (4, 3)), case((5,), (5,), reduction='sum'), case((2, 3), (2, 3), reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,), smooth=False, skip={'second': '|x - t| is piecewise linear'})
-register_op('binary_cross_entropy', lambda x, t, w=None, kind=None, **kw: binary_cross_entropy(x, t, w, **kw),
-            lambda T, x, t, w=None, kind=None, **kw: T.nn.functional.binary_cross_entropy(x, t, w, **kw),
-            [case((4, 3), (4, 3), kind='prob'), case((6,), (6,), (6,), kind='prob', reduction='sum'),
-             case((2, 3), (2, 3), (3,), kind='prob', reduction='none')], make_inputs=_pair_inputs, grad=(0,),
-            op=BinaryCrossEntropy)
-register_op('binary_cross_entropy_with_logits',
-            lambda x, t, w=None, kind=None, pw=False, **kw: binary_cross_entropy_with_logits(
-                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
-            lambda T, x, t, w=None, kind=None, pw=False, **kw: T.nn.functional.binary_cross_entropy_with_logits(
-                x, t, None if pw else w, pos_weight=w if pw else None, **kw),
-            [case((4, 3), (4, 3), kind='logit'), case((6,), (6,), (6,), kind='logit', reduction='sum'),
-             case((5, 3), (5, 3), (3,), kind='logit', pw=True), case((2, 3), (2, 3), kind='logit', reduction='none')],
-            make_inputs=_pair_inputs, grad=(0,));

@@ -8,7 +8,8 @@ __all__ = ['GATES_PER_MODE', 'cell_step', 'recurrence_reference', 'Recurrence', 
 # %% ../../nbs/14_sequence.ipynb
 from ..autograd import Tensor, TensorTupleOp, TensorTuple, NDArray, is_grad_enabled, grad
 from ..testing import register_op, case
-from .elementwise import tanh, sigmoid, relu, _sigmoid_nd
+from .elementwise import tanh
+from .activations import sigmoid, relu, _sigmoid_nd
 from .movement import split, stack
 
 GATES_PER_MODE = {'RNN_TANH': 1, 'RNN_RELU': 1, 'LSTM': 4, 'GRU': 3}

@@ -10,14 +10,15 @@ from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad
 from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
 from ..backend_ndarray.device import DTYPES, get_device, default_device
 from ..testing import register_op, case
-from . import elementwise as _ew, movement as _mv, reduce as _rd, softmax_family as _sf, linalg as _la
+from . import elementwise as _ew, activations as _act, movement as _mv, reduce as _rd
+from . import softmax_family as _sf, linalg as _la
 from .layers import take as _take, Take
 from .attention import tril, triu   # the causal mask's triangles (chapter 15)
 
 # %% auto 0
 __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min', 'return_sort', 'return_topk', 'logical_not',
            'logical_and', 'logical_or', 'mean', 'amax', 'amin', 'logsumexp', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh',
-           'sigmoid', 'relu', 'square', 'erf', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor',
+           'square', 'sigmoid', 'relu', 'erf', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor',
            'is_floating_point', 'numel', 'tensor', 'from_numpy', 'as_tensor', 'zeros', 'ones', 'empty', 'full',
            'empty_like', 'full_like', 'arange', 'linspace', 'eye', 'rand', 'randn', 'rand_like', 'randn_like',
            'randint', 'randperm', 'multinomial', 'ViewTake', 'ViewPut', 'CopySlices', 'view_take', 'view_put',
@@ -228,7 +229,7 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type {t.dtype}")
     if is_grad_enabled() and out.op is None and (t.requires_grad or out.requires_grad):
         keep = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype='bool').fill(False))
-        out = _ew.where(keep, t, out)   # a node for a constant or a leaf: the old values get a zero gradient
+        out = _act.where(keep, t, out)   # a node for a constant or a leaf: the old values get a zero gradient
     if out.op is None:
         _write(t, out.cached_data, name)
         return t
@@ -425,7 +426,7 @@ def _setitem(self, idx, value):
     hit, src = np.zeros(n, bool), np.zeros(n, 'int64')
     hit[list(last)], src[list(last)] = True, list(last.values())
     const = lambda a: Tensor(a, device=self.device, dtype=a.dtype.name, requires_grad=False)
-    new = _ew.where(const(hit), _take(v, const(src)), self.reshape((-1,)))
+    new = _act.where(const(hit), _take(v, const(src)), self.reshape((-1,)))
     _inplace(self, new.reshape(self.shape), 'setitem')
 
 _plain_setitem = _mv._setitem
@@ -564,7 +565,7 @@ def _scatter(input, dim, index, src, name):
     from minima.ops.layers import scatter_add as _scatter_add
     placed = _scatter_add(picked, c(pos), 0, (n,))
     hit = np.zeros(n, bool); hit[pos] = True
-    out = _ew.where(Tensor.make_const(NDArray(hit, device=input.device, dtype='bool')), placed,
+    out = _act.where(Tensor.make_const(NDArray(hit, device=input.device, dtype='bool')), placed,
                     _mv.reshape(input, (-1,)))
     return _mv.reshape(out, input.shape)
 
@@ -600,7 +601,7 @@ def masked_fill(input, mask, value) -> Tensor:
         value = value.item() if not value.requires_grad else value
     v = value if isinstance(value, Tensor) else Tensor.make_const(
         NDArray.make((), device=input.device, dtype=input.dtype).fill(value))
-    out = _ew.where(mask, v, input)
+    out = _act.where(mask, v, input)
     return out if out.shape == input.shape else _mv.broadcast_to(out, input.shape)
 
 def masked_select(input, mask) -> Tensor:
@@ -679,8 +680,8 @@ def norm(input, p='fro', dim=None, keepdim=False) -> Tensor:
     axes = _dims(input, dim, 'norm')
     if p in ('fro', 2, 2.0):   # s / sqrt(s) equals sqrt(s) and has torch's zero gradient at s = 0 (sqrt's is infinite)
         sq = _rd.summation(input * input, axes, keepdim)
-        return sq / _ew.sqrt(_ew.where(_ew.equal(sq, 0), 1.0, sq))
-    a = _ew.absolute(input)
+        return sq / _ew.sqrt(_act.where(_act.equal(sq, 0), 1.0, sq))
+    a = _act.absolute(input)
     if p == math.inf: return _rd.amax(a, axes, keepdim)
     if p == -math.inf: return _rd.amin(a, axes, keepdim)
     if p == 1: return _rd.summation(a, axes, keepdim)
@@ -715,9 +716,9 @@ def prod(input, dim=None, keepdim=False, dtype=None) -> Tensor:
 
 def _truth(input, dim, keepdim, name, want_all):
     axes = _dims(input, dim, name)
-    nz = _ew.not_equal(input, 0) if input.dtype != 'bool' else input
-    k = _rd.summation(_mv.cast(_ew.equal(nz, False) if want_all else nz, 'int64'), axes, keepdim)
-    return (_ew.equal(k, 0) if want_all else _ew.greater(k, 0)).detach()
+    nz = _act.not_equal(input, 0) if input.dtype != 'bool' else input
+    k = _rd.summation(_mv.cast(_act.equal(nz, False) if want_all else nz, 'int64'), axes, keepdim)
+    return (_act.equal(k, 0) if want_all else _act.greater(k, 0)).detach()
 
 def all(input, dim=None, keepdim=False) -> Tensor:
     "Whether every element (over `dim`) is nonzero."
@@ -762,7 +763,7 @@ def _take_along(x, d, idx: np.ndarray):
 
 def _extreme(input, dim, keepdim, name, pick, amax_fn, other):
     if isinstance(dim, Tensor) or other is not None:   # torch's max(a, b): the elementwise maximum
-        return (_ew.maximum if name == 'max' else _ew.minimum)(input, other if other is not None else dim)
+        return (_act.maximum if name == 'max' else _act.minimum)(input, other if other is not None else dim)
     if dim is None: return amax_fn(input, None, keepdim)
     d = _dim(input, dim, name)
     if input.ndim == 0: return (return_max if name == 'max' else return_min)(input * 1, zeros((), dtype='int64'))
@@ -868,7 +869,7 @@ def squeeze(input, dim=None) -> Tensor:
 
 def clamp(input, min=None, max=None) -> Tensor:
     "torch's `clamp(min=, max=)`: limit `input` to `[min, max]` (numbers or tensors)."
-    return _ew.clamp(input, min, max)
+    return _act.clamp(input, min, max)
 
 Tensor.transpose, Tensor.split, Tensor.chunk, Tensor.unbind, Tensor.squeeze = transpose, split, chunk, unbind, squeeze
 Tensor.clamp = Tensor.clip = clamp
@@ -891,8 +892,8 @@ def _bitwise(name, logical, on_host):
     return f
 
 _and = _bitwise('bitwise_and', lambda a, b: _ew.multiply(a, b), np.bitwise_and)
-_or = _bitwise('bitwise_or', lambda a, b: _ew.maximum(a, b), np.bitwise_or)
-_xor = _bitwise('bitwise_xor', lambda a, b: _ew.not_equal(a, b), np.bitwise_xor)
+_or = _bitwise('bitwise_or', lambda a, b: _act.maximum(a, b), np.bitwise_or)
+_xor = _bitwise('bitwise_xor', lambda a, b: _act.not_equal(a, b), np.bitwise_xor)
 def bitwise_and(input, other) -> Tensor: "`input & other`: logical and of bool tensors, bitwise of integers."; return _and(input, other)
 def bitwise_or(input, other) -> Tensor: "`input | other`: logical or of bool tensors, bitwise of integers."; return _or(input, other)
 def bitwise_xor(input, other) -> Tensor: "`input ^ other`: logical xor of bool tensors, bitwise of integers."; return _xor(input, other)
@@ -900,12 +901,12 @@ def bitwise_xor(input, other) -> Tensor: "`input ^ other`: logical xor of bool t
 def bitwise_not(input) -> Tensor:
     "`~input`: logical not of a bool tensor, bitwise not of an integer one."
     _int_or_bool(input, 'bitwise_not')
-    if input.dtype == 'bool': return _ew.equal(input, False).detach()
+    if input.dtype == 'bool': return _act.equal(input, False).detach()
     return _leaf((-input.cached_data) - 1)   # two's complement: ~x == -x - 1 (uint8 wraps the same way), on the device
 
-logical_not = lambda input: _ew.equal(input, 0 if input.dtype != 'bool' else False).detach()
-logical_and = lambda a, b: bitwise_and(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
-logical_or = lambda a, b: bitwise_or(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
+logical_not = lambda input: _act.equal(input, 0 if input.dtype != 'bool' else False).detach()
+logical_and = lambda a, b: bitwise_and(_act.not_equal(a, 0), _act.not_equal(b, 0))
+logical_or = lambda a, b: bitwise_or(_act.not_equal(a, 0), _act.not_equal(b, 0))
 
 def floor_divide(a, b) -> Tensor:
     "`a // b`, rounded toward minus infinity as Python and torch; no gradient (it is piecewise constant)."
@@ -956,7 +957,7 @@ register_op('remainder', lambda a, b: remainder(a, b), lambda T, a, b: a % b, [c
 def where(condition, input=None, other=None):
     "torch's `where(cond, x, y)`; `where(cond)` alone is `nonzero(cond, as_tuple=True)`."
     if input is None and other is None: return nonzero(condition, as_tuple=True)
-    return _ew.where(condition, input, other)
+    return _act.where(condition, input, other)
 
 def nonzero(input, as_tuple=False):
     "The indices of the nonzero entries: an `(n, ndim)` int64 tensor, or one 1-D tensor per dim with `as_tuple`."
@@ -965,7 +966,7 @@ def nonzero(input, as_tuple=False):
     return _leaf(NDArray(np.stack(idx, 1) if idx else np.zeros((0, 0)), device=input.device, dtype='int64'))
 
 Tensor.nonzero = nonzero
-Tensor.where = lambda self, condition, other: _ew.where(condition, self, other)
+Tensor.where = lambda self, condition, other: _act.where(condition, self, other)
 
 # %% ../../nbs/18_torch_face.ipynb
 def _promoted(tensors, name):
@@ -1033,18 +1034,19 @@ def _unary(name, fn):
     f.__name__, f.__doc__ = name, f"torch's `{name}`, elementwise."
     return f
 exp, log, sqrt, sin, cos, tanh = (_unary(n, getattr(_ew, n)) for n in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh'))
-sigmoid, relu, square, erf = (_unary(n, getattr(_ew, n)) for n in ('sigmoid', 'relu', 'square', 'erf'))
-def abs(input) -> Tensor: "torch's `abs`, elementwise."; return _ew.absolute(input)
+square = _unary('square', _ew.square)
+sigmoid, relu, erf = (_unary(n, getattr(_act, n)) for n in ('sigmoid', 'relu', 'erf'))
+def abs(input) -> Tensor: "torch's `abs`, elementwise."; return _act.absolute(input)
 def neg(input) -> Tensor: "torch's `neg`, elementwise (`-input`)."; return _ew.negate(input)
 def rsqrt(input) -> Tensor: "`1 / sqrt(input)`."; return 1.0 / _ew.sqrt(input)
 def reciprocal(input) -> Tensor: "`1 / input`."; return 1.0 / input
 def pow(input, exponent) -> Tensor:
     "`input ** exponent` (a number as `input` gives `number ** tensor`)."
     return input ** exponent if isinstance(input, Tensor) else exponent.__rpow__(input)
-def maximum(input, other) -> Tensor: "Elementwise maximum."; return _ew.maximum(input, other)
-def minimum(input, other) -> Tensor: "Elementwise minimum."; return _ew.minimum(input, other)
+def maximum(input, other) -> Tensor: "Elementwise maximum."; return _act.maximum(input, other)
+def minimum(input, other) -> Tensor: "Elementwise minimum."; return _act.minimum(input, other)
 clip = clamp
-def isnan(input) -> Tensor: "Where `input` is NaN."; return _ew.not_equal(input, input).detach()
+def isnan(input) -> Tensor: "Where `input` is NaN."; return _act.not_equal(input, input).detach()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
     "Whether `|input - other| <= atol + rtol * |other|` everywhere."
     return builtins.bool(np.allclose(input.numpy(), other.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))

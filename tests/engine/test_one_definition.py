@@ -94,12 +94,9 @@ def _writers(path: Path):
     return [head.group(1)] + sorted({m for m in re.findall(r'^# %% \S*?nbs/(\S+?\.ipynb)', text, re.M)} - {head.group(1)})
 
 
-# nbdev creates a module only from a notebook's `default_exp`; a chapter whose `default_exp` is an `nn` module
-# (08b: nn.functional, 10: nn.modules, 19b: nn.parallel) can only append its ops to an ops module that an earlier
-# chapter created. These are the three such appends, and 03b's activations, which continue chapter 03's module
-# (their own module would move names that five other chapters import); any other cross-chapter export fails here.
-APPENDS = {'layers.py': ['10_nn.ipynb'], 'losses.py': ['08b_functional.ipynb'], 'nn_extras.py': ['19b_ddp.ipynb'],
-           'elementwise.py': ['03b_ops_activations.ipynb']}
+# nbdev creates a module only from a notebook's `default_exp`, and a notebook may also append cells to a module that
+# another chapter created. No ops module is written that way: each names one notebook as its source.
+APPENDS = {}
 
 
 def test_each_ops_module_is_written_by_one_notebook():
