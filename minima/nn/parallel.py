@@ -69,32 +69,6 @@ class DistributedDataParallel(Module):
         if lost: raise TypeError(f"DistributedDataParallel: cannot find where the module stores {lost}")
         self._pending = None
 
-    def _check_same_model(self, g):
-        mine = [(k, tuple(t.shape), t.dtype) for k, t in self.module.named_parameters() + self.module.named_buffers()]
-        every = [None] * g.size
-        dist.all_gather_object(every, mine)
-        for r, theirs in enumerate(every):
-            if theirs == every[0]: continue
-            if len(theirs) != len(every[0]):
-                raise ValueError(f"DistributedDataParallel: rank {r} has {len(theirs)} parameters and buffers but "
-                                 f"rank 0 has {len(every[0])}; every rank must build the same model")
-            for a, b in zip(every[0], theirs):
-                if a != b:
-                    raise ValueError(f"DistributedDataParallel: parameter '{b[0]}' is {b[2]} of shape {b[1]} on rank "
-                                     f"{r} but '{a[0]}' is {a[2]} of shape {a[1]} on rank 0; every rank must build the "
-                                     "same model")
-
-    def _make_buckets(self, cap_mb):
-        "Reverse parameter order (the order backward produces gradients), cut when a bucket reaches `cap_mb` MB."
-        buckets, cur, size = [], [], 0
-        for i in reversed(range(len(self._params))):
-            p = self._params[i]
-            if cur and (size >= cap_mb * 2**20 or p.dtype != self._params[cur[0]].dtype):
-                buckets.append(cur); cur, size = [], 0
-            cur.append(i); size += p.size * np.dtype(p.dtype).itemsize
-        if cur: buckets.append(cur)
-        return [_Bucket(k, b, self._params) for k, b in enumerate(buckets)]
-
     @contextmanager
     def no_sync(self):
         "Within this block, backward accumulates gradients locally; the next synchronized backward averages the sum."
@@ -102,18 +76,49 @@ class DistributedDataParallel(Module):
         try: yield
         finally: self._sync = prev
 
-    def forward(self, *args, **kwargs):
-        if self.training and self.broadcast_buffers:
-            for _, t in self.module.named_buffers(): dist.broadcast(t, 0)
-        if not (self._sync and is_grad_enabled() and self._params): return self.module(*args, **kwargs)
-        self._begin()
-        done = grad_hook(self._root, self._finish)
-        hooked = {id(p): grad_hook(p, lambda g, i=i: self._ready(i, g), done) for i, p in enumerate(self._params)}
-        for c, k, p in self._slots:
-            if id(p) in hooked: c[k] = hooked[id(p)]
-        try: return self.module(*args, **kwargs)
-        finally:
-            for c, k, p in self._slots: c[k] = p
+# %% ../../nbs/19b_ddp.ipynb
+@patch
+def _check_same_model(self: DistributedDataParallel, g):
+    mine = [(k, tuple(t.shape), t.dtype) for k, t in self.module.named_parameters() + self.module.named_buffers()]
+    every = [None] * g.size
+    dist.all_gather_object(every, mine)
+    for r, theirs in enumerate(every):
+        if theirs == every[0]: continue
+        if len(theirs) != len(every[0]):
+            raise ValueError(f"DistributedDataParallel: rank {r} has {len(theirs)} parameters and buffers but "
+                             f"rank 0 has {len(every[0])}; every rank must build the same model")
+        for a, b in zip(every[0], theirs):
+            if a != b:
+                raise ValueError(f"DistributedDataParallel: parameter '{b[0]}' is {b[2]} of shape {b[1]} on rank "
+                                 f"{r} but '{a[0]}' is {a[2]} of shape {a[1]} on rank 0; every rank must build the "
+                                 "same model")
+
+@patch
+def _make_buckets(self: DistributedDataParallel, cap_mb):
+    "Reverse parameter order (the order backward produces gradients), cut when a bucket reaches `cap_mb` MB."
+    buckets, cur, size = [], [], 0
+    for i in reversed(range(len(self._params))):
+        p = self._params[i]
+        if cur and (size >= cap_mb * 2**20 or p.dtype != self._params[cur[0]].dtype):
+            buckets.append(cur); cur, size = [], 0
+        cur.append(i); size += p.size * np.dtype(p.dtype).itemsize
+    if cur: buckets.append(cur)
+    return [_Bucket(k, b, self._params) for k, b in enumerate(buckets)]
+
+# %% ../../nbs/19b_ddp.ipynb
+@patch
+def forward(self: DistributedDataParallel, *args, **kwargs):
+    if self.training and self.broadcast_buffers:
+        for _, t in self.module.named_buffers(): dist.broadcast(t, 0)
+    if not (self._sync and is_grad_enabled() and self._params): return self.module(*args, **kwargs)
+    self._begin()
+    done = grad_hook(self._root, self._finish)
+    hooked = {id(p): grad_hook(p, lambda g, i=i: self._ready(i, g), done) for i, p in enumerate(self._params)}
+    for c, k, p in self._slots:
+        if id(p) in hooked: c[k] = hooked[id(p)]
+    try: return self.module(*args, **kwargs)
+    finally:
+        for c, k, p in self._slots: c[k] = p
 
 # %% ../../nbs/19b_ddp.ipynb
 @patch
