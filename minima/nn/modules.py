@@ -637,6 +637,8 @@ class SoftmaxLoss(Module):
         if y.device != logits.device: y = Tensor(y.cached_data.to(logits.device), requires_grad=False)
         return SoftmaxCrossEntropy(name)(logits, y)
 
+# %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 class CrossEntropyLoss(Module):
     """Cross-entropy of logits `(N, C)` or `(N, C, d1, ...)` against class indices, with torch's `weight`,
     `ignore_index`, `reduction` and `label_smoothing`. The common case (2-D, no options) takes the fused op."""
