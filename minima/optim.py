@@ -89,6 +89,7 @@ def _grads(self: Optimizer, group):
         if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 @patch
 def state_dict(self: Optimizer) -> dict:
     "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
@@ -362,6 +363,7 @@ def get_lr(self: OneCycleLR):
     return lrs
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class ReduceLROnPlateau:
     """Multiply each group's rate by `factor` when `step(metric)` has seen no improvement (by more than
     `threshold`) for `patience` steps; then wait `cooldown` steps. As `torch.optim.lr_scheduler.ReduceLROnPlateau`."""
@@ -457,6 +459,7 @@ def _decay(w, g, group):
     return w, g + w * wd
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class RMSprop(_Stepper):
     "RMSprop as `torch.optim.RMSprop`: a running average of squared gradients divides the step."
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
@@ -493,6 +496,7 @@ class Adagrad(_Stepper):
         return w - g / (s.sqrt() + group['eps']) * clr
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class Adadelta(_Stepper):
     "Adadelta as `torch.optim.Adadelta`: steps in the parameter's own units, from two running averages."
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
@@ -520,6 +524,7 @@ class Adamax(_Stepper):
         return w - m / u * (group['lr'] / (1 - b1 ** t))
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class NAdam(_Stepper):
     "NAdam as `torch.optim.NAdam`: Adam with Nesterov momentum and torch's momentum decay schedule."
     def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=0.004,
@@ -593,6 +598,7 @@ class LambdaLR(LRScheduler):
     def state_dict(self): return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'lr_lambdas')}
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class MultiplicativeLR(LambdaLR):
     "Multiply the rate by `lr_lambda(epoch)` at every step after the first."
     def get_lr(self):
@@ -625,6 +631,7 @@ class PolynomialLR(LRScheduler):
     def lr_at(self, base): return base * (1.0 - min(self.last_epoch, self.total_iters) / self.total_iters) ** self.power
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class CosineAnnealingWarmRestarts(LRScheduler):
     "Cosine annealing restarted every `T_0` steps, each period `T_mult` times longer (SGDR, Loshchilov and Hutter)."
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
@@ -655,6 +662,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._set(self.get_lr())
 
 # %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class SequentialLR:
     "Run `schedulers` one after another, switching at `milestones` (each later one restarts from its own epoch 0)."
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):

@@ -30,6 +30,7 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'allclose', 'equal']
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 DTYPE_NAMES = {'float32': 'float32', 'float': 'float32', 'float64': 'float64', 'double': 'float64',
                'float16': 'float16', 'half': 'float16', 'int64': 'int64', 'long': 'int64', 'int32': 'int32',
                'int': 'int32', 'int16': 'int16', 'short': 'int16', 'int8': 'int8', 'uint8': 'uint8', 'bool': 'bool'}
@@ -61,6 +62,7 @@ def _python_dtype(a: np.ndarray) -> str:
     raise TypeError(f"tensor: cannot make a tensor from data of numpy dtype {a.dtype}")
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data`, as `torch.tensor`: a numpy array keeps its dtype, Python floats become
     float32, ints int64 and bools bool. `tensor([[1., 2.], [3., 4.]])`."""
@@ -95,6 +97,7 @@ def _filled(size, value, dtype, device, requires_grad, name):
                               dtype=dt).fill(value), requires_grad)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "A tensor of zeros: `zeros(2, 3)` or `zeros((2, 3))`."
     return _filled(size, 0, dtype, device, requires_grad, 'zeros')
@@ -126,6 +129,7 @@ def empty_like(input, dtype=None, device=None, requires_grad=False) -> Tensor:
     return zeros_like(input, dtype, device, requires_grad)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     "`full` with the shape (and, by default, dtype and device) of `input`."
     return _filled((input.shape,), fill_value, dtype or input.dtype, device or input.device, requires_grad, 'full_like')
@@ -161,6 +165,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
                  requires_grad)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def rand_like(input, dtype=None, device=None) -> Tensor:
     "`rand` with the shape, dtype and device of `input`."
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
@@ -226,7 +231,7 @@ def _view_root(t):
     return None if u is t else u
 
 def _writable_view_root(t, name):
-    "The base that view `t` shows (None if `t` is no view), after torch's checks on writing through a view."
+    "The base that view `t` shows (None if no view), after torch's checks on writing through a view."
     if type(t.op) is _ag.TupleGetItem and type(t.inputs[0].op) is _mv.Split:
         raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view "
                            "is the output of a function that returns multiple views (split, chunk, unbind), which "
@@ -277,6 +282,7 @@ def _inplace(t, out: Tensor, name) -> Tensor:
     return t
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _iop(fn, name):
     def f(self, other):
         if not isinstance(other, (Tensor, numbers.Number, np.generic, np.ndarray, list)): return NotImplemented
@@ -305,6 +311,7 @@ def _copy_(self, src):
 Tensor.copy_ = _copy_
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _graphed(t): return is_grad_enabled() and t.requires_grad
 
 def _fill_(self, value, name='fill_'):
@@ -398,6 +405,7 @@ def copy_slices(b, s, idx) -> Tensor:
     return CopySlices(_region(b, idx))(b, s)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _torch_put(T, s, idx, shape):
     z = T.zeros(shape, dtype=s.dtype)
     z[idx] = s
@@ -450,6 +458,7 @@ _plain_setitem = _mv._setitem
 Tensor.__setitem__ = _setitem
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 class _Numel(builtins.int):
     "`t.size`: the number of elements (numpy's and needle's `size`), and, called, torch's `size()` / `size(dim)`."
     def __new__(cls, shape):
@@ -483,6 +492,7 @@ def _index(self):
 Tensor.__index__ = _index
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16'), ('long', 'int64'), ('int', 'int32'),
                 ('short', 'int16'), ('char', 'int8'), ('byte', 'uint8'), ('bool', 'bool')]:
     setattr(Tensor, _n, (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt))
@@ -554,6 +564,7 @@ def _index_array(index, n, name) -> np.ndarray:
     return np.where(i < 0, i + n, i)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def gather(input, dim, index) -> Tensor:
     "`out[i][j][k] = input[index[i][j][k]][j][k]` for dim 0 (and so on), as torch; differentiable in `input`."
     d = _dim(input, dim, 'gather')
@@ -594,6 +605,7 @@ def scatter(input, dim, index, src=None, value=None) -> Tensor:
     return _scatter(input, dim, index, src, 'scatter')
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def scatter_add(input, dim, index, src) -> Tensor:
     "`input` plus `src` added at `index` along `dim` (torch's `scatter_add`; duplicates add up)."
     d = _dim(input, dim, 'scatter_add')
@@ -631,6 +643,7 @@ def masked_select(input, mask) -> Tensor:
     return x[mask.numpy() if mask.shape == shape else np.broadcast_to(mask.numpy(), shape)]
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 Tensor.gather = gather
 Tensor.scatter = scatter
 Tensor.scatter_add = scatter_add
@@ -696,6 +709,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Te
     return _ew.sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def norm(input, p='fro', dim=None, keepdim=False) -> Tensor:
     "The vector p-norm over `dim` (all elements by default): 2 ('fro'), 1, inf, -inf or any positive p."
     _float_input(input, 'norm')
@@ -737,6 +751,7 @@ def prod(input, dim=None, keepdim=False, dtype=None) -> Tensor:
     return out
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _truth(input, dim, keepdim, name, want_all):
     axes = _dims(input, dim, name)
     nz = _ew.not_equal(input, 0) if input.dtype != 'bool' else input
@@ -777,6 +792,7 @@ register_op('prod', lambda a, dim=None, keepdim=False: prod(a, dim, keepdim),
             [case((3, 4)), case((3, 4), dim=1), case((2, 3, 4), dim=0, keepdim=True), case((4,), dim=-1)])
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 _ret = lambda name: collections.namedtuple(name, ['values', 'indices'])
 return_max, return_min, return_sort, return_topk = _ret('max'), _ret('min'), _ret('sort'), _ret('topk')
 
@@ -813,6 +829,7 @@ def min(input, dim=None, keepdim=False, *, other=None, keepdims=None, axis=None,
     return _extreme(input, dim, keepdim, 'min', False, _rd.amin, other)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def sort(input, dim=-1, descending=False, stable=False):
     "The named tuple `(values, indices)` of `input` sorted along `dim` (ties keep their order); values differentiable."
     d = _dim(input, dim, 'sort')
@@ -875,6 +892,7 @@ def split(tensor, split_size_or_sections, dim=0) -> tuple:
     return tuple(_mv.split(tensor, d, sizes))
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def chunk(input, chunks, dim=0) -> tuple:
     "`chunks` pieces along `dim` of size `ceil(n / chunks)` (fewer if they run out), as torch."
     if chunks <= 0: raise RuntimeError(f"chunk: chunks must be positive, got {chunks}")
@@ -901,6 +919,7 @@ Tensor.clamp = Tensor.clip = clamp
 Tensor.swapaxes = Tensor.swapdims = lambda self, a, b: transpose(self, a, b)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _int_or_bool(t, name):
     if is_float_dtype(t.dtype): raise TypeError(f"{name}: not implemented for floating tensors ({t.dtype}), as torch")
 
@@ -930,6 +949,7 @@ def bitwise_not(input) -> Tensor:
     return _leaf((-input.cached_data) - 1)   # two's complement: ~x == -x - 1 (uint8 wraps the same way), on the device
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 logical_not = lambda input: _ew.equal(input, 0 if input.dtype != 'bool' else False).detach()
 logical_and = lambda a, b: bitwise_and(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
 logical_or = lambda a, b: bitwise_or(_ew.not_equal(a, 0), _ew.not_equal(b, 0))
@@ -961,6 +981,7 @@ Tensor.logical_not, Tensor.logical_and, Tensor.logical_or = logical_not, logical
 Tensor.bitwise_not = bitwise_not
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def repeat(input, *sizes) -> Tensor:
     "torch's `repeat`: tile `input` `sizes[i]` times along dim i (leading sizes add dims): broadcast, then reshape."
     sizes = _mv._shape_args(sizes)
@@ -996,6 +1017,7 @@ Tensor.nonzero = nonzero
 Tensor.where = lambda self, condition, other: _ew.where(condition, self, other)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _promoted(tensors, name):
     "The tensors of a `cat`/`stack`, cast to their common dtype (torch promotes; int32 with float64 gives float64)."
     ts = list(tensors)
@@ -1029,6 +1051,7 @@ def mm(input, mat2) -> Tensor:
     return _la.matmul(input, mat2)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def bmm(input, mat2) -> Tensor:
     "Batched matrix product of two 3-D tensors."
     if input.ndim != 3 or mat2.ndim != 3:
@@ -1059,6 +1082,7 @@ def log_softmax(input, dim, dtype=None) -> Tensor:
     return _sf.log_softmax(input if dtype is None else _mv.cast(input, dtype), dim=dim)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _unary(name, fn):
     def f(input) -> Tensor: return fn(input)
     f.__name__, f.__doc__ = name, f"torch's `{name}`, elementwise."
