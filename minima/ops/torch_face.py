@@ -231,7 +231,7 @@ def _view_root(t):
     return None if u is t else u
 
 def _writable_view_root(t, name):
-    "The base that view `t` shows (None if no view), once torch's checks on writing through it pass."
+    "The base that view `t` shows (None if no view), after torch's checks on writing through it."
     if type(t.op) is _ag.TupleGetItem and type(t.inputs[0].op) is _mv.Split:
         raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view "
                            "is the output of a function that returns multiple views (split, chunk, unbind), which "
