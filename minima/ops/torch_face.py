@@ -735,6 +735,8 @@ def cumsum(input, dim, dtype=None) -> Tensor:
     y = _la.matmul(_mv.transpose(x, (d, -1)) if d != x.ndim - 1 else x, tri)
     return _mv.transpose(y, (d, -1)) if d != x.ndim - 1 else y
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def prod(input, dim=None, keepdim=False, dtype=None) -> Tensor:
     "The product over `dim` (all elements when None), multiplied slice by slice so zeros get torch's gradient."
     x = input if dtype is None else _mv.cast(input, dtype)
