@@ -5,6 +5,7 @@
 # %% ../nbs/17_bpe.ipynb 3
 from __future__ import annotations
 from collections import Counter
+from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['BPETokenizer']
@@ -39,26 +40,29 @@ class BPETokenizer:
             merges.append((pair, new))
         return cls(merges)
 
-    def encode(self, text: str) -> list:
-        "Token ids of `text`: its UTF-8 bytes, then the merges applied in the order they were learned."
-        ids = list(text.encode('utf-8'))
-        while len(ids) > 1:
-            pair = min(set(zip(ids, ids[1:])), key=lambda p: self.merges.get(p, float('inf')))
-            if pair not in self.merges: break
-            ids = _merge(ids, pair, self.merges[pair])
-        return ids
-
-    def decode(self, ids) -> str:
-        "The text of `ids`: their bytes concatenated, read as UTF-8 (invalid sequences become U+FFFD)."
-        ids = ids.numpy() if hasattr(ids, 'numpy') else ids
-        out = []
-        for i in ids:
-            if isinstance(i, float) or (hasattr(i, 'dtype') and i.dtype.kind not in 'iu'):
-                raise TypeError(f"BPETokenizer.decode: ids must be integers, got {i!r}")
-            if int(i) not in self.vocab:
-                raise ValueError(f"BPETokenizer.decode: id {int(i)} is not in the vocabulary (ids 0..{len(self) - 1})")
-            out.append(self.vocab[int(i)])
-        return b''.join(out).decode('utf-8', errors='replace')
-
     def __len__(self): return 256 + len(self.merges)
     def __repr__(self): return f'BPETokenizer(vocab_size={len(self)})'
+
+# %% ../nbs/17_bpe.ipynb
+@patch
+def encode(self: BPETokenizer, text: str) -> list:
+    "Token ids of `text`: its UTF-8 bytes, then the merges applied in the order they were learned."
+    ids = list(text.encode('utf-8'))
+    while len(ids) > 1:
+        pair = min(set(zip(ids, ids[1:])), key=lambda p: self.merges.get(p, float('inf')))
+        if pair not in self.merges: break
+        ids = _merge(ids, pair, self.merges[pair])
+    return ids
+
+@patch
+def decode(self: BPETokenizer, ids) -> str:
+    "The text of `ids`: their bytes concatenated, read as UTF-8 (invalid sequences become U+FFFD)."
+    ids = ids.numpy() if hasattr(ids, 'numpy') else ids
+    out = []
+    for i in ids:
+        if isinstance(i, float) or (hasattr(i, 'dtype') and i.dtype.kind not in 'iu'):
+            raise TypeError(f"BPETokenizer.decode: ids must be integers, got {i!r}")
+        if int(i) not in self.vocab:
+            raise ValueError(f"BPETokenizer.decode: id {int(i)} is not in the vocabulary (ids 0..{len(self) - 1})")
+        out.append(self.vocab[int(i)])
+    return b''.join(out).decode('utf-8', errors='replace')

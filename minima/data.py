@@ -8,6 +8,7 @@ import gzip, hashlib, math, os, struct, sys, tempfile, time
 import http.client, urllib.error, urllib.request
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from .autograd import Tensor
 
 # %% auto 0
@@ -86,6 +87,7 @@ class NDArrayDataset(Dataset):
         "The examples at `idx`, already stacked (only without transforms)."
         return tuple(a[idx] for a in self.arrays)
 
+# %% ../nbs/12_data.ipynb
 def default_collate(samples):
     """Stack a list of examples field by field, as torch's `default_collate`: arrays, Tensors and numbers are stacked
     into numpy arrays; tuples, lists and dicts are collated entry by entry (at any depth); strings stay a list."""
@@ -107,6 +109,7 @@ def _to_tensors(b, device):
     if isinstance(b, np.ndarray) or isinstance(b, Tensor): return Tensor(b, device=device, requires_grad=False)
     return b
 
+# %% ../nbs/12_data.ipynb
 class DataLoader:
     """Iterate over `dataset` in batches of `batch_size` examples, as tuples of Tensors (dicts and lists of them for
     such examples). torch's `sampler`, `batch_sampler` and `generator` (a numpy Generator) choose the order;
@@ -132,19 +135,6 @@ class DataLoader:
         if self.batch_size is None: return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def _order(self):
-        n = len(self.dataset)
-        if self.sampler is not None: return np.asarray(list(self.sampler), dtype='int64')
-        if not self.shuffle: return np.arange(n)
-        return self.generator.permutation(n) if self.generator is not None else np.random.permutation(n)
-
-    def _batches(self):
-        if self.batch_sampler is not None:
-            yield from (np.asarray(list(b), dtype='int64') for b in self.batch_sampler); return
-        order = self._order()
-        bs = self.batch_size or 1
-        for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
-
     def __iter__(self):
         fast = self.collate_fn is None and hasattr(self.dataset, 'get_batch') and not self.dataset.transforms
         for idx in self._batches():
@@ -154,6 +144,22 @@ class DataLoader:
             else: batch = (self.collate_fn or default_collate)([self.dataset[int(i)] for i in idx])
             if not isinstance(batch, (tuple, list, dict)): batch = (batch,)
             yield _to_tensors(batch, self.device)
+
+# %% ../nbs/12_data.ipynb
+@patch
+def _order(self: DataLoader):
+    n = len(self.dataset)
+    if self.sampler is not None: return np.asarray(list(self.sampler), dtype='int64')
+    if not self.shuffle: return np.arange(n)
+    return self.generator.permutation(n) if self.generator is not None else np.random.permutation(n)
+
+@patch
+def _batches(self: DataLoader):
+    if self.batch_sampler is not None:
+        yield from (np.asarray(list(b), dtype='int64') for b in self.batch_sampler); return
+    order = self._order()
+    bs = self.batch_size or 1
+    for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
 
 # %% ../nbs/12_data.ipynb
 class TensorDataset(Dataset):
@@ -196,6 +202,7 @@ def random_split(dataset, lengths, generator=None) -> list:
     for k in lengths: out.append(Subset(dataset, perm[start:start + k])); start += k
     return out
 
+# %% ../nbs/12_data.ipynb
 class SequentialSampler:
     "Indices `0 .. len(data_source) - 1` in order."
     def __init__(self, data_source): self.data_source = data_source
@@ -282,6 +289,7 @@ def read_idx(path, expect_magic=None) -> np.ndarray:
         raise ValueError(f"read_idx: {path} is {what}: header says shape {dims} ({expected} bytes), file has {len(raw)} bytes")
     return np.frombuffer(raw, dtype=dt, offset=header).reshape(dims).astype(dt.newbyteorder('='))
 
+# %% ../nbs/12_data.ipynb
 def parse_mnist(image_filename, label_filename):
     "needle's `parse_mnist`: `X` float32 `(N, rows*cols)` in [0, 1] and `y` uint8 `(N,)`, from idx files (raw or .gz)."
     imgs = read_idx(image_filename, expect_magic=0x803)
@@ -332,6 +340,7 @@ def _fetch(url, out, timeout, label):
     if size is not None and n != size:
         raise DownloadError(f'truncated: the server announced {size} bytes but sent {n}')
 
+# %% ../nbs/12_data.ipynb
 def _check_hashes(path, md5, sha256):
     for algorithm, want in (('md5', md5), ('sha256', sha256)):
         if want and (got := file_hash(path, algorithm)) != want.lower():
@@ -403,6 +412,7 @@ class MNIST(MNISTDataset):
         split = 'train' if self.train else 'test'
         return f"MNIST({split}, {len(self)} images, root={str(self.root)!r})"
 
+# %% ../nbs/12_data.ipynb
 TINY_SHAKESPEARE_URLS = ['https://raw.githubusercontent.com/karpathy/char-rnn/master/'
                          'data/tinyshakespeare/input.txt']
 TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'

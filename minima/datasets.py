@@ -45,6 +45,7 @@ def _key(d, name):
 
 _BAD_PICKLE = (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError)
 
+# %% ../nbs/12b_datasets.ipynb
 def load_cifar10_pickle(path):
     "One python-format CIFAR-10 batch, validated: `(uint8 (N, 3, 32, 32), int64 (N,))`."
     path = Path(path)
@@ -130,6 +131,7 @@ class Dictionary:
         return self.word2idx[word]
     def __len__(self): return len(self.idx2word)
 
+# %% ../nbs/12b_datasets.ipynb
 class Corpus:
     "PTB-style text under `base_dir`: `train`, `test` (and `valid`) as id lists, one `dictionary`."
     def __init__(self, base_dir, max_lines=None):

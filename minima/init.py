@@ -116,6 +116,7 @@ def _fan_shape(fan_in, fan_out, shape):
         raise ValueError(f"init: fans must be positive, got fan_in={fan_in}, fan_out={fan_out}")
     return (fan_in, fan_out) if shape is None else _shape((shape,))
 
+# %% ../nbs/09_init.ipynb
 def xavier_uniform(fan_in, fan_out, gain=1.0, shape=None, **kwargs) -> Tensor:
     "Uniform on `[-a, a]` with `a = gain * sqrt(6 / (fan_in + fan_out))`."
     shape = _fan_shape(fan_in, fan_out, shape)
@@ -172,6 +173,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     else: raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] holds almost none of N({mean}, {std}²)")
     return _write(tensor, x)
 
+# %% ../nbs/09_init.ipynb
 def constant_(tensor, val): "Fill with `val`."; return _write(tensor, np.full(tensor.shape, val))
 def zeros_(tensor): "Fill with 0."; return constant_(tensor, 0.0)
 def ones_(tensor): "Fill with 1."; return constant_(tensor, 1.0)

@@ -87,55 +87,61 @@ class Learner:
         finally: self._cb('after_fit')
         return self
 
-    def _one_epoch(self, bars):
-        start, total, count = time.perf_counter(), 0.0, 0
-        self.model.train()
-        self._cb('before_epoch')
-        batches = bars[1](self.train_dl, parent=self.mbar) if bars else self.train_dl
-        for self.xb, self.yb in batches:
-            self._cb('before_batch')
-            self.opt.reset_grad()
-            self.loss = self.loss_func(self.model(self.xb), self.yb)
-            self.loss.backward()
-            self._cb('after_backward')
-            self.opt.step()
-            loss, n = self.loss.item(), self.xb.shape[0]
-            self.losses.append(loss); self.lrs.append(self.opt.lr)
-            total, count = total + loss * n, count + n
-            if bars: batches.comment = f'loss {loss:.4f}'
-            self._cb('after_batch')
-        if self.sched: self.sched.step()
-        row = {'epoch': self.epoch + 1, 'train_loss': total / max(count, 1)}
-        if self.valid_dl is not None: row.update(self.validate())
-        row['time'] = time.perf_counter() - start
-        self.history.append(row); self.epoch_ends.append(len(self.losses))
-        if self._log: self._print_row(row)
-        self._cb('after_epoch')
+# %% ../nbs/13_training.ipynb
+@patch
+def _one_epoch(self: Learner, bars):
+    start, total, count = time.perf_counter(), 0.0, 0
+    self.model.train()
+    self._cb('before_epoch')
+    batches = bars[1](self.train_dl, parent=self.mbar) if bars else self.train_dl
+    for self.xb, self.yb in batches:
+        self._cb('before_batch')
+        self.opt.reset_grad()
+        self.loss = self.loss_func(self.model(self.xb), self.yb)
+        self.loss.backward()
+        self._cb('after_backward')
+        self.opt.step()
+        loss, n = self.loss.item(), self.xb.shape[0]
+        self.losses.append(loss); self.lrs.append(self.opt.lr)
+        total, count = total + loss * n, count + n
+        if bars: batches.comment = f'loss {loss:.4f}'
+        self._cb('after_batch')
+    if self.sched: self.sched.step()
+    row = {'epoch': self.epoch + 1, 'train_loss': total / max(count, 1)}
+    if self.valid_dl is not None: row.update(self.validate())
+    row['time'] = time.perf_counter() - start
+    self.history.append(row); self.epoch_ends.append(len(self.losses))
+    if self._log: self._print_row(row)
+    self._cb('after_epoch')
 
-    def _print_row(self, row):
-        widths = [max(len(k), 7) for k in row]
-        if not self._header:
-            print('  '.join(k.rjust(w) for k, w in zip(row, widths)))
-            self._header = True
-        print(_cells(row, widths), flush=True)
+@patch
+def _print_row(self: Learner, row):
+    widths = [max(len(k), 7) for k in row]
+    if not self._header:
+        print('  '.join(k.rjust(w) for k, w in zip(row, widths)))
+        self._header = True
+    print(_cells(row, widths), flush=True)
 
-    def get_preds(self, dl=None):
-        "Model outputs and targets over `dl` (default: `valid_dl`) as numpy arrays, in eval mode."
-        dl = self.valid_dl if dl is None else dl
-        self.model.eval()
-        outs, targets = [], []
-        with no_grad():
-            for xb, yb in dl:
-                outs.append(self.model(xb).numpy()); targets.append(yb.numpy())
-        return np.concatenate(outs), np.concatenate(targets)
+# %% ../nbs/13_training.ipynb
+@patch
+def get_preds(self: Learner, dl=None):
+    "Model outputs and targets over `dl` (default: `valid_dl`) as numpy arrays, in eval mode."
+    dl = self.valid_dl if dl is None else dl
+    self.model.eval()
+    outs, targets = [], []
+    with no_grad():
+        for xb, yb in dl:
+            outs.append(self.model(xb).numpy()); targets.append(yb.numpy())
+    return np.concatenate(outs), np.concatenate(targets)
 
-    def validate(self, dl=None) -> dict:
-        "Loss and metrics over all of `dl` (default: `valid_dl`)."
-        preds, targets = self.get_preds(dl)
-        with no_grad(): loss = self.loss_func(Tensor(preds), Tensor(targets)).item()
-        res = {'valid_loss': loss}
-        for m in self.metrics: res[getattr(m, '__name__', type(m).__name__)] = m(preds, targets)
-        return res
+@patch
+def validate(self: Learner, dl=None) -> dict:
+    "Loss and metrics over all of `dl` (default: `valid_dl`)."
+    preds, targets = self.get_preds(dl)
+    with no_grad(): loss = self.loss_func(Tensor(preds), Tensor(targets)).item()
+    res = {'valid_loss': loss}
+    for m in self.metrics: res[getattr(m, '__name__', type(m).__name__)] = m(preds, targets)
+    return res
 
 # %% ../nbs/13_training.ipynb
 def _forever(dl):
@@ -174,6 +180,7 @@ def lr_find(self: Learner, start_lr=1e-7, end_lr=10.0, num_it=100, stop_div=4.0,
     if show_plot: self.plot_lr_find()
     return self.lr_suggestion
 
+# %% ../nbs/13_training.ipynb
 @patch
 def plot_lr_find(self: Learner, ax=None):
     "The smoothed loss against the learning rate (log scale), with the suggestion marked."

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import bisect, math, numbers, sys, types
 import numpy as np
+from fastcore.basics import patch
 from .autograd import Tensor
 from .backend_ndarray.ndarray import NDArray
 
@@ -16,16 +17,6 @@ __all__ = ['clip_grad_norm', 'lr_scheduler', 'Optimizer', 'SGD', 'Adam', 'AdamW'
            'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR']
 
 # %% ../nbs/11_optim.ipynb
-def _check_hyper(name, group):
-    "torch's checks on the hyper-parameters of one parameter group (a negative rate or decay is an error)."
-    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps'):
-        v = group.get(k)
-        if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
-    if 'betas' in group:
-        b = group['betas']
-        if len(b) != 2 or not all(0 <= x < 1 for x in b):
-            raise ValueError(f"{name}: invalid betas {tuple(b)!r}; each beta must be in [0, 1)")
-
 class Optimizer:
     """Base class: holds parameter groups (each a dict with `params` and its own hyper-parameters, as in torch)
     and per-parameter state; `step()` updates, `zero_grad()` clears gradients, `state_dict()` saves both."""
@@ -40,23 +31,6 @@ class Optimizer:
         groups = params if isinstance(params[0], dict) else [{'params': params}]
         self.defaults, self.param_groups, self.state, self.step_count = dict(defaults), [], {}, 0
         for g in groups: self.add_param_group(g)
-
-    def add_param_group(self, group: dict):
-        "Add a group of parameters with its own hyper-parameters (the missing ones come from the defaults)."
-        name = type(self).__name__
-        if not isinstance(group, dict) or 'params' not in group:
-            raise TypeError(f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r}")
-        g = {**self.defaults, **group}
-        ps = [g['params']] if isinstance(g['params'], Tensor) else list(g['params'])
-        if ps and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in ps):
-            g['param_names'], ps = [n for n, _ in ps], [p for _, p in ps]   # named_parameters(), as torch 2.x
-        seen = {id(p) for q in self.param_groups for p in q['params']}
-        for p in ps:   # a frozen parameter (requires_grad=False) is fine: it has no gradient, so it is skipped
-            if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
-            if id(p) in seen: raise ValueError(f"{name}: a parameter (shape {p.shape}) appears in more than one group")
-        g['params'] = ps
-        _check_hyper(name, g)
-        self.param_groups.append(g)
 
     @property
     def params(self) -> list: return [p for g in self.param_groups for p in g['params']]
@@ -79,45 +53,79 @@ class Optimizer:
 
     def step(self): raise NotImplementedError
 
-    def _grads(self, group):
-        "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
-        for p in group['params']:
-            if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
+# %% ../nbs/11_optim.ipynb
+def _check_hyper(name, group):
+    "torch's checks on the hyper-parameters of one parameter group (a negative rate or decay is an error)."
+    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps'):
+        v = group.get(k)
+        if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
+    if 'betas' in group:
+        b = group['betas']
+        if len(b) != 2 or not all(0 <= x < 1 for x in b):
+            raise ValueError(f"{name}: invalid betas {tuple(b)!r}; each beta must be in [0, 1)")
 
-    def state_dict(self) -> dict:
-        "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
-        index = {id(p): i for i, p in enumerate(self.params)}
-        state = {index[k]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
-                 for k, s in self.state.items() if k in index and s}
-        groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
-                  for g in self.param_groups]
-        return {'state': state, 'param_groups': groups}
+@patch
+def add_param_group(self: Optimizer, group: dict):
+    "Add a group of parameters with its own hyper-parameters (the missing ones come from the defaults)."
+    name = type(self).__name__
+    if not isinstance(group, dict) or 'params' not in group:
+        raise TypeError(f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r}")
+    g = {**self.defaults, **group}
+    ps = [g['params']] if isinstance(g['params'], Tensor) else list(g['params'])
+    if ps and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in ps):
+        g['param_names'], ps = [n for n, _ in ps], [p for _, p in ps]   # named_parameters(), as torch 2.x
+    seen = {id(p) for q in self.param_groups for p in q['params']}
+    for p in ps:   # a frozen parameter (requires_grad=False) is fine: it has no gradient, so it is skipped
+        if not isinstance(p, Tensor): raise TypeError(f"{name}: parameters must be Tensors, got {type(p).__name__}")
+        if id(p) in seen: raise ValueError(f"{name}: a parameter (shape {p.shape}) appears in more than one group")
+    g['params'] = ps
+    _check_hyper(name, g)
+    self.param_groups.append(g)
 
-    def load_state_dict(self, state_dict: dict):
-        "Restore what `state_dict()` saved into an optimizer over parameters of the same shapes, in the same order."
-        name, ps = type(self).__name__, self.params
-        groups = state_dict['param_groups']
-        if [len(g['params']) for g in groups] != [len(g['params']) for g in self.param_groups]:
-            raise ValueError(f"{name}.load_state_dict: the saved groups hold {[len(g['params']) for g in groups]} "
-                             f"parameters, this optimizer's {[len(g['params']) for g in self.param_groups]}")
-        for g, saved in zip(self.param_groups, groups):
-            g.update({k: v for k, v in saved.items() if k != 'params'})
-        self.state = {}
-        for i, s in state_dict['state'].items():
-            p = ps[int(i)]
-            st = {}
-            for k, v in s.items():
-                if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # torch's tensors
-                if isinstance(v, (Tensor, NDArray)): v = v.numpy()
-                if isinstance(v, np.ndarray) and v.ndim == 0: v = v.item()
-                if k == 'step' and isinstance(v, float) and v.is_integer(): v = int(v)
-                if hasattr(v, 'shape') and getattr(v, 'ndim', 0) > 0:
-                    if tuple(v.shape) != p.shape:
-                        raise ValueError(f"{name}.load_state_dict: state '{k}' of parameter {i} has shape "
-                                         f"{tuple(v.shape)}, the parameter {p.shape}")
-                    v = NDArray(v, device=p.device, dtype=p.dtype)
-                st[k] = v
-            self.state[id(p)] = st
+@patch
+def _grads(self: Optimizer, group):
+    "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
+    for p in group['params']:
+        if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+@patch
+def state_dict(self: Optimizer) -> dict:
+    "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
+    index = {id(p): i for i, p in enumerate(self.params)}
+    state = {index[k]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
+             for k, s in self.state.items() if k in index and s}
+    groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
+              for g in self.param_groups]
+    return {'state': state, 'param_groups': groups}
+
+@patch
+def load_state_dict(self: Optimizer, state_dict: dict):
+    "Restore what `state_dict()` saved into an optimizer over parameters of the same shapes, in the same order."
+    name, ps = type(self).__name__, self.params
+    groups = state_dict['param_groups']
+    if [len(g['params']) for g in groups] != [len(g['params']) for g in self.param_groups]:
+        raise ValueError(f"{name}.load_state_dict: the saved groups hold {[len(g['params']) for g in groups]} "
+                         f"parameters, this optimizer's {[len(g['params']) for g in self.param_groups]}")
+    for g, saved in zip(self.param_groups, groups):
+        g.update({k: v for k, v in saved.items() if k != 'params'})
+    self.state = {}
+    for i, s in state_dict['state'].items():
+        p = ps[int(i)]
+        st = {}
+        for k, v in s.items():
+            if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # torch's tensors
+            if isinstance(v, (Tensor, NDArray)): v = v.numpy()
+            if isinstance(v, np.ndarray) and v.ndim == 0: v = v.item()
+            if k == 'step' and isinstance(v, float) and v.is_integer(): v = int(v)
+            if hasattr(v, 'shape') and getattr(v, 'ndim', 0) > 0:
+                if tuple(v.shape) != p.shape:
+                    raise ValueError(f"{name}.load_state_dict: state '{k}' of parameter {i} has shape "
+                                     f"{tuple(v.shape)}, the parameter {p.shape}")
+                v = NDArray(v, device=p.device, dtype=p.dtype)
+            st[k] = v
+        self.state[id(p)] = st
 
 # %% ../nbs/11_optim.ipynb
 class SGD(Optimizer):
@@ -161,11 +169,6 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, capturable=capturable))
 
-    beta1 = property(lambda self: self.param_groups[0]['betas'][0])
-    beta2 = property(lambda self: self.param_groups[0]['betas'][1])
-    eps = property(lambda self: self.param_groups[0]['eps'])
-    weight_decay = property(lambda self: self.param_groups[0]['weight_decay'])
-
     def step(self):
         self.step_count += 1
         for group in self.param_groups:
@@ -182,16 +185,26 @@ class Adam(Optimizer):
                 else:   # the moment buffers are the optimizer's own: update them in place
                     m *= b1; m += g * (1 - b1)
                     v *= b2; v += g * g * (1 - b2)
-                if group.get('amsgrad'):   # Reddi et al. (2018): never let the denominator shrink
-                    vmax = st.get('max_exp_avg_sq')
-                    if vmax is None: vmax = st['max_exp_avg_sq'] = v + 0.0
-                    else: vmax[...] = vmax.maximum(v)   # in place, as the moments
-                    v = vmax
+                if group.get('amsgrad'): v = _amsgrad_max(st, v)
                 if group.get('capturable'): step_size, bc2_sqrt = _bias_correction(st, b1, b2, lr, w)
                 else:
                     st['step'] = t = st['step'] + 1   # per parameter, as in torch
                     step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
                 p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
+
+# %% ../nbs/11_optim.ipynb
+# needle's names for the first group's hyper-parameters
+Adam.beta1 = property(lambda self: self.param_groups[0]['betas'][0])
+Adam.beta2 = property(lambda self: self.param_groups[0]['betas'][1])
+Adam.eps = property(lambda self: self.param_groups[0]['eps'])
+Adam.weight_decay = property(lambda self: self.param_groups[0]['weight_decay'])
+
+def _amsgrad_max(st, v):
+    "`amsgrad`: the running maximum of the second moment, updated in place (Reddi et al., 2018)."
+    vmax = st.get('max_exp_avg_sq')
+    if vmax is None: vmax = st['max_exp_avg_sq'] = v + 0.0
+    else: vmax[...] = vmax.maximum(v)   # never let the denominator shrink
+    return vmax
 
 def _bias_correction(st, b1, b2, lr, w):
     """`capturable=True`: the step count is a float64 0-d array on the parameter's device, counted up in place, and
@@ -242,6 +255,7 @@ class LRScheduler:
     def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
     def load_state_dict(self, state): vars(self).update(state)
 
+# %% ../nbs/11_optim.ipynb
 class StepLR(LRScheduler):
     "`lr = base_lr * gamma ** (epoch // step_size)`."
     def __init__(self, optimizer, step_size, gamma=0.1):
@@ -289,6 +303,7 @@ class LinearLR(LRScheduler):
         if t > n: return self._lrs()
         return [lr * (1.0 + (b - a) / (n * a + (t - 1) * (b - a))) for lr in self._lrs()]
 
+# %% ../nbs/11_optim.ipynb
 class OneCycleLR(LRScheduler):
     """The one-cycle policy, as `torch.optim.lr_scheduler.OneCycleLR`: call `step()` after every batch, at most
     `total_steps` (or `epochs * steps_per_epoch`) times. `OneCycleLR(opt, max_lr=0.1, total_steps=100)`."""
@@ -321,29 +336,34 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum or betas")
         super().__init__(optimizer)
 
-    def _anneal(self, a, b, pct):
-        if self.anneal_strategy == 'linear': return (b - a) * pct + a
-        return b + (a - b) / 2.0 * (math.cos(math.pi * pct) + 1)
+# %% ../nbs/11_optim.ipynb
+@patch
+def _anneal(self: OneCycleLR, a, b, pct):
+    if self.anneal_strategy == 'linear': return (b - a) * pct + a
+    return b + (a - b) / 2.0 * (math.cos(math.pi * pct) + 1)
 
-    def get_lr(self):
-        t = self.last_epoch
-        if t > self.total_steps:
-            raise ValueError(f"OneCycleLR: tried to step {t} times; the schedule has total_steps={self.total_steps}")
-        lrs = []
-        for g in self.optimizer.param_groups:
-            start = 0.0
-            for i, (end, lr0, lr1, m0, m1) in enumerate(self.phases):
-                if t <= end or i == len(self.phases) - 1:
-                    pct = (t - start) / (end - start)
-                    lrs.append(self._anneal(g[lr0], g[lr1], pct))
-                    if self.cycle_momentum:
-                        m = self._anneal(m0, m1, pct)
-                        if 'betas' in g: g['betas'] = (m, g['betas'][1])
-                        else: g['momentum'] = m
-                    break
-                start = end
-        return lrs
+@patch
+def get_lr(self: OneCycleLR):
+    t = self.last_epoch
+    if t > self.total_steps:
+        raise ValueError(f"OneCycleLR: tried to step {t} times; the schedule has total_steps={self.total_steps}")
+    lrs = []
+    for g in self.optimizer.param_groups:
+        start = 0.0
+        for i, (end, lr0, lr1, m0, m1) in enumerate(self.phases):
+            if t <= end or i == len(self.phases) - 1:
+                pct = (t - start) / (end - start)
+                lrs.append(self._anneal(g[lr0], g[lr1], pct))
+                if self.cycle_momentum:
+                    m = self._anneal(m0, m1, pct)
+                    if 'betas' in g: g['betas'] = (m, g['betas'][1])
+                    else: g['momentum'] = m
+                break
+            start = end
+    return lrs
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class ReduceLROnPlateau:
     """Multiply each group's rate by `factor` when `step(metric)` has seen no improvement (by more than
     `threshold`) for `patience` steps; then wait `cooldown` steps. As `torch.optim.lr_scheduler.ReduceLROnPlateau`."""
@@ -438,6 +458,8 @@ def _decay(w, g, group):
     if group.get('decoupled_weight_decay'): return w * (1 - group['lr'] * wd), g
     return w, g + w * wd
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class RMSprop(_Stepper):
     "RMSprop as `torch.optim.RMSprop`: a running average of squared gradients divides the step."
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
@@ -473,6 +495,8 @@ class Adagrad(_Stepper):
         clr = group['lr'] / (1 + (t - 1) * group['lr_decay'])
         return w - g / (s.sqrt() + group['eps']) * clr
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class Adadelta(_Stepper):
     "Adadelta as `torch.optim.Adadelta`: steps in the parameter's own units, from two running averages."
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
@@ -499,6 +523,8 @@ class Adamax(_Stepper):
         u = st['exp_inf'] = (st.get('exp_inf', _zeros(w)) * b2).maximum(g.abs() + eps)
         return w - m / u * (group['lr'] / (1 - b1 ** t))
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class NAdam(_Stepper):
     "NAdam as `torch.optim.NAdam`: Adam with Nesterov momentum and torch's momentum decay schedule."
     def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=0.004,
@@ -571,6 +597,8 @@ class LambdaLR(LRScheduler):
         self._set(self.get_lr())
     def state_dict(self): return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'lr_lambdas')}
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class MultiplicativeLR(LambdaLR):
     "Multiply the rate by `lr_lambda(epoch)` at every step after the first."
     def get_lr(self):
@@ -602,6 +630,8 @@ class PolynomialLR(LRScheduler):
         return [lr * f for lr in self._lrs()]
     def lr_at(self, base): return base * (1.0 - min(self.last_epoch, self.total_iters) / self.total_iters) ** self.power
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class CosineAnnealingWarmRestarts(LRScheduler):
     "Cosine annealing restarted every `T_0` steps, each period `T_mult` times longer (SGDR, Loshchilov and Hutter)."
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
@@ -631,6 +661,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                     self.T_i = self.T_0 * self.T_mult ** n
         self._set(self.get_lr())
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class SequentialLR:
     "Run `schedulers` one after another, switching at `milestones` (each later one restarts from its own epoch 0)."
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):

@@ -18,6 +18,7 @@ def load_text(path, encoding='utf-8') -> str:
     if not p.is_file(): raise FileNotFoundError(f"load_text: no file at {str(p)!r}")
     return p.read_text(encoding=encoding)
 
+# %% ../nbs/13b_text.ipynb
 class CharTokenizer:
     """A character vocabulary: each distinct character of the text it is fit on gets an id, in sorted order.
     `tok = CharTokenizer.fit('hello'); tok.decode(tok.encode('hole')) == 'hole'`."""
@@ -57,6 +58,7 @@ class CharTokenizer:
                              f"got {ids.min()}..{ids.max()}")
         return ''.join(self.itos[int(i)] for i in ids)
 
+# %% ../nbs/13b_text.ipynb
 def split_tokens(ids, val_fraction=0.1):
     "`(train, val)`: the first `1 - val_fraction` of a token stream and the rest, in order (no shuffling)."
     ids = np.asarray(ids)

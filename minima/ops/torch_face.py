@@ -31,6 +31,7 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'allclose', 'equal']
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 DTYPE_NAMES = {'float32': 'float32', 'float': 'float32', 'float64': 'float64', 'double': 'float64',
                'float16': 'float16', 'half': 'float16', 'int64': 'int64', 'long': 'int64', 'int32': 'int32',
                'int': 'int32', 'int16': 'int16', 'short': 'int16', 'int8': 'int8', 'uint8': 'uint8', 'bool': 'bool'}
@@ -61,6 +62,8 @@ def _python_dtype(a: np.ndarray) -> str:
     if a.dtype.kind == 'f' or a.dtype == object: return 'float32'
     raise TypeError(f"tensor: cannot make a tensor from data of numpy dtype {a.dtype}")
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of `data`, as `torch.tensor`: a numpy array keeps its dtype, Python floats become
     float32, ints int64 and bools bool. `tensor([[1., 2.], [3., 4.]])`."""
@@ -94,6 +97,8 @@ def _filled(size, value, dtype, device, requires_grad, name):
     return _leaf(NDArray.make(_size(size, name), device=get_device(device) if device is not None else None,
                               dtype=dt).fill(value), requires_grad)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "A tensor of zeros: `zeros(2, 3)` or `zeros((2, 3))`."
     return _filled(size, 0, dtype, device, requires_grad, 'zeros')
@@ -124,6 +129,8 @@ def empty_like(input, dtype=None, device=None, requires_grad=False) -> Tensor:
     "`empty` with the shape (and, by default, dtype and device) of `input`; minima's memory starts as zeros."
     return zeros_like(input, dtype, device, requires_grad)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     "`full` with the shape (and, by default, dtype and device) of `input`."
     return _filled((input.shape,), fill_value, dtype or input.dtype, device or input.device, requires_grad, 'full_like')
@@ -158,6 +165,8 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _leaf(NDArray(np.random.randn(*_size(size, 'randn')), device=device, dtype=as_dtype(dtype or 'float32')),
                  requires_grad)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def rand_like(input, dtype=None, device=None) -> Tensor:
     "`rand` with the shape, dtype and device of `input`."
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
@@ -211,6 +220,7 @@ def _write(t, value: NDArray, name):
                            "(as torch)")
     t.cached_data[...] = value
 
+# %% ../../nbs/18_torch_face.ipynb
 def _reads_output(t) -> bool:
     "Whether the op that made `t` may read its output in backward (most ops say so unless they declare otherwise)."
     return t.op is not None and t.op.saves_output
@@ -221,18 +231,8 @@ def _view_root(t):
     while _ag._is_view(u): u = u.inputs[0]
     return None if u is t else u
 
-def _inplace(t, out: Tensor, name) -> Tensor:
-    """Make `t` hold `out` in place. With a graph, `t` takes `out`'s place in it; the nodes that used `t` before keep
-    its old node (a snapshot, see `_ag._inputs`); if `t` is a view, its base becomes `CopySlices(old base, out)`."""
-    _check_leaf(t, name)
-    if out.dtype != t.dtype and not is_float_dtype(t.dtype) and is_float_dtype(out.dtype):
-        raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type {t.dtype}")
-    if is_grad_enabled() and out.op is None and (t.requires_grad or out.requires_grad):
-        keep = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype='bool').fill(False))
-        out = _act.where(keep, t, out)   # a node for a constant or a leaf: the old values get a zero gradient
-    if out.op is None:
-        _write(t, out.cached_data, name)
-        return t
+def _writable_view_root(t, name):
+    "The base that view `t` shows (None if no view), after torch's checks on writing through it."
     if type(t.op) is _ag.TupleGetItem and type(t.inputs[0].op) is _mv.Split:
         raise RuntimeError(f"{name}: Output {t.op.index} of Split is a view and is being modified inplace. This view "
                            "is the output of a function that returns multiple views (split, chunk, unbind), which "
@@ -250,7 +250,25 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         if builtins.any(s == 0 and n > 1 for n, s in zip(d.shape, d.strides)):
             raise RuntimeError(f"{name}: unsupported operation: more than one element of the written-to tensor "
                                "refers to a single memory location (an expanded view). Clone it first (as torch)")
-        region, prev_root = _Region(root.cached_data, d), _ag._snapshot(root, copy=_reads_output(root))
+    return root
+
+# %% ../../nbs/18_torch_face.ipynb
+def _inplace(t, out: Tensor, name) -> Tensor:
+    """Make `t` hold `out` in place. With a graph, `t` takes `out`'s place in it; the nodes that used `t` before keep
+    its old node (a snapshot, see `_ag._inputs`); if `t` is a view, its base becomes `CopySlices(old base, out)`."""
+    _check_leaf(t, name)
+    if out.dtype != t.dtype and not is_float_dtype(t.dtype) and is_float_dtype(out.dtype):
+        raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type {t.dtype}")
+    if is_grad_enabled() and out.op is None and (t.requires_grad or out.requires_grad):
+        keep = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype='bool').fill(False))
+        out = _act.where(keep, t, out)   # a node for a constant or a leaf: the old values get a zero gradient
+    if out.op is None:
+        _write(t, out.cached_data, name)
+        return t
+    root = _writable_view_root(t, name)
+    if root is not None:
+        region = _Region(root.cached_data, t.cached_data)
+        prev_root = _ag._snapshot(root, copy=_reads_output(root))
     saved = out.op.saved_inputs   # out's op, or t's own, reads t's old values in backward: keep a copy of them
     reads = builtins.any(x is t and (saved is None or i in saved) for i, x in enumerate(out.inputs))
     prev = _ag._snapshot(t, copy=reads or _reads_output(t))
@@ -264,6 +282,8 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         root._vers = _ag._versions(root)
     return t
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _iop(fn, name):
     def f(self, other):
         if not isinstance(other, (Tensor, numbers.Number, np.generic, np.ndarray, list)): return NotImplemented
@@ -291,6 +311,8 @@ def _copy_(self, src):
     return _inplace(self, src, 'copy_')
 Tensor.copy_ = _copy_
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _graphed(t): return is_grad_enabled() and t.requires_grad
 
 def _fill_(self, value, name='fill_'):
@@ -355,6 +377,7 @@ class ViewTake(TensorOp):
     def compute(self, a): return self.region.take(a)
     def gradient(self, out_grad, node): return ViewPut(self.region)(out_grad)
 
+# %% ../../nbs/18_torch_face.ipynb
 class ViewPut(TensorOp):
     "Zeros of the base's shape with view-shaped `s` written into the view's region: `ViewTake`'s adjoint."
     saved_inputs, saves_output = (), False
@@ -382,6 +405,8 @@ def copy_slices(b, s, idx) -> Tensor:
     "`b` with `b[idx]` replaced by `s` (out of place)."
     return CopySlices(_region(b, idx))(b, s)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _torch_put(T, s, idx, shape):
     z = T.zeros(shape, dtype=s.dtype)
     z[idx] = s
@@ -403,6 +428,7 @@ register_op('copy_slices', copy_slices, _torch_copy_slices,
 _ag._VIEW_OPS.update({_mv.GetItem, _mv.Reshape, _mv.Transpose, _mv.Permute, _mv.Squeeze, _mv.Unsqueeze, _mv.Flip,
                       _mv.BroadcastTo})
 
+# %% ../../nbs/18_torch_face.ipynb
 def _setitem(self, idx, value):
     """`self[idx] = value`: as before without a graph; with one (`self` or `value` requires grad), `self` becomes
     `CopySlices(self, value)` for a basic index, or a `where` over the positions for index arrays."""
@@ -433,6 +459,7 @@ _plain_setitem = _mv._setitem
 Tensor.__setitem__ = _setitem
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 class _Numel(builtins.int):
     "`t.size`: the number of elements (numpy's and needle's `size`), and, called, torch's `size()` / `size(dim)`."
     def __new__(cls, shape):
@@ -465,6 +492,8 @@ def _index(self):
     return builtins.int(self.item())
 Tensor.__index__ = _index
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16'), ('long', 'int64'), ('int', 'int32'),
                 ('short', 'int16'), ('char', 'int8'), ('byte', 'uint8'), ('bool', 'bool')]:
     setattr(Tensor, _n, (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt))
@@ -535,6 +564,8 @@ def _index_array(index, n, name) -> np.ndarray:
                          f"a dim of size {n}")
     return np.where(i < 0, i + n, i)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def gather(input, dim, index) -> Tensor:
     "`out[i][j][k] = input[index[i][j][k]][j][k]` for dim 0 (and so on), as torch; differentiable in `input`."
     d = _dim(input, dim, 'gather')
@@ -574,6 +605,8 @@ def scatter(input, dim, index, src=None, value=None) -> Tensor:
     if src is None: src = value
     return _scatter(input, dim, index, src, 'scatter')
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def scatter_add(input, dim, index, src) -> Tensor:
     "`input` plus `src` added at `index` along `dim` (torch's `scatter_add`; duplicates add up)."
     d = _dim(input, dim, 'scatter_add')
@@ -610,6 +643,8 @@ def masked_select(input, mask) -> Tensor:
     x = input if input.shape == shape else _mv.broadcast_to(input, shape)
     return x[mask.numpy() if mask.shape == shape else np.broadcast_to(mask.numpy(), shape)]
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 Tensor.gather = gather
 Tensor.scatter = scatter
 Tensor.scatter_add = scatter_add
@@ -674,6 +709,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Te
     "Standard deviation: the square root of `var`."
     return _ew.sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def norm(input, p='fro', dim=None, keepdim=False) -> Tensor:
     "The vector p-norm over `dim` (all elements by default): 2 ('fro'), 1, inf, -inf or any positive p."
     _float_input(input, 'norm')
@@ -699,6 +736,8 @@ def cumsum(input, dim, dtype=None) -> Tensor:
     y = _la.matmul(_mv.transpose(x, (d, -1)) if d != x.ndim - 1 else x, tri)
     return _mv.transpose(y, (d, -1)) if d != x.ndim - 1 else y
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def prod(input, dim=None, keepdim=False, dtype=None) -> Tensor:
     "The product over `dim` (all elements when None), multiplied slice by slice so zeros get torch's gradient."
     x = input if dtype is None else _mv.cast(input, dtype)
@@ -714,6 +753,8 @@ def prod(input, dim=None, keepdim=False, dtype=None) -> Tensor:
     if keepdim and dim is None: out = _mv.reshape(out, (1,) * input.ndim)
     return out
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _truth(input, dim, keepdim, name, want_all):
     axes = _dims(input, dim, name)
     nz = _act.not_equal(input, 0) if input.dtype != 'bool' else input
@@ -754,6 +795,7 @@ register_op('prod', lambda a, dim=None, keepdim=False: prod(a, dim, keepdim),
             [case((3, 4)), case((3, 4), dim=1), case((2, 3, 4), dim=0, keepdim=True), case((4,), dim=-1)])
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 _ret = lambda name: collections.namedtuple(name, ['values', 'indices'])
 return_max, return_min, return_sort, return_topk = _ret('max'), _ret('min'), _ret('sort'), _ret('topk')
 
@@ -789,6 +831,8 @@ def min(input, dim=None, keepdim=False, *, other=None, keepdims=None, axis=None,
     dim = given[0] if given else None
     return _extreme(input, dim, keepdim, 'min', False, _rd.amin, other)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def sort(input, dim=-1, descending=False, stable=False):
     "The named tuple `(values, indices)` of `input` sorted along `dim` (ties keep their order); values differentiable."
     d = _dim(input, dim, 'sort')
@@ -850,6 +894,8 @@ def split(tensor, split_size_or_sections, dim=0) -> tuple:
             raise RuntimeError(f"split: sizes {sizes} must sum to {n}, the size of dim {d} (shape {tensor.shape})")
     return tuple(_mv.split(tensor, d, sizes))
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def chunk(input, chunks, dim=0) -> tuple:
     "`chunks` pieces along `dim` of size `ceil(n / chunks)` (fewer if they run out), as torch."
     if chunks <= 0: raise RuntimeError(f"chunk: chunks must be positive, got {chunks}")
@@ -876,6 +922,7 @@ Tensor.clamp = Tensor.clip = clamp
 Tensor.swapaxes = Tensor.swapdims = lambda self, a, b: transpose(self, a, b)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _int_or_bool(t, name):
     if is_float_dtype(t.dtype): raise TypeError(f"{name}: not implemented for floating tensors ({t.dtype}), as torch")
 
@@ -904,6 +951,8 @@ def bitwise_not(input) -> Tensor:
     if input.dtype == 'bool': return _act.equal(input, False).detach()
     return _leaf((-input.cached_data) - 1)   # two's complement: ~x == -x - 1 (uint8 wraps the same way), on the device
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 logical_not = lambda input: _act.equal(input, 0 if input.dtype != 'bool' else False).detach()
 logical_and = lambda a, b: bitwise_and(_act.not_equal(a, 0), _act.not_equal(b, 0))
 logical_or = lambda a, b: bitwise_or(_act.not_equal(a, 0), _act.not_equal(b, 0))
@@ -934,6 +983,8 @@ Tensor.__rmod__ = lambda self, other: remainder(_ew._tensor(other, self), self)
 Tensor.logical_not, Tensor.logical_and, Tensor.logical_or = logical_not, logical_and, logical_or
 Tensor.bitwise_not = bitwise_not
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def repeat(input, *sizes) -> Tensor:
     "torch's `repeat`: tile `input` `sizes[i]` times along dim i (leading sizes add dims): broadcast, then reshape."
     sizes = _mv._shape_args(sizes)
@@ -969,6 +1020,7 @@ Tensor.nonzero = nonzero
 Tensor.where = lambda self, condition, other: _act.where(condition, self, other)
 
 # %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _promoted(tensors, name):
     "The tensors of a `cat`/`stack`, cast to their common dtype (torch promotes; int32 with float64 gives float64)."
     ts = list(tensors)
@@ -1000,6 +1052,9 @@ def mm(input, mat2) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {input.shape} and {mat2.shape}")
     return _la.matmul(input, mat2)
+
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def bmm(input, mat2) -> Tensor:
     "Batched matrix product of two 3-D tensors."
     if input.ndim != 3 or mat2.ndim != 3:
@@ -1029,6 +1084,8 @@ def log_softmax(input, dim, dtype=None) -> Tensor:
     "torch's `log_softmax(x, dim)`."
     return _sf.log_softmax(input if dtype is None else _mv.cast(input, dtype), dim=dim)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _unary(name, fn):
     def f(input) -> Tensor: return fn(input)
     f.__name__, f.__doc__ = name, f"torch's `{name}`, elementwise."

@@ -201,8 +201,11 @@ def fonts_used(page):
 
 _BLOCKS = r"""() => {
   // code and output blocks: how many scroll sideways, and how many have a line longer than the column (measured with
-  // wrapping switched off); validation tables, unfolded, that are wider than their column
+  // wrapping switched off); validation tables, unfolded, that are wider than their column. Folded code is measured as
+  // a reader sees it once unfolded: a closed fold's box is as wide as the prose column, an open one as its code.
   const main = document.querySelector('main.content');
+  const cf = [...main.querySelectorAll('details.code-fold:not([open])')];
+  cf.forEach(d => d.open = true);
   const blocks = [...main.querySelectorAll('div.sourceCode, .cell-output > pre')].filter(b => b.offsetParent !== null);
   const scrolling = blocks.filter(b => b.scrollWidth > b.clientWidth + 1).length;
   document.documentElement.classList.add('measure-nowrap');
@@ -214,6 +217,7 @@ _BLOCKS = r"""() => {
   const wideTables = [...main.querySelectorAll('details.check-op table')].filter(t =>
       t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > colRight + 1).map(t => t.closest('details').dataset.op);
   folds.forEach((d, i) => d.open = was[i]);
+  cf.forEach(d => d.open = false);
   return {blocks: blocks.length, scrolling, wrapped, wideTables, height: document.documentElement.scrollHeight};
 }"""
 
