@@ -409,6 +409,7 @@ class TupleGetItem(TensorOp):
         (tup,) = node.inputs
         return _SparseTuple({self.index: out_grad}, tup.shape, out_grad)
 
+# %% ../nbs/01_autograd.ipynb
 class _SparseTuple(TensorTuple):
     """A tuple's adjoint kept sparse: the gradients of the positions that were selected, zero elsewhere. `T`
     selections from one tuple (a split-then-index RNN) then sum in O(T) in backward, not as `T` tuples of `T` arrays;
@@ -571,6 +572,7 @@ def _snapshot(t, copy=False) -> 'Tensor':
     snaps.append((t.cached_data._ver[0], prev))
     return prev
 
+# %% ../nbs/01c_autograd_guards.ipynb 25
 def _inputs(node) -> tuple:
     """`node.inputs`, where a tensor changed in place (with a graph) after the node used it is replaced, once and for
     all, by the node it was then."""
@@ -608,7 +610,7 @@ def _refresh_views(inputs):
                 _SNAPS[id(w)][-1] = (now - 1, _SNAPS[id(w)][-1][1])   # the users so far recorded an older version
                 w._vers = _versions(w)
 
-# %% ../nbs/01c_autograd_guards.ipynb 28
+# %% ../nbs/01c_autograd_guards.ipynb 29
 def as_operand(x, like: Tensor) -> Tensor:
     """`x` (a Tensor, number, list, numpy array or NDArray) as a constant Tensor on `like`'s device, with torch's
     dtype for it: a number becomes a 0-d tensor of the dtype it promotes `like` to, a numpy array keeps its dtype."""
@@ -620,11 +622,11 @@ def as_operand(x, like: Tensor) -> Tensor:
     if isinstance(x, np.ndarray) and x.dtype.name in DTYPES: return Tensor(x, device=like.device, dtype=x.dtype, requires_grad=False)
     return Tensor(x, device=like.device, requires_grad=False)
 
-# %% ../nbs/01c_autograd_guards.ipynb 34
+# %% ../nbs/01c_autograd_guards.ipynb 35
 def _cast(g, dtype, create_graph):
     return ops.cast(g, dtype) if create_graph else Tensor.make_const(g.cached_data.astype(dtype))
 
-# %% ../nbs/01c_autograd_guards.ipynb 39
+# %% ../nbs/01c_autograd_guards.ipynb 40
 def _own(g, taken: set, create_graph):
     "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
     d = g.cached_data
@@ -635,7 +637,7 @@ def _own(g, taken: set, create_graph):
     taken.add(id(g.cached_data._handle))
     return g
 
-# %% ../nbs/01c_autograd_guards.ipynb 45
+# %% ../nbs/01c_autograd_guards.ipynb 46
 _HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
 
 class _HookHandle:

@@ -89,6 +89,7 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
         except BaseException:
             destroy_process_group(); raise
 
+# %% ../nbs/19_distributed.ipynb
 def is_initialized() -> bool: "Whether `init_process_group` was called (and not undone)."; return _WORLD[0] is not None
 def get_rank() -> int: "This process's rank, 0 to world size - 1."; return _group('get_rank').rank
 def get_world_size() -> int: "How many processes there are."; return _group('get_world_size').size
@@ -135,6 +136,7 @@ class Work:
 def _check_tensor(t, op, what='tensor'):
     if not isinstance(t, Tensor): raise TypeError(f"{op}: expected a minima Tensor as {what}, got {type(t).__name__}")
 
+# %% ../nbs/19_distributed.ipynb
 def _check_list(ts, like, g, op, name, like_name):
     "`ts` holds one tensor per rank, each of `like`'s shape, dtype and device."
     if len(ts) != g.size: raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
@@ -196,6 +198,7 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op=False):
     a, back = _buffer(tensor)
     return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
     "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; the tensors must agree in shape and dtype."
     g = _group('all_gather'); _check_tensor(tensor, 'all_gather')
@@ -220,6 +223,7 @@ def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None
         back()
     return _run([g.comm.Ireduce_scatter_block(send, a, op=mop)], 'reduce_scatter', g, finish, async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def barrier(group=None, async_op=False):
     "Wait until every rank has reached this call."
     g = _group('barrier')
@@ -361,6 +365,7 @@ def find_nccl():
         if hits: return hits[0]
     return ctypes.util.find_library('nccl')
 
+# %% ../nbs/19_distributed.ipynb
 class Nccl:
     "NCCL's C API through ctypes: the calls `minima.distributed` makes, each checked, with NCCL's own error text."
     def __init__(self, path=None):
@@ -395,6 +400,7 @@ class Nccl:
     def destroy(self):
         if self.comm is not None: self.lib.ncclCommDestroy(self.comm); self.comm = None
 
+# %% ../nbs/19_distributed.ipynb
 def _ptr(d) -> int:
     "Device address of a compact CUDA NDArray's first element."
     return d._handle.ptr + d.offset * np.dtype(d.dtype).itemsize
@@ -404,6 +410,7 @@ def _write_back(d, c):
     if c is d: d._ver[0] += 1
     else: d[...] = c
 
+# %% ../nbs/19_distributed.ipynb
 class _NcclComm:
     "A group's NCCL communicator: the collectives on CUDA tensors, GPU to GPU, on the default stream."
     def __init__(self, nccl, dev, g): self.nccl, self.dev, self.g = nccl, dev, g
@@ -443,6 +450,7 @@ class _NcclComm:
         return self._run('reduce_scatter', lambda: self.nccl.lib.ncclReduceScatter(_ptr(send), _ptr(c), c.size, ty,
                          o, self.nccl.comm, None), lambda: _write_back(d, c), async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def _on_nccl(g, t) -> bool: return g.nccl is not None and t.cached_data.device.name == 'cuda'
 
 def _pick_gpu(local_rank: int):

@@ -72,6 +72,7 @@ class Tensor(_ag.Tensor):
     def __imul__(self, other): return self * other
     def __itruediv__(self, other): return self / other
 
+# %% ../../nbs/30_needle.ipynb
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
     __slots__ = ()
@@ -306,6 +307,7 @@ class RNNCell(Module):
             z = z + _row(self.bias_ih, H, z.shape) + _row(self.bias_hh, H, z.shape)
         return _ops.tanh(z) if self.nonlinearity == 'tanh' else _ops.relu(z)
 
+# %% ../../nbs/30_needle.ipynb
 class RNN(Module):
     "needle's multi-layer RNN over `(seq_len, batch, input_size)`; returns `(output, h_n)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, nonlinearity='tanh',
@@ -324,6 +326,7 @@ class RNN(Module):
             hs[layer] = h
         return as_needle(_ops.stack(xs, 0)), as_needle(_ops.stack(hs, 0))
 
+# %% ../../nbs/30_needle.ipynb
 class LSTMCell(Module):
     "needle's LSTM cell: returns `(h', c')`; gates i, f, g, o are column blocks of `W_ih`."
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype="float32"):
@@ -347,6 +350,7 @@ class LSTMCell(Module):
         c = _ops.sigmoid(f) * c0 + _ops.sigmoid(i) * _ops.tanh(g)
         return _ops.sigmoid(o) * _ops.tanh(c), c
 
+# %% ../../nbs/30_needle.ipynb
 class LSTM(Module):
     "needle's multi-layer LSTM over `(seq_len, batch, input_size)`; returns `(output, (h_n, c_n))`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, device=None,
@@ -388,6 +392,7 @@ class MultiHeadAttention(Module):
         probs = self.dropout(_ops.softmax(logits, -1))
         return probs @ v, probs
 
+# %% ../../nbs/30_needle.ipynb
 class AttentionLayer(Module):
     "needle's multi-head attention layer with pre-norms; `AttentionLayer(64, 4, 16)(x)` for x `(B, T, 64)`."
     def __init__(self, q_features, num_head, dim_head, *, k_features=None, v_features=None, out_features=None,
@@ -516,6 +521,7 @@ class NDArrayDataset(Dataset):
     def __len__(self): return self.arrays[0].shape[0]
     def __getitem__(self, i): return tuple(a[i] for a in self.arrays)
 
+# %% ../../nbs/30_needle.ipynb
 class MNISTDataset(Dataset):
     "needle's MNIST: flat `(784,)` float32 images, uint8 labels; transforms see `(28, 28, 1)`."
     def __init__(self, image_filename, label_filename, transforms=None):
@@ -585,6 +591,7 @@ class ResNet9(nn.Module):
             nn.Flatten(), nn.Linear(128, 128, **kw), nn.ReLU(), nn.Linear(128, 10, **kw))
     def forward(self, x): return self.model(x)
 
+# %% ../../nbs/30_needle.ipynb
 class LanguageModel(nn.Module):
     "hw4's language model: Embedding, RNN/LSTM/transformer, Linear; logits `(seq_len*bs, vocab)`."
     def __init__(self, embedding_size, output_size, hidden_size, num_layers=1, seq_model='rnn',
