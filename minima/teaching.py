@@ -468,15 +468,6 @@ def _run_tagged(root: Path, refs, graded):
     return plugin.results
 
 # %% ../nbs/40_teaching.ipynb
-def _import_error(e, lib: Path):
-    "Where an exception raised while importing the student's package comes from: (file, line, message)."
-    import traceback
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if lib.resolve() in Path(f.filename).resolve().parents]
-    if isinstance(e, SyntaxError) and e.filename: file, line = e.filename, e.lineno
-    elif frames: file, line = frames[-1].filename, frames[-1].lineno
-    else: file, line = None, None
-    return dict(file=file, line=line, message=f'{type(e).__name__}: {e}')
-
 def _check_op_unit(name, r, REGISTRY, check_op):
     """Grade op unit `name` (its class name) with every registry spec of that class, into the result dict `r`:
     checks run, what failed, how many failed for want of code, the worst error, details of the first failures."""
@@ -506,6 +497,15 @@ def _check_op_unit(name, r, REGISTRY, check_op):
                 except Exception as e: r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
 
 # %% ../nbs/40_teaching.ipynb
+def _import_error(e, lib: Path):
+    "Where an exception raised while importing the student's package comes from: (file, line, message)."
+    import traceback
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if lib.resolve() in Path(f.filename).resolve().parents]
+    if isinstance(e, SyntaxError) and e.filename: file, line = e.filename, e.lineno
+    elif frames: file, line = frames[-1].filename, frames[-1].lineno
+    else: file, line = None, None
+    return dict(file=file, line=line, message=f'{type(e).__name__}: {e}')
+
 def _worker(lib, root, units_json, graded_json, out_json, ref=''):
     """Runs in a fresh process whose first import path is `lib` (the package built from the student's notebooks):
     grade every unit in `graded_json` with every other unit of `units_json` replaced by its reference solution."""
