@@ -469,8 +469,9 @@ def _run_tagged(root: Path, refs, graded):
 
 # %% ../nbs/40_teaching.ipynb
 def _check_op_unit(name, r, REGISTRY, check_op):
-    """Grade op unit `name` (its class name) with every registry spec of that class, into the result dict `r`:
-    checks run, what failed, how many failed for want of code, the worst error, details of the first failures."""
+    """Grade op unit `name` (its class name) with every registry spec of that class, into the
+    result dict `r`: checks run, what failed, how many failed for want of code, the worst error,
+    details of the first failures."""
     import warnings
     for s in [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == name]:
         try:
@@ -601,8 +602,9 @@ def _where(err):
 
 # %% ../nbs/40_teaching.ipynb
 def _use_handout(root: Path, lib: Path, ie: dict, errors: dict, export: bool):
-    """The student's package does not import (`ie`, from the worker): record the error against the notebook the
-    failing module comes from and export its handed-out version into `lib` in its place; raise when there is none."""
+    """The student's package does not import (`ie`, from the worker): record the error against the
+    notebook the failing module comes from and export its handed-out version into `lib` in its place;
+    raise when there is none."""
     nb = _module_notebook(Path(ie['file'])) if ie.get('file') else None
     h = root / '.handout' / 'nbs' / nb if nb else None
     if not export or nb is None or nb in errors or not h.exists():
@@ -616,7 +618,7 @@ def _use_handout(root: Path, lib: Path, ie: dict, errors: dict, export: bool):
     if r.returncode: raise RuntimeError(f'grader: exporting the handed-out {nb} failed:\n{r.stderr[-2000:]}')
 
 def _report_rows(graded, units, res, errors, fatal) -> list:
-    "One report row per graded unit: its status (pass, FAIL, not attempted, blocked, error...), score, what failed."
+    "One report row per graded unit: its status (pass, FAIL, not attempted, ...), score, what failed."
     rows = []
     for u in graded:
         r_ = res.get('units', {}).get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})

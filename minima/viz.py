@@ -65,8 +65,8 @@ def _columns(nodes) -> dict:
     # order within a column: barycenter sweeps against the neighbouring column, ending with a right-to-left sweep
     # that counts which input port of the consumer an edge enters, so edges into one node do not cross
     pos = {i: k for c in cols.values() for k, i in enumerate(c)}
-    ports = {i: [(u, p, len(nodes[u].inputs)) for u in users[i] for p, x in enumerate(nodes[u].inputs)
-                 if x is nodes[i]] for i in range(len(nodes))}
+    ports = {i: [(u, p, len(nodes[u].inputs)) for u in users[i]
+                 for p, x in enumerate(nodes[u].inputs) if x is nodes[i]] for i in range(len(nodes))}
     keys = sorted(cols)
     for sweep in range(5):
         fwd = sweep % 2 == 1
@@ -124,17 +124,19 @@ def _node_svg(v, x, y, w, h, title, lines, is_root) -> list:
     elif v.requires_grad: fill, stroke, head, dash = '#f5f9fd', '#2f5d8a', '#dde9f5', ''
     else: fill, stroke, head, dash = '#fafafa', '#9aa0a6', '#eeeeee', ' stroke-dasharray="4 3"'
     sw = 2.4 if is_root else 1.2
-    out = [f'<g><rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" fill="{fill}" '
-           f'stroke="{stroke}" stroke-width="{sw}"{dash}/>',
-           f'<path d="M{x:.1f},{y + _LH + _PAD + 2:.1f} h{w:.1f}" stroke="{stroke}" stroke-width="0.8"{dash}/>',
+    out = [f'<g><rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" '
+           f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"{dash}/>',
+           f'<path d="M{x:.1f},{y + _LH + _PAD + 2:.1f} h{w:.1f}" stroke="{stroke}" '
+           f'stroke-width="0.8"{dash}/>',
            f'<rect x="{x + sw / 2:.1f}" y="{y + sw / 2:.1f}" width="{w - sw:.1f}" '
            f'height="{_LH + _PAD + 2 - sw / 2:.1f}" rx="5" fill="{head}"/>',
-           f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" fill="#1f2328">{esc(title)}</text>']
+           f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" '
+           f'fill="#1f2328">{esc(title)}</text>']
     for r, line in enumerate(lines):
         color = '#b3261e' if line.startswith('grad ') and not line.startswith('grad —') else '#3b434b'
         if line.startswith(('grad:', 'grad —')): color = '#8a939c'
-        out.append(f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 16 + (r + 1) * _LH:.1f}" fill="{color}">'
-                   f'{esc(line)}</text>')
+        y_r = y + _PAD + 16 + (r + 1) * _LH
+        out.append(f'<text x="{x + _PAD:.1f}" y="{y_r:.1f}" fill="{color}">{esc(line)}</text>')
     return out + ['</g>']
 
 # %% ../nbs/01b_graphs.ipynb
