@@ -74,6 +74,7 @@ class Tensor(_ag.Tensor):
     def __itruediv__(self, other): return self / other
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
     __slots__ = ()
@@ -309,6 +310,7 @@ class RNNCell(Module):
         return _ops.tanh(z) if self.nonlinearity == 'tanh' else _ops.relu(z)
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class RNN(Module):
     "needle's multi-layer RNN over `(seq_len, batch, input_size)`; returns `(output, h_n)`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, nonlinearity='tanh',
@@ -352,6 +354,7 @@ class LSTMCell(Module):
         return _ops.sigmoid(o) * _ops.tanh(c), c
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class LSTM(Module):
     "needle's multi-layer LSTM over `(seq_len, batch, input_size)`; returns `(output, (h_n, c_n))`."
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, device=None,
@@ -491,6 +494,7 @@ class Adam(_mopt.Adam):
 optim = namespace('optim', _mopt, SGD, Adam)
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class RandomFlipHorizontal(_md.Transform):
     "needle's flip of an `(H, W, C)` image, with probability `p`."
     def __init__(self, p=0.5): self.p = p
@@ -523,6 +527,7 @@ class NDArrayDataset(Dataset):
     def __getitem__(self, i): return tuple(a[i] for a in self.arrays)
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class MNISTDataset(Dataset):
     "needle's MNIST: flat `(784,)` float32 images, uint8 labels; transforms see `(28, 28, 1)`."
     def __init__(self, image_filename, label_filename, transforms=None):
@@ -560,6 +565,7 @@ data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArray
                  _text.batchify, _text.get_batch)
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
     "hw2's residual block: `ReLU(x + norm(Linear(Dropout(ReLU(norm(Linear(x)))))))`."
     return nn.Sequential(
@@ -593,6 +599,7 @@ class ResNet9(nn.Module):
     def forward(self, x): return self.model(x)
 
 # %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class LanguageModel(nn.Module):
     "hw4's language model: Embedding, RNN/LSTM/transformer, Linear; logits `(seq_len*bs, vocab)`."
     def __init__(self, embedding_size, output_size, hidden_size, num_layers=1, seq_model='rnn',
