@@ -102,7 +102,9 @@ def make_from_op(cls: Value, op: Op, inputs):
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
-    if array is None: raise TypeError("Tensor: cannot make a tensor from None (as torch); pass numbers, a list or an array")
+    if array is None:
+        raise TypeError("Tensor: cannot make a tensor from None (as torch); "
+                        "pass numbers, a list or an array")
     if isinstance(array, Tensor): array = array.cached_data
     if isinstance(array, NDArray):
         a = array
@@ -370,12 +372,17 @@ Tensor.T = property(lambda self: ops.transpose(self))
 def _check_out_grad(t, out_grad, what='backward'):
     if out_grad is None:
         if t.size != 1:
-            raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one element; "
+            raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one "
+                               "element; "
                                f"this one has shape {t.shape}, so pass out_grad of that shape")
         return Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype).fill(1))
-    g = out_grad if isinstance(out_grad, Tensor) else Tensor(out_grad, device=t.device, dtype=t.dtype, requires_grad=False)
-    if g.shape != t.shape: raise ValueError(f"{what}: out_grad has shape {g.shape} but the tensor has shape {t.shape}")
-    if g.device != t.device: raise RuntimeError(f"{what}: out_grad is on {g.device} but the tensor is on {t.device}")
+    g = out_grad if isinstance(out_grad, Tensor) else \
+        Tensor(out_grad, device=t.device, dtype=t.dtype, requires_grad=False)
+    if g.shape != t.shape:
+        raise ValueError(f"{what}: out_grad has shape {g.shape} "
+                         f"but the tensor has shape {t.shape}")
+    if g.device != t.device:
+        raise RuntimeError(f"{what}: out_grad is on {g.device} but the tensor is on {t.device}")
     return g
 
 # %% ../nbs/01_autograd.ipynb
@@ -493,15 +500,20 @@ class inference_mode(_GradMode):
 # %% ../nbs/01c_autograd_guards.ipynb 12
 def _check_compute_result(op, data):
     "`compute` must return an NDArray (or, for a TensorTupleOp, a tuple of them)."
-    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)): return
-    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with NDArray methods)"
+    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)):
+        return
+    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with "
+            "NDArray methods)"
             if isinstance(data, np.ndarray) else "")
-    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; compute must return an NDArray{hint}")
+    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; "
+                    f"compute must return an NDArray{hint}")
 
 def _bad_gradient(op, gx):
-    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, so that it can be "
+    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, "
+            "so that it can be "
             "differentiated again)" if isinstance(gx, (NDArray, np.ndarray)) else "")
-    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; gradient must return a Tensor "
+    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; "
+                    "gradient must return a Tensor "
                     f"per input, or None for an input without a gradient{hint}")
 
 # %% ../nbs/01c_autograd_guards.ipynb 18
@@ -628,12 +640,14 @@ def _cast(g, dtype, create_graph):
 
 # %% ../nbs/01c_autograd_guards.ipynb 40
 def _own(g, taken: set, create_graph):
-    "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
+    """`g`, or a copy of it when its buffer is a view or already belongs to another gradient
+    (or to `out_grad`)."""
     d = g.cached_data
     if d.is_compact() and id(d._handle) not in taken:
         taken.add(id(d._handle))
         return g if create_graph else g.detach()
-    g = ops.add_scalar(g, 0.0) if create_graph else Tensor.make_const(d.compact() if not d.is_compact() else d + 0)
+    g = ops.add_scalar(g, 0.0) if create_graph else \
+        Tensor.make_const(d.compact() if not d.is_compact() else d + 0)
     taken.add(id(g.cached_data._handle))
     return g
 

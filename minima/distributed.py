@@ -406,7 +406,8 @@ def _ptr(d) -> int:
     return d._handle.ptr + d.offset * np.dtype(d.dtype).itemsize
 
 def _write_back(d, c):
-    "After an in-place collective on `c`, the compact stand-in of `d`: copy it into `d` (or count the in-place write)."
+    """After an in-place collective on `c`, the compact stand-in of `d`: copy it into `d`
+    (or count the in-place write)."""
     if c is d: d._ver[0] += 1
     else: d[...] = c
 
@@ -454,24 +455,28 @@ class _NcclComm:
 def _on_nccl(g, t) -> bool: return g.nccl is not None and t.cached_data.device.name == 'cuda'
 
 def _pick_gpu(local_rank: int):
-    "One GPU per rank on a node: the `local_rank`-th visible one, chosen before this process starts CUDA."
+    "One GPU per rank on a node: the `local_rank`-th visible one, chosen before CUDA starts here."
     vis = os.environ.get('CUDA_VISIBLE_DEVICES')
     ids = vis.split(',') if vis else [str(i) for i in range(local_rank + 1)]
     if local_rank < len(ids): os.environ['CUDA_VISIBLE_DEVICES'] = ids[local_rank]
 
 def _nccl_connect(g) -> _NcclComm:
-    "Every rank: load NCCL, take a GPU of its own, join the communicator whose id rank 0 made (sent over MPI)."
+    """Every rank: load NCCL, take a GPU of its own, join the communicator whose id rank 0
+    made (sent over MPI)."""
     from .backend_ndarray.device import cuda
     nccl, MPI = Nccl(), _mpi()
     node = g.comm.Split_type(MPI.COMM_TYPE_SHARED)
     lrank, lsize = node.Get_rank(), node.Get_size()
     node.Free()
     dev = cuda()
-    if lsize > 1 and getattr(dev, '_ok', None) is None: _pick_gpu(lrank)   # CUDA not started yet in this process
+    if lsize > 1 and getattr(dev, '_ok', None) is None:   # CUDA not started yet in this process
+        _pick_gpu(lrank)
     uid = broadcast_object(nccl.unique_id() if g.rank == 0 else None)
     if not dev.enabled():
-        raise RuntimeError(f"init_process_group('nccl'): rank {g.rank} (rank {lrank} of {lsize} on its node) has no "
-                           f"working CUDA device: {dev.why_disabled()}; NCCL needs one GPU per rank "
+        raise RuntimeError(f"init_process_group('nccl'): rank {g.rank} (rank {lrank} of {lsize} "
+                           f"on its node) has no "
+                           f"working CUDA device: {dev.why_disabled()}; "
+                           "NCCL needs one GPU per rank "
                            "(backend='mpi' carries CUDA tensors through host memory instead)")
     nccl.init_rank(g.size, uid, g.rank)
     return _NcclComm(nccl, dev, g)

@@ -49,22 +49,26 @@ def parse_solution(source: str):
     return None
 
 # %% ../nbs/40_teaching.ipynb
-def _is_doc(stmt): return isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, 'value', None), ast.Constant) \
+def _is_doc(stmt):
+    return isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, 'value', None), ast.Constant) \
     and isinstance(stmt.value.value, str)
 
 def _targets_in(tree, targets):
     "(qualified name, FunctionDef, owning class or None) for every def the targets name."
     out = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in targets: out.append((node.name, node, None))
+        if isinstance(node, ast.FunctionDef) and node.name in targets:
+            out.append((node.name, node, None))
         if isinstance(node, ast.ClassDef):
             for f in node.body:
-                if isinstance(f, ast.FunctionDef) and (f.name in targets or f'{node.name}.{f.name}' in targets):
+                if isinstance(f, ast.FunctionDef) and \
+                        (f.name in targets or f'{node.name}.{f.name}' in targets):
                     out.append((f'{node.name}.{f.name}', f, node))
     return out
 
 def _is_op_class(cls: ast.ClassDef):
-    return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp') for b in cls.bases) or \
+    return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp')
+               for b in cls.bases) or \
            any(isinstance(b, ast.Name) and b.id.endswith('Op') for b in cls.bases)
 
 # %% ../nbs/40_teaching.ipynb
@@ -115,11 +119,14 @@ def _cell_module(src: str, default: str):
     return None
 
 def _chapter_matches(name: str, c: str) -> bool:
-    "'03' names chapter 03 (not 03b), '03b' names 03b; a longer prefix such as '03_ops' or a whole name works too."
-    return name.split('_')[0] == c or (not c.isalnum() and name.startswith(c)) or name.startswith(c + '_')
+    """'03' names chapter 03 (not 03b), '03b' names 03b; a longer prefix such as '03_ops' or a
+    whole name works too."""
+    return name.split('_')[0] == c or (not c.isalnum() and name.startswith(c)) \
+        or name.startswith(c + '_')
 
 def _in_chapters(name: str, chapters) -> bool:
-    "Whether notebook `name` is one of `chapters` ('03', '03b', '03_ops' or a whole name; None means all)."
+    """Whether notebook `name` is one of `chapters` ('03', '03b', '03_ops' or a whole name; None
+    means all)."""
     return not chapters or any(_chapter_matches(name, c) for c in chapters)
 
 def _chapter_list(chapters):
@@ -221,7 +228,8 @@ def _edition_readme(units) -> str:
 
 # %% ../nbs/40_teaching.ipynb
 def _first_code_line(src):
-    return next((l.strip() for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#')), '')[:60]
+    code = (l.strip() for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#'))
+    return next(code, '')[:60]
 
 def _nb_error(path: Path):
     "Why the notebook at `path` cannot be exported (notebook, cell, line, message), or None."
@@ -236,13 +244,16 @@ def _nb_error(path: Path):
         try: compile(src, f'{path.name} cell {i + 1}', 'exec')
         except SyntaxError as e:
             return dict(notebook=path.name, cell=i + 1, line=e.lineno, code=_first_code_line(src),
-                        message=f'{type(e).__name__}: {e.msg}' + (f': {e.text.strip()}' if e.text else ''))
+                        message=f'{type(e).__name__}: {e.msg}'
+                                + (f': {e.text.strip()}' if e.text else ''))
     return None
 
 # %% ../nbs/40_teaching.ipynb
 def _build_worker(root, lib, out_json):
-    """Runs in a fresh process with cwd `root`: export every notebook on its own into the package copy `lib`. A
-    notebook that does not parse or export is recorded, and its handed-out version is exported in its place."""
+    """Runs in a fresh process with cwd `root`: export every notebook on its own into the package
+    copy `lib`. A
+    notebook that does not parse or export is recorded, and its handed-out version is exported in
+    its place."""
     from nbdev.export import nb_export
     import warnings
     warnings.simplefilter('ignore')
@@ -252,21 +263,24 @@ def _build_worker(root, lib, out_json):
         if err is None:
             try: nb_export(str(p), lib_path=str(lib))
             except Exception as e:
-                err = dict(notebook=p.name, cell=None, line=None, message=f'nbdev export: {type(e).__name__}: {e}')
+                err = dict(notebook=p.name, cell=None, line=None,
+                           message=f'nbdev export: {type(e).__name__}: {e}')
         if err is None: continue
         h = root / '.handout' / 'nbs' / p.name
         try:
             if not h.exists(): raise FileNotFoundError(f'no handed-out copy {h}')
             nb_export(str(h), lib_path=str(lib))
             err['fallback'] = 'the handed-out notebook'
-        except Exception as e: err['fallback'] = f'none ({type(e).__name__}: {e}); the package copy is used as it was'
+        except Exception as e:
+            err['fallback'] = f'none ({type(e).__name__}: {e}); the package copy is used as is'
         errors[p.name] = err
     Path(out_json).write_text(json.dumps(errors, indent=1))
 
 def _grader_file() -> Path:
     "This module's file: the grader's code, run by path in every process it starts."
     f = globals().get('__file__')      # a notebook has none: then the exported module
-    return Path(f).resolve() if f else Path(importlib.util.find_spec(f'{_LIB}.teaching').origin).resolve()
+    spec = importlib.util.find_spec(f'{_LIB}.teaching')
+    return Path(f).resolve() if f else Path(spec.origin).resolve()
 
 # %% ../nbs/40_teaching.ipynb
 def _run_here(fn_name, *args, cwd, env=None, timeout=None):
@@ -299,14 +313,16 @@ def _module_notebook(path: Path):
 
 # %% ../nbs/40_teaching.ipynb
 def _code_objects(code, prefix=''):
-    "Every function code object compiled into `code`, by qualified name ('EWiseMul.compute', '_compact')."
+    """Every function code object compiled into `code`, by qualified name ('EWiseMul.compute',
+    '_compact')."""
     out = {}
     for c in code.co_consts:
         if not isinstance(c, types.CodeType): continue
         qual = prefix + c.co_name
         is_fn = bool(c.co_flags & 0x2)      # CO_NEWLOCALS: a function; a class body has none
         if is_fn: out.setdefault(qual, c)
-        out.update({k: v for k, v in _code_objects(c, qual + ('.<locals>.' if is_fn else '.')).items() if k not in out})
+        inner = _code_objects(c, qual + ('.<locals>.' if is_fn else '.'))
+        out.update({k: v for k, v in inner.items() if k not in out})
     return out
 
 def _student_def(mod, qual):
@@ -316,7 +332,8 @@ def _student_def(mod, qual):
         cls = getattr(mod, cname)
         f = cls.__dict__[meth]
     else: cls, f = None, getattr(mod, qual)
-    if not isinstance(f, types.FunctionType): raise TypeError(f'{qual} is a {type(f).__name__}, not a plain function')
+    if not isinstance(f, types.FunctionType):
+        raise TypeError(f'{qual} is a {type(f).__name__}, not a plain function')
     return f, cls
 
 # %% ../nbs/40_teaching.ipynb
@@ -479,9 +496,11 @@ def _check_op_unit(name, r, REGISTRY, check_op):
                 warnings.simplefilter('ignore')
                 rep = check_op(s, raise_on_fail=False)
         except NotImplementedError as e:
-            r['checks'] += 1; r['not_attempted'] += 1; r['failed'].append(f'{s.name}: {e}'); continue
+            r['checks'] += 1; r['not_attempted'] += 1
+            r['failed'].append(f'{s.name}: {e}'); continue
         except Exception as e:
-            r['checks'] += 1; r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'); continue
+            r['checks'] += 1
+            r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'); continue
         for case, check, status, err, note in rep.rows:
             if status == 'skip': continue
             r['checks'] += 1
@@ -495,7 +514,8 @@ def _check_op_unit(name, r, REGISTRY, check_op):
                     with warnings.catch_warnings():
                         warnings.simplefilter('ignore')
                         r['details'].append(f'{s.name} {check}, ' + _failed_check(s, ci, check))
-                except Exception as e: r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
+                except Exception as e:
+                    r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
 
 # %% ../nbs/40_teaching.ipynb
 def _import_error(e, lib: Path):
@@ -550,13 +570,15 @@ def _gaps(failures, names):
     return out
 
 def _reference_dir(reference, root: Path):
-    """The package whose solutions stand in for the units not being graded: `reference`, else the grader's own
-    package when it is a full one (not a student copy, not the copy being graded). None: there is none."""
+    """The package whose solutions stand in for the units not being graded: `reference`, else the
+    grader's own package when it is a full one (not a student copy, not the copy being graded).
+    None: there is none."""
     ref = Path(reference).resolve() if reference else _grader_file().parent
     if not (ref / '__init__.py').exists(): raise FileNotFoundError(f'grader: no package at {ref}')
     if reference: return ref
     proj = ref.parent
-    if proj == root or (proj / 'grading_units.json').exists() or (proj / '.handout').exists(): return None
+    if proj == root or (proj / 'grading_units.json').exists() or (proj / '.handout').exists():
+        return None
     return ref
 
 def _load_units(root: Path):

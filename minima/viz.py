@@ -13,7 +13,8 @@ from .autograd import Value, find_topo_sort
 
 class GraphDrawing:
     "An SVG picture of a computation graph; notebooks display it, `save` writes it to a file."
-    def __init__(self, svg: str, n_nodes: int, n_edges: int): self.svg, self.n_nodes, self.n_edges = svg, n_nodes, n_edges
+    def __init__(self, svg: str, n_nodes: int, n_edges: int):
+        self.svg, self.n_nodes, self.n_edges = svg, n_nodes, n_edges
     def _repr_svg_(self): return self.svg
     def _repr_html_(self): return f'<div style="overflow-x:auto">{self.svg}</div>'
     def save(self, path):
@@ -133,7 +134,8 @@ def _node_svg(v, x, y, w, h, title, lines, is_root) -> list:
            f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" '
            f'fill="#1f2328">{esc(title)}</text>']
     for r, line in enumerate(lines):
-        color = '#b3261e' if line.startswith('grad ') and not line.startswith('grad —') else '#3b434b'
+        grad = line.startswith('grad ') and not line.startswith('grad —')
+        color = '#b3261e' if grad else '#3b434b'
         if line.startswith(('grad:', 'grad —')): color = '#8a939c'
         y_r = y + _PAD + 16 + (r + 1) * _LH
         out.append(f'<text x="{x + _PAD:.1f}" y="{y_r:.1f}" fill="{color}">{esc(line)}</text>')

@@ -78,17 +78,20 @@ class Tensor(_ag.Tensor):
 class TensorTuple(_ag.TensorTuple):
     "A tuple result of ops on needle Tensors; its items are needle Tensors."
     __slots__ = ()
-Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor, _ag.TensorTuple: TensorTuple}
+Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor,
+                                                        _ag.TensorTuple: TensorTuple}
 
 def compute_gradient_of_variables(output_tensor, out_grad):
-    "needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a graph."
+    """needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a
+    graph."""
     keep = lambda node: node.op is None or node._retain   # leaves, and nodes with retain_grad()
     grads = _ag._backprop([output_tensor], [out_grad], True, keep)
     taken = {id(out_grad.cached_data._handle)}
-    for node, g in grads.values(): node.grad = _ag._own(g, taken, True)   # its own buffer, as in minima
+    # each gradient gets its own buffer, as in minima
+    for node, g in grads.values(): node.grad = _ag._own(g, taken, True)
 
 def as_needle(t: _ag.Tensor) -> Tensor:
-    "The same tensor as a needle Tensor (data and graph shared). `as_needle(x.sum(0)).backward()`."
+    "The tensor as a needle Tensor (data and graph shared): `as_needle(x.sum(0)).backward()`."
     if isinstance(t, _ag.Tensor) and not isinstance(t, Tensor): t.__class__ = Tensor
     return t
 
@@ -539,7 +542,8 @@ class MNISTDataset(Dataset):
         if self.transforms:
             side = int(round(X.shape[-1] ** 0.5))
             flat = X.reshape(-1, X.shape[-1])
-            X = np.stack([self.apply_transforms(x.reshape(side, side, 1)).reshape(-1) for x in flat])
+            X = np.stack([self.apply_transforms(x.reshape(side, side, 1)).reshape(-1)
+                          for x in flat])
             X = X.reshape(self.images[index].shape)
         return X, y
 
@@ -559,8 +563,10 @@ class DataLoader:
             yield tuple(Tensor(np.asarray(b), device=self.device, dtype=self.dtype,
                                requires_grad=False) for b in batch)
 
-# `batchify` and `get_batch` (needle's signatures) live in minima.text (the sequence-models chapter).
-data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset, MNISTDataset,
+# `batchify` and `get_batch` (needle's signatures) live in minima.text (the sequence-models
+# chapter).
+data = namespace('data', _md, RandomFlipHorizontal, RandomCrop, Dataset, NDArrayDataset,
+                 MNISTDataset,
                  DataLoader, _ds.CIFAR10Dataset, _ds.Dictionary, _ds.Corpus,
                  _text.batchify, _text.get_batch)
 
@@ -576,8 +582,10 @@ def ResidualBlock(dim, hidden_dim, norm=nn.BatchNorm1d, drop_prob=0.1):
 def MLPResNet(dim, hidden_dim=100, num_blocks=3, num_classes=10, norm=nn.BatchNorm1d,
               drop_prob=0.1):
     "hw2's MLP ResNet: Linear, ReLU, `num_blocks` residual blocks, Linear (built in that order)."
-    first = nn.Linear(dim, hidden_dim)      # parameters are drawn in needle's order: first layer first
-    blocks = [ResidualBlock(hidden_dim, hidden_dim // 2, norm, drop_prob) for _ in range(num_blocks)]
+    # parameters are drawn in needle's order: first layer first
+    first = nn.Linear(dim, hidden_dim)
+    blocks = [ResidualBlock(hidden_dim, hidden_dim // 2, norm, drop_prob)
+              for _ in range(num_blocks)]
     return nn.Sequential(first, nn.ReLU(), *blocks, nn.Linear(hidden_dim, num_classes))
 
 def ConvBN(cin, cout, k, stride, device=None, dtype="float32"):
