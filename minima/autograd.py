@@ -562,14 +562,16 @@ Tensor.data = property(_tensor_data, _set_tensor_data)
 Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
 
 # %% ../nbs/01c_autograd_guards.ipynb 24
-_SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (chapter 18)
-_VIEW_OPS = set()   # op classes whose output is a view of their first input (filled by minima.ops.torch_face)
+_SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
+_VIEW_OPS = set()   # op classes whose output is a view of their first input (see ops.torch_face)
 
 def _snapshot(t, copy=False) -> 'Tensor':
-    """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that the nodes that used
-    `t` until now reach the old node in backward (`_inputs`). `copy`: the object keeps a copy of the old values."""
+    """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
+    the nodes that used `t` until now reach the old node in backward (`_inputs`). `copy`: the
+    object keeps a copy of the old values."""
     prev, d = Tensor.__new__(Tensor), t.cached_data
-    prev.op, prev.inputs, prev.requires_grad, prev.grad, prev._retain = t.op, t.inputs, t.requires_grad, None, False
+    prev.op, prev.inputs, prev.requires_grad = t.op, t.inputs, t.requires_grad
+    prev.grad, prev._retain = None, False
     if t.op is not None: prev._vers = t._vers
     if copy:
         c = NDArray.make(d.shape, device=d.device, dtype=d.dtype)

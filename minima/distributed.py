@@ -139,29 +139,34 @@ def _check_tensor(t, op, what='tensor'):
 # %% ../nbs/19_distributed.ipynb
 def _check_list(ts, like, g, op, name, like_name):
     "`ts` holds one tensor per rank, each of `like`'s shape, dtype and device."
-    if len(ts) != g.size: raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
+    if len(ts) != g.size:
+        raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
     for i, t in enumerate(ts):
         _check_tensor(t, op, f'{name}[{i}]')
         if (t.shape, t.dtype, t.device) != (like.shape, like.dtype, like.device):
-            raise ValueError(f"{op}: {name}[{i}] is {t.dtype} {t.shape} on {t.device} but {like_name} is "
+            raise ValueError(f"{op}: {name}[{i}] is {t.dtype} {t.shape} on {t.device} "
+                             f"but {like_name} is "
                              f"{like.dtype} {like.shape} on {like.device}; they must match")
 
 def _buffer(t: Tensor):
-    """(numpy array, write-back function) for `t`: a view of its own memory when it is a compact CPU tensor (then the
-    collective writes in place), otherwise a copy that the write-back copies into the tensor."""
+    """(numpy array, write-back function) for `t`: a view of its own memory when it is a compact
+    CPU tensor (then the collective writes in place), otherwise a copy that the write-back copies
+    into the tensor."""
     d = t.cached_data
     if d.device == cpu() and d.is_compact():
         def bump(): d._ver[0] += 1   # an in-place write, as torch counts it
         return d._handle[d.offset:d.offset + d.size].reshape(d.shape), bump
-    a = np.ascontiguousarray(d.numpy()).reshape(d.shape)   # 0-d stays 0-d (ascontiguousarray makes it 1-d)
+    a = np.ascontiguousarray(d.numpy()).reshape(d.shape)   # 0-d stays 0-d (not 1-d)
     def back(): d[...] = NDArray(a, device=d.device, dtype=d.dtype)
     return a, back
 
 def _mpi_op(op, name, dtype):
     MPI = _mpi()
-    ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN,
+    ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.MAX: MPI.MAX,
+           ReduceOp.MIN: MPI.MIN,
            ReduceOp.PRODUCT: MPI.PROD}
-    if op not in ops: raise ValueError(f"{name}: unknown op {op!r}; use ReduceOp.SUM, AVG, MAX, MIN or PRODUCT")
+    if op not in ops:
+        raise ValueError(f"{name}: unknown op {op!r}; use ReduceOp.SUM, AVG, MAX, MIN or PRODUCT")
     if op == ReduceOp.AVG and not np.issubdtype(dtype, np.floating):
         raise TypeError(f"{name}: ReduceOp.AVG needs a floating tensor, got {dtype}")
     return ops[op]

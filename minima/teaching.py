@@ -284,16 +284,21 @@ def _grader_file() -> Path:
 
 # %% ../nbs/40_teaching.ipynb
 def _run_here(fn_name, *args, cwd, env=None, timeout=None):
-    "Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever package is imported)."
-    code = ('import importlib.util as u, sys; s = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
-            'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; s.loader.exec_module(m); '
+    """Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever
+    package is imported)."""
+    code = ('import importlib.util as u, sys; '
+            's = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
+            'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; '
+            's.loader.exec_module(m); '
             f'm.{fn_name}(*sys.argv[2:])')
-    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)],
+                          cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 def _build(root: Path, build: Path) -> dict:
-    """A fresh copy of the student's package in `build`, every notebook exported into it on its own. The student's
-    own package is never written, so a broken export cannot leave anything half-written there."""
+    """A fresh copy of the student's package in `build`, every notebook exported into it on its
+    own. The student's own package is never written, so a broken export cannot leave anything
+    half-written there."""
     if build.exists(): shutil.rmtree(build)
     build.mkdir(parents=True)
     if (root / _LIB).is_dir():
@@ -301,7 +306,8 @@ def _build(root: Path, build: Path) -> dict:
     out = build.parent / 'export_errors.json'
     r = _run_here('_build_worker', root, build / _LIB, out, cwd=root)
     if r.returncode or not out.exists():
-        raise RuntimeError(f'grader: exporting the notebooks failed:\n{(r.stdout + r.stderr)[-3000:]}')
+        raise RuntimeError('grader: exporting the notebooks failed:\n'
+                           f'{(r.stdout + r.stderr)[-3000:]}')
     return json.loads(out.read_text())
 
 def _module_notebook(path: Path):
@@ -338,9 +344,10 @@ def _student_def(mod, qual):
 
 # %% ../nbs/40_teaching.ipynb
 class _References:
-    """The reference solution of every unit, compiled from the grader's own package into the student's modules (so it
-    uses the student's helpers and classes). `only(names)` runs with the student's code for those units and the
-    reference for every other one: each unit is graded on its own."""
+    """The reference solution of every unit, compiled from the grader's own package into the
+    student's modules (so it uses the student's helpers and classes). `only(names)` runs with the
+    student's code for those units and the reference for every other one: each unit is graded on
+    its own."""
     def __init__(self, units, lib: Path, ref: Path = None):
         self.sites, self.missing = {}, {}
         for u in units:
@@ -358,17 +365,21 @@ class _References:
         for qual in u.defs:
             f, cls = _student_def(mod, qual)
             rc = codes[qual]
-            if any(v != '__class__' for v in rc.co_freevars): raise ValueError(f'{qual} is a closure')
+            if any(v != '__class__' for v in rc.co_freevars):
+                raise ValueError(f'{qual} is a closure')
             g = types.FunctionType(rc, f.__globals__, f.__name__, f.__defaults__,
                                    tuple(types.CellType(cls) for _ in rc.co_freevars) or None)
-            g.__kwdefaults__, g.__qualname__, g.__doc__ = f.__kwdefaults__, f.__qualname__, f.__doc__
-            holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
+            g.__kwdefaults__, g.__qualname__ = f.__kwdefaults__, f.__qualname__
+            g.__doc__ = f.__doc__
+            holders = [mod] + [c for c in vars(mod).values()
+                               if isinstance(c, type) and c.__module__ == mod.__name__]
             sites += [(h, k, f, g) for h in holders for k, v in list(vars(h).items()) if v is f]
         return sites
 
     def _set(self, student):
         for name, sites in self.sites.items():
-            for holder, attr, mine, ref in sites: setattr(holder, attr, mine if name in student else ref)
+            for holder, attr, mine, ref in sites:
+                setattr(holder, attr, mine if name in student else ref)
 
     @contextmanager
     def only(self, names):
@@ -452,10 +463,12 @@ def _failed_check(spec, ci, check, seed=0) -> str:
 
 # %% ../nbs/40_teaching.ipynb
 def _tagged_test_files(root: Path):
-    return sorted(str(p) for p in (root / 'tests').rglob('test_*.py') if 'mark.grade' in p.read_text())
+    return sorted(str(p) for p in (root / 'tests').rglob('test_*.py')
+                  if 'mark.grade' in p.read_text())
 
 class _GradePlugin:
-    "pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code, records the outcome."
+    """pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code,
+    records the outcome."""
     def __init__(self, refs, graded): self.refs, self.graded, self.results = refs, set(graded), {}
     def pytest_collection_modifyitems(self, config, items):
         items[:] = [i for i in items if i.get_closest_marker('grade') and
@@ -473,7 +486,8 @@ class _GradePlugin:
             if 'NotImplementedError' in text: r['not_attempted'] += 1
             m = re.search(r'NotImplementedError: ([\w.]+):', text)
             last = [l for l in text.splitlines() if l.startswith('E ')][:6]
-            why = f'NotImplementedError: {m.group(1)}: ...' if m else ' '.join(l[1:].strip() for l in last)
+            why = f'NotImplementedError: {m.group(1)}: ...' if m else \
+                ' '.join(l[1:].strip() for l in last)
             r['failed'].append(f"{item.name}: {why}")
         return True
 
@@ -481,7 +495,8 @@ def _run_tagged(root: Path, refs, graded):
     import pytest
     plugin = _GradePlugin(refs, graded)
     files = _tagged_test_files(root)
-    if files: pytest.main(['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files], plugins=[plugin])
+    args = ['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files]
+    if files: pytest.main(args, plugins=[plugin])
     return plugin.results
 
 # %% ../nbs/40_teaching.ipynb
