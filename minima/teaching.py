@@ -344,10 +344,9 @@ def _student_def(mod, qual):
 
 # %% ../nbs/40_teaching.ipynb
 class _References:
-    """The reference solution of every unit, compiled from the grader's own package into the
-    student's modules (so it uses the student's helpers and classes). `only(names)` runs with the
-    student's code for those units and the reference for every other one: each unit is graded on
-    its own."""
+    """Every unit's reference solution, compiled from the grader's own package into the student's
+    modules (so it uses the student's helpers and classes). `only(names)` runs the student's code
+    for those units and the reference for every other one: each unit is graded on its own."""
     def __init__(self, units, lib: Path, ref: Path = None):
         self.sites, self.missing = {}, {}
         for u in units:
@@ -355,7 +354,6 @@ class _References:
             try: self.sites[u.name] = self._sites(u, lib, ref)
             except Exception as e: self.missing[u.name] = f'{type(e).__name__}: {e}'
         self._set(())
-
     @staticmethod
     def _sites(u, lib, ref):
         mod = importlib.import_module(u.module)
@@ -375,12 +373,10 @@ class _References:
                                if isinstance(c, type) and c.__module__ == mod.__name__]
             sites += [(h, k, f, g) for h in holders for k, v in list(vars(h).items()) if v is f]
         return sites
-
     def _set(self, student):
         for name, sites in self.sites.items():
             for holder, attr, mine, ref in sites:
                 setattr(holder, attr, mine if name in student else ref)
-
     @contextmanager
     def only(self, names):
         self._set(set(names))
