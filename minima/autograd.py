@@ -102,7 +102,9 @@ def make_from_op(cls: Value, op: Op, inputs):
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
-    if array is None: raise TypeError("Tensor: cannot make a tensor from None (as torch); pass numbers, a list or an array")
+    if array is None:
+        raise TypeError("Tensor: cannot make a tensor from None (as torch); "
+                        "pass numbers, a list or an array")
     if isinstance(array, Tensor): array = array.cached_data
     if isinstance(array, NDArray):
         a = array
@@ -370,12 +372,17 @@ Tensor.T = property(lambda self: ops.transpose(self))
 def _check_out_grad(t, out_grad, what='backward'):
     if out_grad is None:
         if t.size != 1:
-            raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one element; "
+            raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one "
+                               "element; "
                                f"this one has shape {t.shape}, so pass out_grad of that shape")
         return Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype).fill(1))
-    g = out_grad if isinstance(out_grad, Tensor) else Tensor(out_grad, device=t.device, dtype=t.dtype, requires_grad=False)
-    if g.shape != t.shape: raise ValueError(f"{what}: out_grad has shape {g.shape} but the tensor has shape {t.shape}")
-    if g.device != t.device: raise RuntimeError(f"{what}: out_grad is on {g.device} but the tensor is on {t.device}")
+    g = out_grad if isinstance(out_grad, Tensor) else \
+        Tensor(out_grad, device=t.device, dtype=t.dtype, requires_grad=False)
+    if g.shape != t.shape:
+        raise ValueError(f"{what}: out_grad has shape {g.shape} "
+                         f"but the tensor has shape {t.shape}")
+    if g.device != t.device:
+        raise RuntimeError(f"{what}: out_grad is on {g.device} but the tensor is on {t.device}")
     return g
 
 # %% ../nbs/01_autograd.ipynb
@@ -409,6 +416,7 @@ class TupleGetItem(TensorOp):
         (tup,) = node.inputs
         return _SparseTuple({self.index: out_grad}, tup.shape, out_grad)
 
+# %% ../nbs/01_autograd.ipynb
 class _SparseTuple(TensorTuple):
     """A tuple's adjoint kept sparse: the gradients of the positions that were selected, zero elsewhere. `T`
     selections from one tuple (a split-then-index RNN) then sum in O(T) in backward, not as `T` tuples of `T` arrays;
@@ -492,15 +500,20 @@ class inference_mode(_GradMode):
 # %% ../nbs/01c_autograd_guards.ipynb 12
 def _check_compute_result(op, data):
     "`compute` must return an NDArray (or, for a TensorTupleOp, a tuple of them)."
-    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)): return
-    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with NDArray methods)"
+    if isinstance(data, NDArray) or (isinstance(op, TensorTupleOp) and isinstance(data, tuple)):
+        return
+    hint = (" (wrap a numpy result as NDArray(result, device=...), or better, compute it with "
+            "NDArray methods)"
             if isinstance(data, np.ndarray) else "")
-    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; compute must return an NDArray{hint}")
+    raise TypeError(f"{type(op).__name__}.compute returned a {type(data).__name__}; "
+                    f"compute must return an NDArray{hint}")
 
 def _bad_gradient(op, gx):
-    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, so that it can be "
+    hint = (" (build it from out_grad and node.inputs with Tensor ops, e.g. out_grad * b, "
+            "so that it can be "
             "differentiated again)" if isinstance(gx, (NDArray, np.ndarray)) else "")
-    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; gradient must return a Tensor "
+    raise TypeError(f"{type(op).__name__}.gradient returned a {type(gx).__name__}; "
+                    "gradient must return a Tensor "
                     f"per input, or None for an input without a gradient{hint}")
 
 # %% ../nbs/01c_autograd_guards.ipynb 18
@@ -549,14 +562,16 @@ Tensor.data = property(_tensor_data, _set_tensor_data)
 Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
 
 # %% ../nbs/01c_autograd_guards.ipynb 24
-_SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (chapter 18)
-_VIEW_OPS = set()   # op classes whose output is a view of their first input (filled by minima.ops.torch_face)
+_SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
+_VIEW_OPS = set()   # op classes whose output is a view of their first input (see ops.torch_face)
 
 def _snapshot(t, copy=False) -> 'Tensor':
-    """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that the nodes that used
-    `t` until now reach the old node in backward (`_inputs`). `copy`: the object keeps a copy of the old values."""
+    """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
+    the nodes that used `t` until now reach the old node in backward (`_inputs`). `copy`: the
+    object keeps a copy of the old values."""
     prev, d = Tensor.__new__(Tensor), t.cached_data
-    prev.op, prev.inputs, prev.requires_grad, prev.grad, prev._retain = t.op, t.inputs, t.requires_grad, None, False
+    prev.op, prev.inputs, prev.requires_grad = t.op, t.inputs, t.requires_grad
+    prev.grad, prev._retain = None, False
     if t.op is not None: prev._vers = t._vers
     if copy:
         c = NDArray.make(d.shape, device=d.device, dtype=d.dtype)
@@ -571,6 +586,7 @@ def _snapshot(t, copy=False) -> 'Tensor':
     snaps.append((t.cached_data._ver[0], prev))
     return prev
 
+# %% ../nbs/01c_autograd_guards.ipynb 25
 def _inputs(node) -> tuple:
     """`node.inputs`, where a tensor changed in place (with a graph) after the node used it is replaced, once and for
     all, by the node it was then."""
@@ -608,7 +624,7 @@ def _refresh_views(inputs):
                 _SNAPS[id(w)][-1] = (now - 1, _SNAPS[id(w)][-1][1])   # the users so far recorded an older version
                 w._vers = _versions(w)
 
-# %% ../nbs/01c_autograd_guards.ipynb 28
+# %% ../nbs/01c_autograd_guards.ipynb 29
 def as_operand(x, like: Tensor) -> Tensor:
     """`x` (a Tensor, number, list, numpy array or NDArray) as a constant Tensor on `like`'s device, with torch's
     dtype for it: a number becomes a 0-d tensor of the dtype it promotes `like` to, a numpy array keeps its dtype."""
@@ -620,22 +636,24 @@ def as_operand(x, like: Tensor) -> Tensor:
     if isinstance(x, np.ndarray) and x.dtype.name in DTYPES: return Tensor(x, device=like.device, dtype=x.dtype, requires_grad=False)
     return Tensor(x, device=like.device, requires_grad=False)
 
-# %% ../nbs/01c_autograd_guards.ipynb 34
+# %% ../nbs/01c_autograd_guards.ipynb 35
 def _cast(g, dtype, create_graph):
     return ops.cast(g, dtype) if create_graph else Tensor.make_const(g.cached_data.astype(dtype))
 
-# %% ../nbs/01c_autograd_guards.ipynb 39
+# %% ../nbs/01c_autograd_guards.ipynb 40
 def _own(g, taken: set, create_graph):
-    "`g`, or a copy of it when its buffer is a view or already belongs to another gradient (or to `out_grad`)."
+    """`g`, or a copy of it when its buffer is a view or already belongs to another gradient
+    (or to `out_grad`)."""
     d = g.cached_data
     if d.is_compact() and id(d._handle) not in taken:
         taken.add(id(d._handle))
         return g if create_graph else g.detach()
-    g = ops.add_scalar(g, 0.0) if create_graph else Tensor.make_const(d.compact() if not d.is_compact() else d + 0)
+    g = ops.add_scalar(g, 0.0) if create_graph else \
+        Tensor.make_const(d.compact() if not d.is_compact() else d + 0)
     taken.add(id(g.cached_data._handle))
     return g
 
-# %% ../nbs/01c_autograd_guards.ipynb 45
+# %% ../nbs/01c_autograd_guards.ipynb 46
 _HOOKS = {}   # id(tensor) -> {key: hook}: kept outside the tensor so that backward pays nothing without hooks
 
 class _HookHandle:

@@ -89,6 +89,7 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
         except BaseException:
             destroy_process_group(); raise
 
+# %% ../nbs/19_distributed.ipynb
 def is_initialized() -> bool: "Whether `init_process_group` was called (and not undone)."; return _WORLD[0] is not None
 def get_rank() -> int: "This process's rank, 0 to world size - 1."; return _group('get_rank').rank
 def get_world_size() -> int: "How many processes there are."; return _group('get_world_size').size
@@ -135,31 +136,37 @@ class Work:
 def _check_tensor(t, op, what='tensor'):
     if not isinstance(t, Tensor): raise TypeError(f"{op}: expected a minima Tensor as {what}, got {type(t).__name__}")
 
+# %% ../nbs/19_distributed.ipynb
 def _check_list(ts, like, g, op, name, like_name):
     "`ts` holds one tensor per rank, each of `like`'s shape, dtype and device."
-    if len(ts) != g.size: raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
+    if len(ts) != g.size:
+        raise ValueError(f"{op}: {name} must hold world_size = {g.size} tensors, got {len(ts)}")
     for i, t in enumerate(ts):
         _check_tensor(t, op, f'{name}[{i}]')
         if (t.shape, t.dtype, t.device) != (like.shape, like.dtype, like.device):
-            raise ValueError(f"{op}: {name}[{i}] is {t.dtype} {t.shape} on {t.device} but {like_name} is "
+            raise ValueError(f"{op}: {name}[{i}] is {t.dtype} {t.shape} on {t.device} "
+                             f"but {like_name} is "
                              f"{like.dtype} {like.shape} on {like.device}; they must match")
 
 def _buffer(t: Tensor):
-    """(numpy array, write-back function) for `t`: a view of its own memory when it is a compact CPU tensor (then the
-    collective writes in place), otherwise a copy that the write-back copies into the tensor."""
+    """(numpy array, write-back function) for `t`: a view of its own memory when it is a compact
+    CPU tensor (then the collective writes in place), otherwise a copy that the write-back copies
+    into the tensor."""
     d = t.cached_data
     if d.device == cpu() and d.is_compact():
         def bump(): d._ver[0] += 1   # an in-place write, as torch counts it
         return d._handle[d.offset:d.offset + d.size].reshape(d.shape), bump
-    a = np.ascontiguousarray(d.numpy()).reshape(d.shape)   # 0-d stays 0-d (ascontiguousarray makes it 1-d)
+    a = np.ascontiguousarray(d.numpy()).reshape(d.shape)   # 0-d stays 0-d (not 1-d)
     def back(): d[...] = NDArray(a, device=d.device, dtype=d.dtype)
     return a, back
 
 def _mpi_op(op, name, dtype):
     MPI = _mpi()
-    ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN,
+    ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.MAX: MPI.MAX,
+           ReduceOp.MIN: MPI.MIN,
            ReduceOp.PRODUCT: MPI.PROD}
-    if op not in ops: raise ValueError(f"{name}: unknown op {op!r}; use ReduceOp.SUM, AVG, MAX, MIN or PRODUCT")
+    if op not in ops:
+        raise ValueError(f"{name}: unknown op {op!r}; use ReduceOp.SUM, AVG, MAX, MIN or PRODUCT")
     if op == ReduceOp.AVG and not np.issubdtype(dtype, np.floating):
         raise TypeError(f"{name}: ReduceOp.AVG needs a floating tensor, got {dtype}")
     return ops[op]
@@ -196,6 +203,7 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, async_op=False):
     a, back = _buffer(tensor)
     return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
     "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; the tensors must agree in shape and dtype."
     g = _group('all_gather'); _check_tensor(tensor, 'all_gather')
@@ -220,6 +228,7 @@ def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None
         back()
     return _run([g.comm.Ireduce_scatter_block(send, a, op=mop)], 'reduce_scatter', g, finish, async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def barrier(group=None, async_op=False):
     "Wait until every rank has reached this call."
     g = _group('barrier')
@@ -361,6 +370,7 @@ def find_nccl():
         if hits: return hits[0]
     return ctypes.util.find_library('nccl')
 
+# %% ../nbs/19_distributed.ipynb
 class Nccl:
     "NCCL's C API through ctypes: the calls `minima.distributed` makes, each checked, with NCCL's own error text."
     def __init__(self, path=None):
@@ -395,15 +405,18 @@ class Nccl:
     def destroy(self):
         if self.comm is not None: self.lib.ncclCommDestroy(self.comm); self.comm = None
 
+# %% ../nbs/19_distributed.ipynb
 def _ptr(d) -> int:
     "Device address of a compact CUDA NDArray's first element."
     return d._handle.ptr + d.offset * np.dtype(d.dtype).itemsize
 
 def _write_back(d, c):
-    "After an in-place collective on `c`, the compact stand-in of `d`: copy it into `d` (or count the in-place write)."
+    """After an in-place collective on `c`, the compact stand-in of `d`: copy it into `d`
+    (or count the in-place write)."""
     if c is d: d._ver[0] += 1
     else: d[...] = c
 
+# %% ../nbs/19_distributed.ipynb
 class _NcclComm:
     "A group's NCCL communicator: the collectives on CUDA tensors, GPU to GPU, on the default stream."
     def __init__(self, nccl, dev, g): self.nccl, self.dev, self.g = nccl, dev, g
@@ -443,27 +456,32 @@ class _NcclComm:
         return self._run('reduce_scatter', lambda: self.nccl.lib.ncclReduceScatter(_ptr(send), _ptr(c), c.size, ty,
                          o, self.nccl.comm, None), lambda: _write_back(d, c), async_op)
 
+# %% ../nbs/19_distributed.ipynb
 def _on_nccl(g, t) -> bool: return g.nccl is not None and t.cached_data.device.name == 'cuda'
 
 def _pick_gpu(local_rank: int):
-    "One GPU per rank on a node: the `local_rank`-th visible one, chosen before this process starts CUDA."
+    "One GPU per rank on a node: the `local_rank`-th visible one, chosen before CUDA starts here."
     vis = os.environ.get('CUDA_VISIBLE_DEVICES')
     ids = vis.split(',') if vis else [str(i) for i in range(local_rank + 1)]
     if local_rank < len(ids): os.environ['CUDA_VISIBLE_DEVICES'] = ids[local_rank]
 
 def _nccl_connect(g) -> _NcclComm:
-    "Every rank: load NCCL, take a GPU of its own, join the communicator whose id rank 0 made (sent over MPI)."
+    """Every rank: load NCCL, take a GPU of its own, join the communicator whose id rank 0
+    made (sent over MPI)."""
     from .backend_ndarray.device import cuda
     nccl, MPI = Nccl(), _mpi()
     node = g.comm.Split_type(MPI.COMM_TYPE_SHARED)
     lrank, lsize = node.Get_rank(), node.Get_size()
     node.Free()
     dev = cuda()
-    if lsize > 1 and getattr(dev, '_ok', None) is None: _pick_gpu(lrank)   # CUDA not started yet in this process
+    if lsize > 1 and getattr(dev, '_ok', None) is None:   # CUDA not started yet in this process
+        _pick_gpu(lrank)
     uid = broadcast_object(nccl.unique_id() if g.rank == 0 else None)
     if not dev.enabled():
-        raise RuntimeError(f"init_process_group('nccl'): rank {g.rank} (rank {lrank} of {lsize} on its node) has no "
-                           f"working CUDA device: {dev.why_disabled()}; NCCL needs one GPU per rank "
+        raise RuntimeError(f"init_process_group('nccl'): rank {g.rank} (rank {lrank} of {lsize} "
+                           f"on its node) has no "
+                           f"working CUDA device: {dev.why_disabled()}; "
+                           "NCCL needs one GPU per rank "
                            "(backend='mpi' carries CUDA tensors through host memory instead)")
     nccl.init_rank(g.size, uid, g.rank)
     return _NcclComm(nccl, dev, g)

@@ -49,24 +49,29 @@ def parse_solution(source: str):
     return None
 
 # %% ../nbs/40_teaching.ipynb
-def _is_doc(stmt): return isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, 'value', None), ast.Constant) \
+def _is_doc(stmt):
+    return isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, 'value', None), ast.Constant) \
     and isinstance(stmt.value.value, str)
 
 def _targets_in(tree, targets):
     "(qualified name, FunctionDef, owning class or None) for every def the targets name."
     out = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in targets: out.append((node.name, node, None))
+        if isinstance(node, ast.FunctionDef) and node.name in targets:
+            out.append((node.name, node, None))
         if isinstance(node, ast.ClassDef):
             for f in node.body:
-                if isinstance(f, ast.FunctionDef) and (f.name in targets or f'{node.name}.{f.name}' in targets):
+                if isinstance(f, ast.FunctionDef) and \
+                        (f.name in targets or f'{node.name}.{f.name}' in targets):
                     out.append((f'{node.name}.{f.name}', f, node))
     return out
 
 def _is_op_class(cls: ast.ClassDef):
-    return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp') for b in cls.bases) or \
+    return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp')
+               for b in cls.bases) or \
            any(isinstance(b, ast.Name) and b.id.endswith('Op') for b in cls.bases)
 
+# %% ../nbs/40_teaching.ipynb
 def strip_solution(source: str, chapter: str = ''):
     """Replace the bodies named by the cell's `#| solution` directive with `raise NotImplementedError(hint)`, keeping
     signatures and docstrings. Returns (new source, units); an unmarked cell comes back unchanged with no units."""
@@ -114,11 +119,14 @@ def _cell_module(src: str, default: str):
     return None
 
 def _chapter_matches(name: str, c: str) -> bool:
-    "'03' names chapter 03 (not 03b), '03b' names 03b; a longer prefix such as '03_ops' or a whole name works too."
-    return name.split('_')[0] == c or (not c.isalnum() and name.startswith(c)) or name.startswith(c + '_')
+    """'03' names chapter 03 (not 03b), '03b' names 03b; a longer prefix such as '03_ops' or a
+    whole name works too."""
+    return name.split('_')[0] == c or (not c.isalnum() and name.startswith(c)) \
+        or name.startswith(c + '_')
 
 def _in_chapters(name: str, chapters) -> bool:
-    "Whether notebook `name` is one of `chapters` ('03', '03b', '03_ops' or a whole name; None means all)."
+    """Whether notebook `name` is one of `chapters` ('03', '03b', '03_ops' or a whole name; None
+    means all)."""
     return not chapters or any(_chapter_matches(name, c) for c in chapters)
 
 def _chapter_list(chapters):
@@ -127,6 +135,7 @@ def _chapter_list(chapters):
     if isinstance(chapters, str): chapters = [chapters]
     return [c.strip() for cs in chapters for c in cs.split(',') if c.strip()]
 
+# %% ../nbs/40_teaching.ipynb
 def _nb_units(nb: dict, chapter: str, strip: bool):
     units, default = [], None
     for c in nb['cells']:
@@ -161,6 +170,7 @@ def _project_files(root: Path):
         return sorted(str(p.relative_to(root)) for p in root.rglob('*')
                       if p.is_file() and not skip & set(p.relative_to(root).parts))
 
+# %% ../nbs/40_teaching.ipynb
 def student_edition(dest, root='.', export=True, chapters=None) -> list:
     """Write a student copy of the project under `dest`: every `#| solution` body of the chosen `chapters` (default:
     all) raises `NotImplementedError` with a hint, prose and checks stay, and the package is exported from the student
@@ -194,6 +204,7 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
     (dest / 'grading_units.json').write_text(json.dumps([asdict(u) for u in units], indent=1) + '\n')
     return units
 
+# %% ../nbs/40_teaching.ipynb
 def _export(path):
     "nbdev_export in `path`: rebuild the package from the notebooks there."
     # nbdev_test skips any cell that spells out the call, hence the alias
@@ -217,7 +228,8 @@ def _edition_readme(units) -> str:
 
 # %% ../nbs/40_teaching.ipynb
 def _first_code_line(src):
-    return next((l.strip() for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#')), '')[:60]
+    code = (l.strip() for l in src.splitlines() if l.strip() and not l.lstrip().startswith('#'))
+    return next(code, '')[:60]
 
 def _nb_error(path: Path):
     "Why the notebook at `path` cannot be exported (notebook, cell, line, message), or None."
@@ -232,12 +244,16 @@ def _nb_error(path: Path):
         try: compile(src, f'{path.name} cell {i + 1}', 'exec')
         except SyntaxError as e:
             return dict(notebook=path.name, cell=i + 1, line=e.lineno, code=_first_code_line(src),
-                        message=f'{type(e).__name__}: {e.msg}' + (f': {e.text.strip()}' if e.text else ''))
+                        message=f'{type(e).__name__}: {e.msg}'
+                                + (f': {e.text.strip()}' if e.text else ''))
     return None
 
+# %% ../nbs/40_teaching.ipynb
 def _build_worker(root, lib, out_json):
-    """Runs in a fresh process with cwd `root`: export every notebook on its own into the package copy `lib`. A
-    notebook that does not parse or export is recorded, and its handed-out version is exported in its place."""
+    """Runs in a fresh process with cwd `root`: export every notebook on its own into the package
+    copy `lib`. A
+    notebook that does not parse or export is recorded, and its handed-out version is exported in
+    its place."""
     from nbdev.export import nb_export
     import warnings
     warnings.simplefilter('ignore')
@@ -247,33 +263,42 @@ def _build_worker(root, lib, out_json):
         if err is None:
             try: nb_export(str(p), lib_path=str(lib))
             except Exception as e:
-                err = dict(notebook=p.name, cell=None, line=None, message=f'nbdev export: {type(e).__name__}: {e}')
+                err = dict(notebook=p.name, cell=None, line=None,
+                           message=f'nbdev export: {type(e).__name__}: {e}')
         if err is None: continue
         h = root / '.handout' / 'nbs' / p.name
         try:
             if not h.exists(): raise FileNotFoundError(f'no handed-out copy {h}')
             nb_export(str(h), lib_path=str(lib))
             err['fallback'] = 'the handed-out notebook'
-        except Exception as e: err['fallback'] = f'none ({type(e).__name__}: {e}); the package copy is used as it was'
+        except Exception as e:
+            err['fallback'] = f'none ({type(e).__name__}: {e}); the package copy is used as is'
         errors[p.name] = err
     Path(out_json).write_text(json.dumps(errors, indent=1))
 
 def _grader_file() -> Path:
     "This module's file: the grader's code, run by path in every process it starts."
     f = globals().get('__file__')      # a notebook has none: then the exported module
-    return Path(f).resolve() if f else Path(importlib.util.find_spec(f'{_LIB}.teaching').origin).resolve()
+    spec = importlib.util.find_spec(f'{_LIB}.teaching')
+    return Path(f).resolve() if f else Path(spec.origin).resolve()
 
+# %% ../nbs/40_teaching.ipynb
 def _run_here(fn_name, *args, cwd, env=None, timeout=None):
-    "Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever package is imported)."
-    code = ('import importlib.util as u, sys; s = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
-            'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; s.loader.exec_module(m); '
+    """Run `fn_name(*args)` of this very file in a fresh Python (the grader's code, whatever
+    package is imported)."""
+    code = ('import importlib.util as u, sys; '
+            's = u.spec_from_file_location("_minima_grader", sys.argv[1]); '
+            'm = u.module_from_spec(s); sys.modules["_minima_grader"] = m; '
+            's.loader.exec_module(m); '
             f'm.{fn_name}(*sys.argv[2:])')
-    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, '-c', code, str(_grader_file()), *map(str, args)],
+                          cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 def _build(root: Path, build: Path) -> dict:
-    """A fresh copy of the student's package in `build`, every notebook exported into it on its own. The student's
-    own package is never written, so a broken export cannot leave anything half-written there."""
+    """A fresh copy of the student's package in `build`, every notebook exported into it on its
+    own. The student's own package is never written, so a broken export cannot leave anything
+    half-written there."""
     if build.exists(): shutil.rmtree(build)
     build.mkdir(parents=True)
     if (root / _LIB).is_dir():
@@ -281,7 +306,8 @@ def _build(root: Path, build: Path) -> dict:
     out = build.parent / 'export_errors.json'
     r = _run_here('_build_worker', root, build / _LIB, out, cwd=root)
     if r.returncode or not out.exists():
-        raise RuntimeError(f'grader: exporting the notebooks failed:\n{(r.stdout + r.stderr)[-3000:]}')
+        raise RuntimeError('grader: exporting the notebooks failed:\n'
+                           f'{(r.stdout + r.stderr)[-3000:]}')
     return json.loads(out.read_text())
 
 def _module_notebook(path: Path):
@@ -293,14 +319,16 @@ def _module_notebook(path: Path):
 
 # %% ../nbs/40_teaching.ipynb
 def _code_objects(code, prefix=''):
-    "Every function code object compiled into `code`, by qualified name ('EWiseMul.compute', '_compact')."
+    """Every function code object compiled into `code`, by qualified name ('EWiseMul.compute',
+    '_compact')."""
     out = {}
     for c in code.co_consts:
         if not isinstance(c, types.CodeType): continue
         qual = prefix + c.co_name
         is_fn = bool(c.co_flags & 0x2)      # CO_NEWLOCALS: a function; a class body has none
         if is_fn: out.setdefault(qual, c)
-        out.update({k: v for k, v in _code_objects(c, qual + ('.<locals>.' if is_fn else '.')).items() if k not in out})
+        inner = _code_objects(c, qual + ('.<locals>.' if is_fn else '.'))
+        out.update({k: v for k, v in inner.items() if k not in out})
     return out
 
 def _student_def(mod, qual):
@@ -310,13 +338,15 @@ def _student_def(mod, qual):
         cls = getattr(mod, cname)
         f = cls.__dict__[meth]
     else: cls, f = None, getattr(mod, qual)
-    if not isinstance(f, types.FunctionType): raise TypeError(f'{qual} is a {type(f).__name__}, not a plain function')
+    if not isinstance(f, types.FunctionType):
+        raise TypeError(f'{qual} is a {type(f).__name__}, not a plain function')
     return f, cls
 
+# %% ../nbs/40_teaching.ipynb
 class _References:
-    """The reference solution of every unit, compiled from the grader's own package into the student's modules (so it
-    uses the student's helpers and classes). `only(names)` runs with the student's code for those units and the
-    reference for every other one: each unit is graded on its own."""
+    """Every unit's reference solution, compiled from the grader's own package into the student's
+    modules (so it uses the student's helpers and classes). `only(names)` runs the student's code
+    for those units and the reference for every other one: each unit is graded on its own."""
     def __init__(self, units, lib: Path, ref: Path = None):
         self.sites, self.missing = {}, {}
         for u in units:
@@ -324,7 +354,6 @@ class _References:
             try: self.sites[u.name] = self._sites(u, lib, ref)
             except Exception as e: self.missing[u.name] = f'{type(e).__name__}: {e}'
         self._set(())
-
     @staticmethod
     def _sites(u, lib, ref):
         mod = importlib.import_module(u.module)
@@ -334,18 +363,20 @@ class _References:
         for qual in u.defs:
             f, cls = _student_def(mod, qual)
             rc = codes[qual]
-            if any(v != '__class__' for v in rc.co_freevars): raise ValueError(f'{qual} is a closure')
+            if any(v != '__class__' for v in rc.co_freevars):
+                raise ValueError(f'{qual} is a closure')
             g = types.FunctionType(rc, f.__globals__, f.__name__, f.__defaults__,
                                    tuple(types.CellType(cls) for _ in rc.co_freevars) or None)
-            g.__kwdefaults__, g.__qualname__, g.__doc__ = f.__kwdefaults__, f.__qualname__, f.__doc__
-            holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
+            g.__kwdefaults__, g.__qualname__ = f.__kwdefaults__, f.__qualname__
+            g.__doc__ = f.__doc__
+            holders = [mod] + [c for c in vars(mod).values()
+                               if isinstance(c, type) and c.__module__ == mod.__name__]
             sites += [(h, k, f, g) for h in holders for k, v in list(vars(h).items()) if v is f]
         return sites
-
     def _set(self, student):
         for name, sites in self.sites.items():
-            for holder, attr, mine, ref in sites: setattr(holder, attr, mine if name in student else ref)
-
+            for holder, attr, mine, ref in sites:
+                setattr(holder, attr, mine if name in student else ref)
     @contextmanager
     def only(self, names):
         self._set(set(names))
@@ -392,6 +423,7 @@ def _sample(got, expected, k=3):
     at = [np.unravel_index(i, g.shape) if g.ndim else () for i in idx]
     return '; '.join(f'at {list(map(int, j))}: expected {e[j]:.5g}, got {g[j]:.5g}' for j in at)
 
+# %% ../nbs/40_teaching.ipynb
 def _failed_check(spec, ci, check, seed=0) -> str:
     """Rerun one failed check of `check_op` (same inputs and upstream gradient) and describe it: the case (shapes,
     dtype), the input or output, a few expected-vs-got values and a diagnosis."""
@@ -427,10 +459,12 @@ def _failed_check(spec, ci, check, seed=0) -> str:
 
 # %% ../nbs/40_teaching.ipynb
 def _tagged_test_files(root: Path):
-    return sorted(str(p) for p in (root / 'tests').rglob('test_*.py') if 'mark.grade' in p.read_text())
+    return sorted(str(p) for p in (root / 'tests').rglob('test_*.py')
+                  if 'mark.grade' in p.read_text())
 
 class _GradePlugin:
-    "pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code, records the outcome."
+    """pytest plugin: runs each test marked `@pytest.mark.grade('Unit')` with that unit's code,
+    records the outcome."""
     def __init__(self, refs, graded): self.refs, self.graded, self.results = refs, set(graded), {}
     def pytest_collection_modifyitems(self, config, items):
         items[:] = [i for i in items if i.get_closest_marker('grade') and
@@ -448,7 +482,8 @@ class _GradePlugin:
             if 'NotImplementedError' in text: r['not_attempted'] += 1
             m = re.search(r'NotImplementedError: ([\w.]+):', text)
             last = [l for l in text.splitlines() if l.startswith('E ')][:6]
-            why = f'NotImplementedError: {m.group(1)}: ...' if m else ' '.join(l[1:].strip() for l in last)
+            why = f'NotImplementedError: {m.group(1)}: ...' if m else \
+                ' '.join(l[1:].strip() for l in last)
             r['failed'].append(f"{item.name}: {why}")
         return True
 
@@ -456,9 +491,44 @@ def _run_tagged(root: Path, refs, graded):
     import pytest
     plugin = _GradePlugin(refs, graded)
     files = _tagged_test_files(root)
-    if files: pytest.main(['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files], plugins=[plugin])
+    args = ['-q', '-p', 'no:cacheprovider', '--no-header', '-o', 'addopts=', *files]
+    if files: pytest.main(args, plugins=[plugin])
     return plugin.results
 
+# %% ../nbs/40_teaching.ipynb
+def _check_op_unit(name, r, REGISTRY, check_op):
+    """Grade op unit `name` (its class name) with every registry spec of that class, into the
+    result dict `r`: checks run, what failed, how many failed for want of code, the worst error,
+    details of the first failures."""
+    import warnings
+    for s in [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == name]:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                rep = check_op(s, raise_on_fail=False)
+        except NotImplementedError as e:
+            r['checks'] += 1; r['not_attempted'] += 1
+            r['failed'].append(f'{s.name}: {e}'); continue
+        except Exception as e:
+            r['checks'] += 1
+            r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'); continue
+        for case, check, status, err, note in rep.rows:
+            if status == 'skip': continue
+            r['checks'] += 1
+            if err is not None and err == err: r['worst'] = max(r['worst'], float(err))
+            if status != 'FAIL': continue
+            r['failed'].append(f'{s.name} [{case}] {check}: {note}')
+            if 'NotImplementedError' in note: r['not_attempted'] += 1
+            elif len(r['details']) < 3:
+                ci = next(i for i, c in enumerate(s.cases) if str(c) == case)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter('ignore')
+                        r['details'].append(f'{s.name} {check}, ' + _failed_check(s, ci, check))
+                except Exception as e:
+                    r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
+
+# %% ../nbs/40_teaching.ipynb
 def _import_error(e, lib: Path):
     "Where an exception raised while importing the student's package comes from: (file, line, message)."
     import traceback
@@ -471,7 +541,6 @@ def _import_error(e, lib: Path):
 def _worker(lib, root, units_json, graded_json, out_json, ref=''):
     """Runs in a fresh process whose first import path is `lib` (the package built from the student's notebooks):
     grade every unit in `graded_json` with every other unit of `units_json` replaced by its reference solution."""
-    import warnings
     lib, root = Path(lib).resolve(), Path(root).resolve()
     units = [Unit(**u) for u in json.loads(Path(units_json).read_text())]
     graded = [Unit(**u) for u in json.loads(Path(graded_json).read_text())]
@@ -488,32 +557,8 @@ def _worker(lib, root, units_json, graded_json, out_json, ref=''):
     res = {}
     for u in graded:
         if u.kind != 'op': continue
-        specs = [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]
         r = res.setdefault(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0, 'details': []})
-        with refs.only([u.name]):
-            for s in specs:
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter('ignore')
-                        rep = check_op(s, raise_on_fail=False)
-                except NotImplementedError as e:
-                    r['checks'] += 1; r['not_attempted'] += 1; r['failed'].append(f'{s.name}: {e}'); continue
-                except Exception as e:
-                    r['checks'] += 1; r['failed'].append(f'{s.name}: raised {type(e).__name__}: {e}'); continue
-                for case, check, status, err, note in rep.rows:
-                    if status == 'skip': continue
-                    r['checks'] += 1
-                    if err is not None and err == err: r['worst'] = max(r['worst'], float(err))
-                    if status != 'FAIL': continue
-                    r['failed'].append(f'{s.name} [{case}] {check}: {note}')
-                    if 'NotImplementedError' in note: r['not_attempted'] += 1
-                    elif len(r['details']) < 3:
-                        ci = next(i for i, c in enumerate(s.cases) if str(c) == case)
-                        try:
-                            with warnings.catch_warnings():
-                                warnings.simplefilter('ignore')
-                                r['details'].append(f'{s.name} {check}, ' + _failed_check(s, ci, check))
-                        except Exception as e: r['details'].append(f'{s.name} {check}: raised {type(e).__name__}: {e}')
+        with refs.only([u.name]): _check_op_unit(u.name, r, REGISTRY, check_op)
     for name, t in _run_tagged(root, refs, {u.name for u in graded if u.kind != 'op'}).items():
         r = res.setdefault(name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0, 'details': []})
         r['checks'] += t['passed'] + len(t['failed'])
@@ -536,19 +581,22 @@ def _gaps(failures, names):
     return out
 
 def _reference_dir(reference, root: Path):
-    """The package whose solutions stand in for the units not being graded: `reference`, else the grader's own
-    package when it is a full one (not a student copy, not the copy being graded). None: there is none."""
+    """The package whose solutions stand in for the units not being graded: `reference`, else the
+    grader's own package when it is a full one (not a student copy, not the copy being graded).
+    None: there is none."""
     ref = Path(reference).resolve() if reference else _grader_file().parent
     if not (ref / '__init__.py').exists(): raise FileNotFoundError(f'grader: no package at {ref}')
     if reference: return ref
     proj = ref.parent
-    if proj == root or (proj / 'grading_units.json').exists() or (proj / '.handout').exists(): return None
+    if proj == root or (proj / 'grading_units.json').exists() or (proj / '.handout').exists():
+        return None
     return ref
 
 def _load_units(root: Path):
     uf = root / 'grading_units.json'
     return [Unit(**u) for u in json.loads(uf.read_text())] if uf.exists() else course_units(root)
 
+# %% ../nbs/40_teaching.ipynb
 def _run_worker(root, lib, units, graded, ref, timeout):
     tmp = root / '.grading'
     (tmp / 'units.json').write_text(json.dumps([asdict(u) for u in units]))
@@ -585,6 +633,45 @@ def _where(err):
     if err.get('line'): s += f", line {err['line']}"
     return f"{s}: {err['message']}"
 
+# %% ../nbs/40_teaching.ipynb
+def _use_handout(root: Path, lib: Path, ie: dict, errors: dict, export: bool):
+    """The student's package does not import (`ie`, from the worker): record the error against the
+    notebook the failing module comes from and export its handed-out version into `lib` in its place;
+    raise when there is none."""
+    nb = _module_notebook(Path(ie['file'])) if ie.get('file') else None
+    h = root / '.handout' / 'nbs' / nb if nb else None
+    if not export or nb is None or nb in errors or not h.exists():
+        raise RuntimeError(f"grader: the student's package does not import: {ie['message']} "
+                           f"({ie.get('file')}, line {ie.get('line')})")
+    cell, line, code = _cell_of(root / 'nbs' / nb, Path(ie['file']), ie.get('line'))
+    errors[nb] = dict(notebook=nb, cell=cell, line=line, code=code, fallback='the handed-out notebook',
+                      message=f"importing the exported module {Path(ie['file']).name} (line {ie['line']}) "
+                              f"raised {ie['message']}")
+    r = _run_here('_export_one', root, h, lib / _LIB, cwd=root)
+    if r.returncode: raise RuntimeError(f'grader: exporting the handed-out {nb} failed:\n{r.stderr[-2000:]}')
+
+def _report_rows(graded, units, res, errors, fatal) -> list:
+    "One report row per graded unit: its status (pass, FAIL, not attempted, ...), score, what failed."
+    rows = []
+    for u in graded:
+        r_ = res.get('units', {}).get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
+        gaps = _gaps(r_['failed'], {v.name for v in units})
+        details = r_.get('details', [])
+        if fatal: status, failed = 'error', [fatal]
+        elif u.chapter in errors: status, failed = 'error', [f'not graded: {_where(errors[u.chapter])}']
+        elif r_['checks'] == 0: status, failed = 'no checks', []
+        elif not r_['failed']: status, failed = 'pass', []
+        elif r_['not_attempted'] == len(r_['failed']) and gaps <= {u.name}:
+            status, failed = 'not attempted', [f'not written yet ({u.hint})']
+        elif r_['not_attempted'] == len(r_['failed']):
+            status, failed = 'blocked', [f"needs {', '.join(sorted(gaps - {u.name}))} (write it first)"]
+        else: status, failed = 'FAIL', []
+        if not fatal and u.chapter not in errors: failed += details + r_['failed']
+        rows.append(dict(asdict(u), status=status, score=u.points if status == 'pass' else 0, checks=r_['checks'],
+                         failed=failed, worst_error=r_['worst']))
+    return rows
+
+# %% ../nbs/40_teaching.ipynb
 def grade(path='.', report='grade_report.json', chapters=None, export=True, quiet=False, reference=None,
           timeout=1800) -> dict:
     """Grade the student copy at `path`: export its notebooks one by one into a fresh copy of its package, then check
@@ -605,35 +692,9 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
             res = _run_worker(root, lib, units, graded, ref, timeout)
             ie = res.get('import_error')
             if not ie: break
-            nb = _module_notebook(Path(ie['file'])) if ie.get('file') else None
-            h = root / '.handout' / 'nbs' / nb if nb else None
-            if not export or nb is None or nb in errors or not h.exists():
-                raise RuntimeError(f"grader: the student's package does not import: {ie['message']} "
-                                   f"({ie.get('file')}, line {ie.get('line')})")
-            cell, line, code = _cell_of(root / 'nbs' / nb, Path(ie['file']), ie.get('line'))
-            errors[nb] = dict(notebook=nb, cell=cell, line=line, code=code, fallback='the handed-out notebook',
-                              message=f"importing the exported module {Path(ie['file']).name} (line {ie['line']}) "
-                                      f"raised {ie['message']}")
-            r = _run_here('_export_one', root, h, lib / _LIB, cwd=root)
-            if r.returncode: raise RuntimeError(f'grader: exporting the handed-out {nb} failed:\n{r.stderr[-2000:]}')
+            _use_handout(root, lib, ie, errors, export)
     except Exception as e: fatal = f'{type(e).__name__}: {e}'
-    rows = []
-    for u in graded:
-        r_ = res.get('units', {}).get(u.name, {'checks': 0, 'failed': [], 'not_attempted': 0, 'worst': 0.0})
-        gaps = _gaps(r_['failed'], {v.name for v in units})
-        details = r_.get('details', [])
-        if fatal: status, failed = 'error', [fatal]
-        elif u.chapter in errors: status, failed = 'error', [f'not graded: {_where(errors[u.chapter])}']
-        elif r_['checks'] == 0: status, failed = 'no checks', []
-        elif not r_['failed']: status, failed = 'pass', []
-        elif r_['not_attempted'] == len(r_['failed']) and gaps <= {u.name}:
-            status, failed = 'not attempted', [f'not written yet ({u.hint})']
-        elif r_['not_attempted'] == len(r_['failed']):
-            status, failed = 'blocked', [f"needs {', '.join(sorted(gaps - {u.name}))} (write it first)"]
-        else: status, failed = 'FAIL', []
-        if not fatal and u.chapter not in errors: failed += details + r_['failed']
-        rows.append(dict(asdict(u), status=status, score=u.points if status == 'pass' else 0, checks=r_['checks'],
-                         failed=failed, worst_error=r_['worst']))
+    rows = _report_rows(graded, units, res, errors, fatal)
     out = {'score': sum(r['score'] for r in rows), 'total': sum(r['points'] for r in rows),
            'chapters': chapters, 'notebook_errors': list(errors.values()), 'error': fatal,
            'reference': str(ref) if ref else None, 'no_reference': res.get('no_reference', {}), 'units': rows}
@@ -644,6 +705,7 @@ def grade(path='.', report='grade_report.json', chapters=None, export=True, quie
     if not quiet: print(format_report(out))
     return out
 
+# %% ../nbs/40_teaching.ipynb
 def _export_one(root, nb, lib):
     from nbdev.export import nb_export
     nb_export(str(nb), lib_path=str(lib))
@@ -725,6 +787,7 @@ sys.modules["_minima_grader"] = m; s.loader.exec_module(m); m.grade_cli(sys.argv
 test -f "$AG/results/results.json"
 '''
 
+# %% ../nbs/40_teaching.ipynb
 _SETUP_SH = '''#!/usr/bin/env bash
 # Gradescope runs this once when it builds the autograder image: install the course's environment.
 set -eu
@@ -792,6 +855,7 @@ _NBGRADER_CONFIG = '''c = get_config()
 c.Execute.timeout = 1800
 '''
 
+# %% ../nbs/40_teaching.ipynb
 def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list:
     """An nbgrader course directory at `dest` for the chosen `chapters`: `source/<assignment>/` holds those notebooks
     with nbgrader's solution markers around every marked body and, after each marked cell, one locked autograded test
@@ -826,6 +890,7 @@ def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list
     (dest / 'nbgrader_config.py').write_text(_NBGRADER_CONFIG)
     return units
 
+# %% ../nbs/40_teaching.ipynb
 def nbgrader_check(unit: str, notebook: str):
     """An nbgrader test cell: grade the notebook file `notebook` (in the working directory, where nbgrader runs it) with
     `grade`, in a copy of the course's `edition/` (found above the working directory), and raise unless `unit`

@@ -13,7 +13,8 @@ from .autograd import Value, find_topo_sort
 
 class GraphDrawing:
     "An SVG picture of a computation graph; notebooks display it, `save` writes it to a file."
-    def __init__(self, svg: str, n_nodes: int, n_edges: int): self.svg, self.n_nodes, self.n_edges = svg, n_nodes, n_edges
+    def __init__(self, svg: str, n_nodes: int, n_edges: int):
+        self.svg, self.n_nodes, self.n_edges = svg, n_nodes, n_edges
     def _repr_svg_(self): return self.svg
     def _repr_html_(self): return f'<div style="overflow-x:auto">{self.svg}</div>'
     def save(self, path):
@@ -44,20 +45,12 @@ def _node_lines(v, name):
     else: lines.append(f'grad {_summary(g.numpy())}')
     return title, lines
 
+# %% ../nbs/01b_graphs.ipynb
+#| code-fold: true
 _CW, _LH, _PAD, _GAPX, _GAPY = 7.25, 16, 8, 44, 16   # char width and line height of 12px monospace, spacing
 
-def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_width: int = 780,
-               max_nodes: int = 150) -> GraphDrawing:
-    """Draw the graph that produced `root` as SVG: each node shows its op, shape, dtype, value and gradient.
-    `labels` maps names to tensors of the graph, e.g. `draw_graph(loss, labels=dict(w=w, loss=loss))`.
-    `direction` is 'LR' (inputs on the left), 'TB' (inputs on top) or 'auto': LR unless wider than `max_width` pixels."""
-    if direction not in ('auto', 'LR', 'TB'): raise ValueError(f"draw_graph: direction must be 'auto', 'LR' or 'TB', got {direction!r}")
-    if not isinstance(root, Value): raise TypeError(f"draw_graph: expected a Tensor, got {type(root).__name__}")
-    nodes = find_topo_sort([root])
-    if len(nodes) > max_nodes:
-        raise ValueError(f"draw_graph: the graph has {len(nodes)} nodes, more than max_nodes={max_nodes}; "
-                         "draw a smaller piece of it or raise max_nodes")
-    names = {id(t): k for k, t in (labels or {}).items()}
+def _columns(nodes) -> dict:
+    "The layout's columns, {layer: [node index, ...]}, each in drawing order."
     idx = {id(v): i for i, v in enumerate(nodes)}
     users = {i: [] for i in range(len(nodes))}
     for i, v in enumerate(nodes):
@@ -73,8 +66,8 @@ def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_wi
     # order within a column: barycenter sweeps against the neighbouring column, ending with a right-to-left sweep
     # that counts which input port of the consumer an edge enters, so edges into one node do not cross
     pos = {i: k for c in cols.values() for k, i in enumerate(c)}
-    ports = {i: [(u, p, len(nodes[u].inputs)) for u in users[i] for p, x in enumerate(nodes[u].inputs) if x is nodes[i]]
-             for i in range(len(nodes))}
+    ports = {i: [(u, p, len(nodes[u].inputs)) for u in users[i]
+                 for p, x in enumerate(nodes[u].inputs) if x is nodes[i]] for i in range(len(nodes))}
     keys = sorted(cols)
     for sweep in range(5):
         fwd = sweep % 2 == 1
@@ -85,35 +78,26 @@ def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_wi
                 return sum(nb) / len(nb) if nb else pos[i]
             cols[c].sort(key=bary)
             for k, i in enumerate(cols[c]): pos[i] = k
-    # sizes and positions
-    text = [_node_lines(v, names.get(id(v))) for v in nodes]
-    w = [max(len(t), *(len(l) for l in ls)) * _CW + 2 * _PAD for t, ls in text]
-    h = [(1 + len(ls)) * _LH + 2 * _PAD + 4 for t, ls in text]
-    # columns left to right; a graph too wide for a page is laid out top to bottom instead (rows of the same layers)
-    def place(main, cross, gap_main, gap_cross):
-        "Offsets along the layer axis (`main` sizes) and across it (`cross` sizes), each layer centred."
-        size = {c: max(main[i] for i in cols[c]) for c in keys}
-        span = {c: sum(cross[i] for i in cols[c]) + gap_cross * (len(cols[c]) - 1) for c in keys}
-        total = max(span.values()) + 2 * _GAPY
-        at, m = {}, _GAPY
-        for c in keys:
-            q = (total - span[c]) / 2
-            for i in cols[c]: at[i] = (m + (size[c] - main[i]) / 2, q); q += cross[i] + gap_cross
-            m += size[c] + gap_main
-        return at, m - gap_main + _GAPY, total
-    at, W, H = place(w, h, _GAPX, _GAPY)
-    vertical = direction == 'TB' or (direction == 'auto' and W > max_width)
-    if vertical:
-        at, H, W = place(h, w, _GAPX * 0.8, _GAPY)
-        xy = {i: (q, m) for i, (m, q) in at.items()}
-    else: xy = at
-    esc = lambda s: html.escape(s, quote=True)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}" '
-           'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
-           '<path d="M0,0 L10,5 L0,10 z" fill="#7a8694"/></marker></defs>',
-           f'<rect width="{W:.0f}" height="{H:.0f}" fill="#ffffff"/>']
-    n_edges = 0
+    return cols
+
+# %% ../nbs/01b_graphs.ipynb
+#| code-fold: true
+def _place(cols, main, cross, gap_main, gap_cross):
+    "Offsets along the layer axis (`main` sizes) and across it (`cross` sizes), each layer centred."
+    keys = sorted(cols)
+    size = {c: max(main[i] for i in cols[c]) for c in keys}
+    span = {c: sum(cross[i] for i in cols[c]) + gap_cross * (len(cols[c]) - 1) for c in keys}
+    total = max(span.values()) + 2 * _GAPY
+    at, m = {}, _GAPY
+    for c in keys:
+        q = (total - span[c]) / 2
+        for i in cols[c]: at[i] = (m + (size[c] - main[i]) / 2, q); q += cross[i] + gap_cross
+        m += size[c] + gap_main
+    return at, m - gap_main + _GAPY, total
+
+def _edge_paths(nodes, xy, w, h, vertical) -> list:
+    "One SVG path per edge, from an input's box into its port on the consumer's box."
+    idx, out = {id(v): i for i, v in enumerate(nodes)}, []
     for i, v in enumerate(nodes):
         k = len(v.inputs)
         for p, x in enumerate(v.inputs):
@@ -130,24 +114,66 @@ def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_wi
                 d = f'M{x1:.1f},{y1:.1f} C{mx:.1f},{y1:.1f} {mx:.1f},{y2:.1f} {x2:.1f},{y2:.1f}'
             out.append(f'<path d="{d}" fill="none" '
                        'stroke="#9aa5b1" stroke-width="1.4" marker-end="url(#arrow)"/>')
-            n_edges += 1
-    for i, v in enumerate(nodes):
-        x, y = xy[i]
-        title, lines = text[i]
-        if v.op is not None: fill, stroke, head, dash = '#fffdf5', '#c98a00', '#fbefd0', ''
-        elif v.requires_grad: fill, stroke, head, dash = '#f5f9fd', '#2f5d8a', '#dde9f5', ''
-        else: fill, stroke, head, dash = '#fafafa', '#9aa0a6', '#eeeeee', ' stroke-dasharray="4 3"'
-        sw = 2.4 if v is root else 1.2
-        out.append(f'<g><rect x="{x:.1f}" y="{y:.1f}" width="{w[i]:.1f}" height="{h[i]:.1f}" rx="6" fill="{fill}" '
-                   f'stroke="{stroke}" stroke-width="{sw}"{dash}/>')
-        out.append(f'<path d="M{x:.1f},{y + _LH + _PAD + 2:.1f} h{w[i]:.1f}" stroke="{stroke}" stroke-width="0.8"{dash}/>')
-        out.append(f'<rect x="{x + sw / 2:.1f}" y="{y + sw / 2:.1f}" width="{w[i] - sw:.1f}" height="{_LH + _PAD + 2 - sw / 2:.1f}" '
-                   f'rx="5" fill="{head}"/>')
-        out.append(f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" fill="#1f2328">{esc(title)}</text>')
-        for r, line in enumerate(lines):
-            color = '#b3261e' if line.startswith('grad ') and not line.startswith('grad —') else '#3b434b'
-            if line.startswith(('grad:', 'grad —')): color = '#8a939c'
-            out.append(f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 16 + (r + 1) * _LH:.1f}" fill="{color}">{esc(line)}</text>')
-        out.append('</g>')
+    return out
+
+# %% ../nbs/01b_graphs.ipynb
+#| code-fold: true
+def _node_svg(v, x, y, w, h, title, lines, is_root) -> list:
+    "The SVG of one node's box: a header with its op, then its lines (shape, data, gradient)."
+    esc = lambda s: html.escape(s, quote=True)
+    if v.op is not None: fill, stroke, head, dash = '#fffdf5', '#c98a00', '#fbefd0', ''
+    elif v.requires_grad: fill, stroke, head, dash = '#f5f9fd', '#2f5d8a', '#dde9f5', ''
+    else: fill, stroke, head, dash = '#fafafa', '#9aa0a6', '#eeeeee', ' stroke-dasharray="4 3"'
+    sw = 2.4 if is_root else 1.2
+    out = [f'<g><rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" '
+           f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"{dash}/>',
+           f'<path d="M{x:.1f},{y + _LH + _PAD + 2:.1f} h{w:.1f}" stroke="{stroke}" '
+           f'stroke-width="0.8"{dash}/>',
+           f'<rect x="{x + sw / 2:.1f}" y="{y + sw / 2:.1f}" width="{w - sw:.1f}" '
+           f'height="{_LH + _PAD + 2 - sw / 2:.1f}" rx="5" fill="{head}"/>',
+           f'<text x="{x + _PAD:.1f}" y="{y + _PAD + 12:.1f}" font-weight="bold" '
+           f'fill="#1f2328">{esc(title)}</text>']
+    for r, line in enumerate(lines):
+        grad = line.startswith('grad ') and not line.startswith('grad —')
+        color = '#b3261e' if grad else '#3b434b'
+        if line.startswith(('grad:', 'grad —')): color = '#8a939c'
+        y_r = y + _PAD + 16 + (r + 1) * _LH
+        out.append(f'<text x="{x + _PAD:.1f}" y="{y_r:.1f}" fill="{color}">{esc(line)}</text>')
+    return out + ['</g>']
+
+# %% ../nbs/01b_graphs.ipynb
+#| code-fold: true
+def draw_graph(root: Value, labels: dict = None, direction: str = 'auto', max_width: int = 780,
+               max_nodes: int = 150) -> GraphDrawing:
+    """Draw the graph that produced `root` as SVG: each node shows its op, shape, dtype, value and gradient.
+    `labels` maps names to tensors of the graph, e.g. `draw_graph(loss, labels=dict(w=w, loss=loss))`.
+    `direction` is 'LR' (inputs on the left), 'TB' (inputs on top) or 'auto': LR unless wider than `max_width` pixels."""
+    if direction not in ('auto', 'LR', 'TB'): raise ValueError(f"draw_graph: direction must be 'auto', 'LR' or 'TB', got {direction!r}")
+    if not isinstance(root, Value): raise TypeError(f"draw_graph: expected a Tensor, got {type(root).__name__}")
+    nodes = find_topo_sort([root])
+    if len(nodes) > max_nodes:
+        raise ValueError(f"draw_graph: the graph has {len(nodes)} nodes, more than max_nodes={max_nodes}; "
+                         "draw a smaller piece of it or raise max_nodes")
+    names = {id(t): k for k, t in (labels or {}).items()}
+    cols = _columns(nodes)
+    # sizes and positions
+    text = [_node_lines(v, names.get(id(v))) for v in nodes]
+    w = [max(len(t), *(len(l) for l in ls)) * _CW + 2 * _PAD for t, ls in text]
+    h = [(1 + len(ls)) * _LH + 2 * _PAD + 4 for t, ls in text]
+    # columns left to right; a graph too wide for a page is laid out top to bottom instead (rows of the same layers)
+    at, W, H = _place(cols, w, h, _GAPX, _GAPY)
+    vertical = direction == 'TB' or (direction == 'auto' and W > max_width)
+    if vertical:
+        at, H, W = _place(cols, h, w, _GAPX * 0.8, _GAPY)
+        xy = {i: (q, m) for i, (m, q) in at.items()}
+    else: xy = at
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}" '
+           'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="12">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+           '<path d="M0,0 L10,5 L0,10 z" fill="#7a8694"/></marker></defs>',
+           f'<rect width="{W:.0f}" height="{H:.0f}" fill="#ffffff"/>']
+    edges = _edge_paths(nodes, xy, w, h, vertical)
+    out += edges
+    for i, v in enumerate(nodes): out += _node_svg(v, *xy[i], w[i], h[i], *text[i], v is root)
     out.append('</svg>')
-    return GraphDrawing('\n'.join(out), len(nodes), n_edges)
+    return GraphDrawing('\n'.join(out), len(nodes), len(edges))
