@@ -19,6 +19,7 @@ import minima.text as _text
 from ..backend_ndarray.ndarray import NDArray
 from ..nn import Module, Parameter
 from ..ops import BatchNormOp
+from ..ops.recurrent import cell_step
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
     "A module `minima.needle.<name>`: minima's `base` module's public names, then needle's `objs`."
@@ -291,6 +292,13 @@ def _row(b, n, out_shape):
     "A `(n,)` bias as a row broadcast to `out_shape`."
     return b.reshape((1, n)).broadcast_to(out_shape)
 
+def _step(mode, cell, X, h, c=None):
+    """One step of minima's recurrent cell (`cell_step`, chapter 14) on needle's layout: `W_ih` `(in, G*H)` and
+    `W_hh` `(H, G*H)` are the transposes of torch's, so `W_hh.transpose()` is torch's `weight_hh` as a view."""
+    gx = X @ cell.W_ih
+    if cell.bias_ih is not None: gx = gx + _row(cell.bias_ih, gx.shape[1], gx.shape)
+    return cell_step(mode, gx, h, c, cell.W_hh.transpose(), cell.bias_hh)
+
 class RNNCell(Module):
     "needle's RNN cell: `h' = f(X @ W_ih + b_ih + h @ W_hh + b_hh)` with f tanh or relu."
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None,
@@ -306,11 +314,7 @@ class RNNCell(Module):
         self.bias_hh = _uniform((hidden_size,), k, device, dtype) if bias else None
     def forward(self, X, h=None):
         if h is None: h = init.zeros(X.shape[0], self.hidden_size, device=X.device, dtype=X.dtype)
-        z = X @ self.W_ih + h @ self.W_hh
-        if self.bias_ih is not None:
-            H = self.hidden_size
-            z = z + _row(self.bias_ih, H, z.shape) + _row(self.bias_hh, H, z.shape)
-        return _ops.tanh(z) if self.nonlinearity == 'tanh' else _ops.relu(z)
+        return _step('RNN_TANH' if self.nonlinearity == 'tanh' else 'RNN_RELU', self, X, h)[0]
 
 # %% ../../nbs/30_needle.ipynb
 #| code-fold: true
@@ -349,12 +353,7 @@ class LSTMCell(Module):
         h0, c0 = h
         if h0 is None: h0 = init.zeros(n, H, device=X.device, dtype=X.dtype)
         if c0 is None: c0 = init.zeros(n, H, device=X.device, dtype=X.dtype)
-        z = X @ self.W_ih + h0 @ self.W_hh
-        if self.bias_ih is not None:
-            z = z + _row(self.bias_ih, 4 * H, z.shape) + _row(self.bias_hh, 4 * H, z.shape)
-        i, f, g, o = (z[:, k * H:(k + 1) * H] for k in range(4))
-        c = _ops.sigmoid(f) * c0 + _ops.sigmoid(i) * _ops.tanh(g)
-        return _ops.sigmoid(o) * _ops.tanh(c), c
+        return _step('LSTM', self, X, h0, c0)
 
 # %% ../../nbs/30_needle.ipynb
 #| code-fold: true
