@@ -39,6 +39,7 @@ def nvcc_command(nvcc, archs, out, src=None) -> list:
     gencode = [f'-gencode=arch=compute_{a},code=sm_{a}' for a in archs]
     return [str(nvcc), '-O3', '-std=c++17', '-shared', '-Xcompiler', '-fPIC', *gencode, '-o', str(out), str(src)]
 
+# %% ../../nbs/22_cuda.ipynb
 def build_library(archs=('90',), nvcc=None, force=False) -> Path:
     "Compile the kernels into a shared library in `cache_dir()` (once per source, nvcc version and arch); return its path."
     nvcc = nvcc or find_nvcc()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import functools, math, numbers
 import numpy as np
+from fastcore.basics import patch
 from .device import DTYPES, cpu, default_device, get_device
 
 # %% auto 0
@@ -51,6 +52,7 @@ def scalar_dtype(x) -> str:
     if isinstance(x, (numbers.Real, np.floating)): return 'float32'
     raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}: minima has no complex dtypes")
 
+# %% ../../nbs/20_ndarray.ipynb
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
@@ -128,44 +130,57 @@ class NDArray:
         else: a._handle, a._c = handle, None        # a view: decided on first `is_compact()` call
         return a
 
-    shape = property(lambda self: self._shape)
-    strides = property(lambda self: self._strides)
-    offset = property(lambda self: self._offset)
-    device = property(lambda self: self._device)
-    dtype = property(lambda self: self._dtype)
-    ndim = property(lambda self: len(self._shape))
-    size = property(lambda self: prod(self._shape))
-    version = property(lambda self: self._ver[0], doc="How many in-place writes the buffer (any view of it) has seen.")
-    def __len__(self):
-        if not self._shape: raise TypeError("len() of a 0-d NDArray")
-        return self._shape[0]
+# %% ../../nbs/20_ndarray.ipynb
+NDArray.shape = property(lambda self: self._shape)
+NDArray.strides = property(lambda self: self._strides)
+NDArray.offset = property(lambda self: self._offset)
+NDArray.device = property(lambda self: self._device)
+NDArray.dtype = property(lambda self: self._dtype)
+NDArray.ndim = property(lambda self: len(self._shape))
+NDArray.size = property(lambda self: prod(self._shape))
+NDArray.version = property(lambda self: self._ver[0],
+                           doc="How many in-place writes the buffer (any view of it) has seen.")
 
-    def __repr__(self):
-        dev = '' if self._device == cpu() else f', device={self._device}'
-        return f"NDArray({np.array2string(self.numpy(), separator=', ')}, dtype={self._dtype}{dev})"
-    def __str__(self): return str(self.numpy())
+@patch
+def __len__(self: NDArray):
+    if not self._shape: raise TypeError("len() of a 0-d NDArray")
+    return self._shape[0]
 
-    def numpy(self) -> np.ndarray:
-        "A numpy copy of this array."
-        return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
-    def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
-    def item(self):
-        if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
-        return self._device.to_numpy(self._handle, (), (), self._offset).item()
-    def to(self, device) -> 'NDArray':
-        "This array on `device` (the same object if it is already there)."
-        device = get_device(device)
-        if device == self._device: return self
-        if not device.enabled(): raise RuntimeError(f"to: device {device} is not available on this machine")
-        return NDArray(self.numpy(), device=device, dtype=self._dtype)
-    def astype(self, dtype) -> 'NDArray':
-        "A compact copy converted to `dtype` (the array itself when nothing changes)."
-        dtype = as_dtype(dtype)
-        if dtype == self._dtype: return self
-        a = self.compact()
-        out = NDArray.make(self._shape, device=self._device, dtype=dtype)
-        self._device.cast(a._handle, out._handle)
-        return out
+@patch
+def __repr__(self: NDArray):
+    dev = '' if self._device == cpu() else f', device={self._device}'
+    return f"NDArray({np.array2string(self.numpy(), separator=', ')}, dtype={self._dtype}{dev})"
+@patch
+def __str__(self: NDArray): return str(self.numpy())
+
+# %% ../../nbs/20_ndarray.ipynb
+@patch
+def numpy(self: NDArray) -> np.ndarray:
+    "A numpy copy of this array."
+    return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
+@patch
+def __array__(self: NDArray, dtype=None, copy=None):
+    return self.numpy() if dtype is None else self.numpy().astype(dtype)
+@patch
+def item(self: NDArray):
+    if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
+    return self._device.to_numpy(self._handle, (), (), self._offset).item()
+@patch
+def to(self: NDArray, device) -> 'NDArray':
+    "This array on `device` (the same object if it is already there)."
+    device = get_device(device)
+    if device == self._device: return self
+    if not device.enabled(): raise RuntimeError(f"to: device {device} is not available on this machine")
+    return NDArray(self.numpy(), device=device, dtype=self._dtype)
+@patch
+def astype(self: NDArray, dtype) -> 'NDArray':
+    "A compact copy converted to `dtype` (the array itself when nothing changes)."
+    dtype = as_dtype(dtype)
+    if dtype == self._dtype: return self
+    a = self.compact()
+    out = NDArray.make(self._shape, device=self._device, dtype=dtype)
+    self._device.cast(a._handle, out._handle)
+    return out
 
 def _default_dtype_of(a: np.ndarray) -> str:
     "numpy input -> minima dtype: float64 becomes float32 (needle's default), float16 and minima's integers stay."
@@ -222,6 +237,7 @@ def _permute(self, *axes) -> NDArray:
     axes = [a % self.ndim for a in axes]
     return self.as_strided(tuple(self._shape[a] for a in axes), tuple(self._strides[a] for a in axes))
 
+# %% ../../nbs/20_ndarray.ipynb
 def _broadcast_to(self, new_shape) -> NDArray:
     "A view of shape `new_shape` where every broadcast axis has stride 0."
     new_shape = tuple(new_shape)
@@ -280,6 +296,7 @@ def _view_for_index(self, idx):
         ax += 1
     return tuple(shape), tuple(strides), offset
 
+# %% ../../nbs/20_ndarray.ipynb
 def _getitem(self, idx) -> NDArray:
     "A view selected by basic indexing: ints, slices (any step), `...` and `None`."
     shape, strides, offset = _view_for_index(self, idx)
@@ -346,6 +363,7 @@ def _scalar_op_dtype(self, other, op) -> str:
     return dt
 _FLOATS = frozenset(('float32', 'float64', 'float16'))
 
+# %% ../../nbs/20_ndarray.ipynb
 def _binary(op):
     def f(self, other):
         if isinstance(other, NDArray):
@@ -380,6 +398,7 @@ def _rscalar(op):
         return out
     return f
 
+# %% ../../nbs/20_ndarray.ipynb
 def _unary(op):
     def f(self):
         if op not in ('neg', 'abs', 'sign') and not is_float_dtype(self._dtype):
@@ -401,6 +420,7 @@ NDArray.__hash__ = object.__hash__
 for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'): setattr(NDArray, _op, _unary(_op))
 NDArray.__neg__ = _unary('neg')
 
+# %% ../../nbs/20_ndarray.ipynb
 def _inplace(op):
     def f(self, other):
         """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to `a`'s
@@ -439,6 +459,7 @@ NDArray.__iadd__, NDArray.__isub__ = _inplace('add'), _inplace('sub')
 NDArray.__imul__, NDArray.__itruediv__ = _inplace('mul'), _inplace('div')
 NDArray.__abs__ = NDArray.abs
 
+# %% ../../nbs/20_ndarray.ipynb
 def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     "Elementwise `cond ? a : b`, with broadcasting."
     if not (cond._device == a._device == b._device):
@@ -478,6 +499,7 @@ def _reduce(self, axes, keepdims, kind):
     if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
     return out
 
+# %% ../../nbs/20_ndarray.ipynb
 def _sum(self, axis=None, keepdims=False) -> NDArray:
     "Sum over `axis` (None, an int or a tuple; negatives allowed)."
     return _reduce(self, axis, keepdims, 'sum')
@@ -511,6 +533,19 @@ def _argmin(self, axis=None, keepdims=False) -> NDArray:
 NDArray.sum, NDArray.max, NDArray.min, NDArray.argmax, NDArray.argmin = _sum, _max, _min, _argmax, _argmin
 
 # %% ../../nbs/20_ndarray.ipynb
+def _matmul_2d(self, other) -> NDArray:
+    "`(m, n) @ (n, p)` of one float dtype: the common case, without the general bookkeeping."
+    (m, n), p = self._shape, other._shape[1]
+    out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
+    if not out.size: return out
+    if self.is_compact() and other.is_compact():
+        self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
+    else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
+        self._device.matmul_strided(self._handle, self._strides, self._offset, other._handle, other._strides,
+                                    other._offset, out._handle, m, n, p)
+    return out
+
+# %% ../../nbs/20_ndarray.ipynb
 def _matmul(self, other) -> NDArray:
     "numpy-style matmul with broadcast batch dimensions."
     if not isinstance(other, NDArray): return NotImplemented
@@ -518,15 +553,7 @@ def _matmul(self, other) -> NDArray:
         raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
     if self.ndim == 2 and other.ndim == 2 and self._dtype == other._dtype and self._shape[1] == other._shape[0] \
             and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
-        (m, n), p = self._shape, other._shape[1]
-        out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
-        if not out.size: return out
-        if self.is_compact() and other.is_compact():
-            self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
-        else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
-            self._device.matmul_strided(self._handle, self._strides, self._offset, other._handle, other._strides,
-                                        other._offset, out._handle, m, n, p)
-        return out
+        return _matmul_2d(self, other)
     if self.ndim == 0 or other.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
     a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self

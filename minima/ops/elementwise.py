@@ -226,6 +226,7 @@ def power_scalar(a, scalar) -> Tensor:
     _int_pow_check(a, scalar)
     return PowerScalar(scalar)(a)
 
+# %% ../../nbs/03_ops_elementwise.ipynb
 def _int_pow(a: NDArray, b: NDArray) -> NDArray:
     "Integer `a ** b` as torch, negative `b` included: `1 ** b` is 1, `(-1) ** b` is +-1, anything else 0."
     p = a ** b.abs()   # equals a ** b where b >= 0, and (+-1) ** |b| = (+-1) ** b where |a| = 1
@@ -255,6 +256,7 @@ def power(a, b) -> Tensor:
         return rpower_scalar(b, a)
     return EWisePow()(*_operands(a, b, 'power'))
 
+# %% ../../nbs/03_ops_elementwise.ipynb
 class RPowerScalar(TensorOp):
     "`scalar ** a` (Python's reflected `2 ** x`)."
     def __init__(self, scalar): self.scalar = scalar

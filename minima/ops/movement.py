@@ -89,6 +89,7 @@ def permute(a, axes) -> Tensor:
 register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.permute(axes),
             [case((2, 3, 4), axes=(2, 0, 1)), case((2, 3, 4), axes=(-1, 1, 0)), case((3, 4), axes=(1, 0)), case((), axes=())], op=Permute)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Squeeze(TensorOp):
     "Remove size-1 axes (all of them when `axes` is None)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -111,6 +112,7 @@ def squeeze(a, axes=None) -> Tensor:
     _squeeze_axes(a.shape, axes)
     return Squeeze(axes)(a)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Unsqueeze(TensorOp):
     "Insert a size-1 axis at position `axis` of the output."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -192,6 +194,7 @@ class GetItemGrad(TensorOp):
         return out
     def gradient(self, out_grad, node): return getitem(out_grad, self.idx)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _is_array_index(i):
     "An integer array or boolean mask (numpy's advanced indexing), as opposed to ints, slices, None and `...`."
     if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
@@ -223,6 +226,7 @@ def _flat_positions(shape, idx) -> np.ndarray:
 
 def _n_arrays(idx): return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def getitem(a, idx) -> Tensor:
     """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; integer arrays
     and boolean masks (`x[np.array([1, 0])]`, `x[x > 0]`, `logp[arange(N), y]`) gather with `take` (chapter 8), as
@@ -252,6 +256,7 @@ def shrink(a, bounds) -> Tensor:
             raise ValueError(f"shrink: bounds ({lo}, {hi}) are invalid for axis {ax} of size {n}")
     return getitem(a, tuple(slice(lo, hi) for lo, hi in bounds))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_getitem(T, a, idx):
     "torch has no negative slice steps, so index one axis at a time with index_select."
     idx = idx if isinstance(idx, tuple) else (idx,)
@@ -303,6 +308,7 @@ def _setitem(self, idx, value):
         value = value.cached_data
     self.cached_data[idx] = value
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _setitem_positions(self, pos: np.ndarray, value):
     "Write `value` (broadcast to `pos.shape`) at the flat positions `pos` of `self`; a repeated position: the last."
     d, n = self.cached_data, int(np.prod(self.shape))
@@ -362,6 +368,7 @@ def _edge_pad(a, ax, lo, hi, mode):
         left, right = broadcast_to(a[at(slice(0, 1))], sized(lo)), broadcast_to(a[at(slice(n - 1, n))], sized(hi))
     return concatenate([t for t, k in ((left, lo), (a, 1), (right, hi)) if k], ax)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_pad_width(pad, ndim):
     "torch's flat `pad` tuple `(last_lo, last_hi, second_last_lo, ...)` as one `(before, after)` pair per axis."
     if len(pad) % 2 or len(pad) // 2 > ndim:
@@ -394,6 +401,7 @@ def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
         if lo or hi: a = _edge_pad(a, ax, lo, hi, mode)
     return a
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_pad(T, a, pad_width, value=0.0, mode='constant'):
     pw = list(pad_width)
     if mode != 'constant':  # torch pads only trailing dims in these modes
@@ -439,6 +447,7 @@ class Stack(TensorOp):
         return out
     def gradient(self, out_grad, node): return tuple(split(out_grad, self.axis))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _seq(args, name):
     if isinstance(args, (Tensor,)):
         raise TypeError(f"{name}: expected a sequence of Tensors, got a single Tensor")
@@ -461,6 +470,7 @@ def stack(args, axis=0) -> Tensor:
         raise ValueError(f"stack: axis {axis!r} is out of range for stacking {args[0].ndim}-d tensors (valid: {-nd}..{nd - 1})")
     return Stack(int(axis) % nd)(*args)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Split(TensorTupleOp):
     "Split along `axis`: into single slices that drop the axis (sizes=None), or into pieces of the given sizes."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -489,6 +499,7 @@ def split(a, axis=0, sizes=None) -> TensorTuple:
             raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {n}, the size of axis {axis} (shape {a.shape})")
     return Split(axis, sizes)(a)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Concatenate(TensorOp):
     "Join tensors along an existing axis `axis`."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -519,6 +530,7 @@ def concatenate(args, axis=0) -> Tensor:
 
 cat = concatenate
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _mtuple_add(self, other):
     "Adjoints of a TensorTuple add piece by piece."
     return MakeTensorTuple()(*[x + y for x, y in zip(self, other)])
@@ -563,6 +575,7 @@ class Undilate(TensorOp):
         x = node.inputs[0]
         return getitem_grad(out_grad, _dilate_idx(x.ndim, self.axes, self.dilation), x.shape)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def dilate(a, axes, dilation) -> Tensor:
     "Insert `dilation` zeros after every element along `axes`. `dilate(Tensor([1., 2]), (0,), 1)` is `[1, 0, 2, 0]`."
     return Dilate(_dilate_args(a, axes, dilation, 'dilate'), dilation)(a)
@@ -612,6 +625,7 @@ def cast(a, dtype) -> Tensor:
     out = Cast(dt)(a)
     return out if is_float_dtype(dt) else out.detach()
 
+# %% ../../nbs/05_ops_movement.ipynb
 class ToDevice(TensorOp):
     "Copy to `device`; the gradient is moved back to the input's device."
     saved_inputs, saves_output = (), False   # the gradient needs no values

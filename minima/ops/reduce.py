@@ -137,6 +137,7 @@ class Min(_Extreme, TensorOp):
     def compute(self, a: NDArray): return a.min(self.axes, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return self._grad(out_grad, node)
 
+# %% ../../nbs/04_ops_reduce.ipynb
 def _check_nonempty(a, axes, name):
     if any(a.shape[i] == 0 for i in axes) or (a.size == 0 and not axes):
         raise ValueError(f"{name}: cannot reduce over a zero-size axis (shape {a.shape}, axes {axes})")
@@ -176,6 +177,7 @@ class ArgMin(TensorOp):
     def compute(self, a: NDArray): return a.argmin(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
 
+# %% ../../nbs/04_ops_reduce.ipynb
 def _arg_axis(a, axis, name):
     if axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
