@@ -189,6 +189,7 @@ def _reduce_rows(ufunc, a, out, r):
     else: ufunc.reduce(rows, axis=1, out=out)
 
 # %% ../../nbs/21_numpy_device.ipynb
+#| code-fold: show
 class _NumpyViews:
     "The numpy device's strided access: numpy views of the flat handles (`_view`), the optional fast paths included."
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
