@@ -42,7 +42,8 @@ def nvcc_command(nvcc, archs, out, src=None) -> list:
 
 # %% ../../nbs/22_cuda.ipynb
 def build_library(archs=('90',), nvcc=None, force=False) -> Path:
-    "Compile the kernels into a shared library in `cache_dir()` (once per source, nvcc version and arch); return its path."
+    """Compile the kernels into a shared library in `cache_dir()` (once per source, nvcc version and arch); return
+    its path."""
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise CudaUnavailable("nvcc was not found (looked at $NVCC, the PATH and $CUDA_HOME/bin): it is needed once, "
@@ -222,7 +223,8 @@ class _CudaMemory:
     # memory
     def alloc(self, size, dtype) -> CudaBuffer:
         if dtype not in _DTYPE_CODE:
-            raise TypeError(f"cuda: dtype {dtype} is not supported by the CUDA kernels (they hold {', '.join(self.dtypes)}); "
+            raise TypeError(f"cuda: dtype {dtype} is not supported by the CUDA kernels "
+                            f"(they hold {', '.join(self.dtypes)}); "
                             f"keep the array on the CPU, or cast it first, e.g. `.astype('float32')`")
         lib, p = self.lib, ctypes.c_void_p()
         self._check(lib.mc_malloc(ctypes.byref(p), size * _ITEMSIZE[dtype]), f'alloc({size}, {dtype})')
@@ -260,10 +262,12 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
 
     # elementwise
     def ewise(self, op, a, b, out):
-        self._check(self.lib.mc_ewise(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, out.size), f'ewise({op!r})')
+        self._check(self.lib.mc_ewise(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, out.size),
+                    f'ewise({op!r})')
     def scalar(self, op, a, value, out):
         v, iv = _scalar_args(value, a.dtype)
-        self._check(self.lib.mc_scalar(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, v, iv, out.ptr, out.size), f'scalar({op!r})')
+        self._check(self.lib.mc_scalar(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, v, iv, out.ptr, out.size),
+                    f'scalar({op!r})')
     def unary(self, op, a, out):
         self._check(self.lib.mc_unary(_UN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, out.ptr, out.size), f'unary({op!r})')
     def where(self, cond, a, b, out):
@@ -279,13 +283,14 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
 
     # linear algebra
     def matmul(self, a, b, out, batch, m, n, p, algo='auto'):
-        "Batched `(batch, m, n) @ (batch, n, p)`; `algo` picks a kernel from `MATMUL_ALGOS` (the chapter compares them)."
+        """Batched `(batch, m, n) @ (batch, n, p)`; `algo` picks a kernel from `MATMUL_ALGOS` (the chapter compares
+        them)."""
         self._check(self.lib.mc_matmul(_DTYPE_CODE[a.dtype], MATMUL_ALGOS[algo], a.ptr, b.ptr, out.ptr, batch, m, n, p),
                     f'matmul(algo={algo!r})')
-
     # indexing
     def gather(self, a, idx, out, outer, axis_len, inner, k):
-        self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k), 'gather')
+        self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),
+                    'gather')
     def scatter_add(self, a, idx, out, outer, axis_len, inner, k):
         self._check(self.lib.mc_scatter_add(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),
                     'scatter_add')
@@ -295,7 +300,8 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
 def device_info(self: CudaDevice) -> dict:
     "Name, compute capability and SM count of the GPU."
     name, ma, mi, sms = ctypes.create_string_buffer(256), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    self._check(self.lib.mc_device_info(name, 256, ctypes.byref(ma), ctypes.byref(mi), ctypes.byref(sms)), 'device_info')
+    self._check(self.lib.mc_device_info(name, 256, ctypes.byref(ma), ctypes.byref(mi), ctypes.byref(sms)),
+                'device_info')
     return dict(name=name.value.decode(), compute_capability=f'{ma.value}.{mi.value}', sms=sms.value)
 
 @patch

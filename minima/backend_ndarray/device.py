@@ -111,7 +111,8 @@ def handle_size(self: BackendDevice, h) -> int: return int(h.size)
 @patch
 def ewise_strided(self: BackendDevice, op, a, a_strides, a_offset, b, b_strides, b_offset, out,
                   shape):
-    "`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have stride 0)."
+    """`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have
+    stride 0)."""
     n = math.prod(shape)
     ta, tb = self.alloc(n, self.handle_dtype(a)), self.alloc(n, self.handle_dtype(b))
     self.compact(a, ta, shape, a_strides, a_offset)
@@ -120,7 +121,8 @@ def ewise_strided(self: BackendDevice, op, a, a_strides, a_offset, b, b_strides,
 @patch
 def matmul_strided(self: BackendDevice, a, a_strides, a_offset, b, b_strides, b_offset, out,
                    m: int, n: int, p: int):
-    "`out` (compact `(m, p)`) = `A @ B` for the strided 2-D views A `(m, n)` of `a` and B `(n, p)` of `b` (a transpose, say)."
+    """`out` (compact `(m, p)`) = `A @ B` for the strided 2-D views A `(m, n)` of `a` and B `(n, p)` of `b` (a
+    transpose, say)."""
     ta, tb = self.alloc(m * n, self.handle_dtype(a)), self.alloc(n * p, self.handle_dtype(b))
     self.compact(a, ta, (m, n), a_strides, a_offset)
     self.compact(b, tb, (n, p), b_strides, b_offset)
@@ -201,7 +203,8 @@ class _NumpyViews:
         _view(out, shape, strides, offset)[...] = value
     @_quiet
     def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
-        va, vb, o = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset), out.reshape(tuple(shape))
+        va, vb = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset)
+        o = out.reshape(tuple(shape))
         _NP_EWISE[op](va, vb, out=o)
     @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):

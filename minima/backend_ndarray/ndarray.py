@@ -87,7 +87,8 @@ def _broadcast_shapes(shapes, op):
 
 assert broadcast_shapes((3, 1), (4,)) == (3, 4) and result_dtype('float32', 'int64') == 'float32'
 assert result_dtype('uint8', 'int8') == 'int16' and weak_result_dtype('bool', scalar_dtype(2)) == 'int64'
-assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32' and weak_result_dtype('float16', 'float64') == 'float16'
+assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32'
+assert weak_result_dtype('float16', 'float64') == 'float16'
 
 # %% ../../nbs/20_ndarray.ipynb
 def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
@@ -221,7 +222,8 @@ def _reshape(self, *new_shape) -> NDArray:
     if -1 in new_shape:
         known = prod(s for s in new_shape if s != -1)
         if known == 0 or self.size % known:
-            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
+            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
+                             f"into {new_shape}")
         new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
     if any(s < 0 for s in new_shape) or prod(new_shape) != self.size:
         raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
@@ -243,7 +245,8 @@ def _broadcast_to(self, new_shape) -> NDArray:
     new_shape = tuple(new_shape)
     if new_shape == self._shape: return self
     nd, od = len(new_shape), self.ndim
-    if nd < od: raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
+    if nd < od:
+        raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
     strides = [0] * (nd - od)
     for n, o, s in zip(new_shape[nd - od:], self._shape, self._strides):
         if o == n: strides.append(s)
@@ -423,16 +426,18 @@ NDArray.__neg__ = _unary('neg')
 # %% ../../nbs/20_ndarray.ipynb
 def _inplace(op):
     def f(self, other):
-        """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to `a`'s
-        shape and is cast to `a`'s dtype (float64 into float32 is allowed, a float result into an integer array is not)."""
+        """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to
+        `a`'s shape and is cast to `a`'s dtype (float64 into float32 is fine; a float result into integers is not)."""
         if isinstance(other, NDArray) and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
         fast = self.is_compact() and (
             (isinstance(other, NDArray) and other._dtype == self._dtype) or
-            (_scalar_ok(other) and (is_float_dtype(self._dtype) or (isinstance(other, (int, np.integer)) and op != 'div'))))
+            (_scalar_ok(other) and (is_float_dtype(self._dtype) or
+                                    (isinstance(other, (int, np.integer)) and op != 'div'))))
         if fast and isinstance(other, NDArray):
             if broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
-                raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+                raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
+                                 f"keep shape {self._shape}")
             self._ver[0] += 1
             if self.size:
                 b = other.broadcast_to(self._shape)
@@ -447,14 +452,14 @@ def _inplace(op):
         res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
         if res is NotImplemented: return NotImplemented
         if res._shape != self._shape:
-            raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+            raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
+                             f"keep shape {self._shape}")
         if is_float_dtype(res._dtype) and not is_float_dtype(self._dtype):
             raise TypeError(f"{op}: cannot write a {res._dtype} result into a {self._dtype} array in place")
         self[...] = res   # setitem writes through strided views and casts to self's dtype
         return self
     f.__name__ = f'i{op}'
     return f
-
 NDArray.__iadd__, NDArray.__isub__ = _inplace('add'), _inplace('sub')
 NDArray.__imul__, NDArray.__itruediv__ = _inplace('mul'), _inplace('div')
 NDArray.__abs__ = NDArray.abs
@@ -507,7 +512,7 @@ def _max(self, axis=None, keepdims=False) -> NDArray:
     "Maximum over `axis` (None, an int or a tuple; negatives allowed)."
     return _reduce(self, axis, keepdims, 'max')
 def _reversed_order(self) -> NDArray:
-    "An array whose order is the reverse of `self`'s: `-x` for floats, `-1 - x` for integers (no overflow), `~x` for bools."
+    "The order-reversed array: `-x` for floats, `-1 - x` for integers (no overflow), `~x` for bools."
     if is_float_dtype(self._dtype): return -self
     if self._dtype == 'bool': return self == False
     return -1 - self
@@ -555,13 +560,15 @@ def _matmul(self, other) -> NDArray:
             and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
         return _matmul_2d(self, other)
     if self.ndim == 0 or other.ndim == 0:
-        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
+        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} "
+                         f"and {other._shape}")
     a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self
     b = other.reshape(other._shape[0], 1) if other.ndim == 1 else other
     m, n = a._shape[-2:]
     n2, p = b._shape[-2:]
     if n != n2:
-        raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) != {n2} (dim -2 of the second)")
+        raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) "
+                         f"!= {n2} (dim -2 of the second)")
     batch = broadcast_shapes(a._shape[:-2], b._shape[:-2], op='matmul')
     dt = result_dtype(a._dtype, b._dtype)
     if dt == 'bool': dt = 'int64'
@@ -582,7 +589,6 @@ def _matmul(self, other) -> NDArray:
     if self.ndim == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
     if other.ndim == 1: out = out.reshape(out._shape[:-1])
     return out
-
 NDArray.__matmul__ = NDArray.matmul = _matmul
 
 # %% ../../nbs/20_ndarray.ipynb

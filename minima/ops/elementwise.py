@@ -276,7 +276,8 @@ def rpower_scalar(a, scalar) -> Tensor:
     return RPowerScalar(scalar)(a)
 
 register_op('power_scalar', lambda a, n: power_scalar(a, n), lambda T, a, n: a ** n,
-            [case((3, 4), n=2), case((5,), n=3), case((), n=-1), case((2, 3), n=0.5)], op=PowerScalar, domain='positive')
+            [case((3, 4), n=2), case((5,), n=3), case((), n=-1), case((2, 3), n=0.5)],
+            op=PowerScalar, domain='positive')
 register_op('power', power, lambda T, a, b: a ** b, _BIN, op=EWisePow, domain=('positive', 'any'))
 register_op('rpower_scalar', lambda a, s=2.0: rpower_scalar(a, s), lambda T, a, s=2.0: s ** a, _UN, op=RPowerScalar)
 

@@ -87,7 +87,8 @@ def permute(a, axes) -> Tensor:
     return Permute(axes)(a)
 
 register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.permute(axes),
-            [case((2, 3, 4), axes=(2, 0, 1)), case((2, 3, 4), axes=(-1, 1, 0)), case((3, 4), axes=(1, 0)), case((), axes=())], op=Permute)
+            [case((2, 3, 4), axes=(2, 0, 1)), case((2, 3, 4), axes=(-1, 1, 0)), case((3, 4), axes=(1, 0)),
+             case((), axes=())], op=Permute)
 
 # %% ../../nbs/05_ops_movement.ipynb
 class Squeeze(TensorOp):
@@ -125,7 +126,8 @@ class Unsqueeze(TensorOp):
 def unsqueeze(a, axis) -> Tensor:
     "Insert a size-1 axis. `unsqueeze(x, 0)` with `x.shape == (3,)` has shape `(1, 3)`."
     if not isinstance(axis, numbers.Integral) or not -a.ndim - 1 <= axis <= a.ndim:
-        raise ValueError(f"unsqueeze: axis {axis!r} is out of range for a tensor with {a.ndim} dimensions (valid: {-a.ndim - 1}..{a.ndim})")
+        raise ValueError(f"unsqueeze: axis {axis!r} is out of range for a tensor with {a.ndim} dimensions "
+                         f"(valid: {-a.ndim - 1}..{a.ndim})")
     return Unsqueeze(int(axis))(a)
 
 def expand(a, *shape) -> Tensor:
@@ -141,7 +143,8 @@ def expand(a, *shape) -> Tensor:
 
 def _tsq(T, a, axes=None): return a.squeeze() if axes is None else a.squeeze(axes)
 register_op('squeeze', lambda a, axes=None: squeeze(a, axes), _tsq,
-            [case((1, 3, 1)), case((1, 3, 1), axes=0), case((2, 1, 3, 1), axes=(1, -1)), case((1,)), case(())], op=Squeeze)
+            [case((1, 3, 1)), case((1, 3, 1), axes=0), case((2, 1, 3, 1), axes=(1, -1)), case((1,)), case(())],
+            op=Squeeze)
 register_op('unsqueeze', lambda a, axis: unsqueeze(a, axis), lambda T, a, axis: a.unsqueeze(axis),
             [case((3, 4), axis=0), case((3, 4), axis=-1), case((3, 4), axis=1), case((), axis=0)], op=Unsqueeze)
 register_op('expand', lambda a, shape: expand(a, shape), lambda T, a, shape: a.expand(*shape),
@@ -172,7 +175,8 @@ def _norm_index(idx):
         if isinstance(i, Tensor):
             if i.ndim == 0 and i.dtype == 'int64': i = int(i.item())
             else:
-                raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, dtype {i.dtype}); use take")
+                raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, "
+                                 f"dtype {i.dtype}); use take")
         elif isinstance(i, np.integer): i = int(i)
         out.append(i)
     return tuple(out)
@@ -280,13 +284,16 @@ def _torch_scatter(T, g, idx, shape):
     return T.autograd.grad(y, x, g, create_graph=True)[0]
 
 register_op('getitem', lambda a, idx: getitem(a, idx), lambda T, a, idx: _torch_getitem(T, a, idx),
-            [case((4, 5), idx=(slice(1, 4, 2), slice(None, None, -1))), case((4, 5), idx=1), case((4, 5), idx=(-1, slice(None, 2))),
-             case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))), case((3, 4), idx=(None, 0, None)), case((6,), idx=slice(-2, None)),
+            [case((4, 5), idx=(slice(1, 4, 2), slice(None, None, -1))), case((4, 5), idx=1),
+             case((4, 5), idx=(-1, slice(None, 2))), case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))),
+             case((3, 4), idx=(None, 0, None)), case((6,), idx=slice(-2, None)),
              case((3, 4), idx=(slice(5, 1), 0))], op=GetItem)
 register_op('getitem_grad', lambda g, idx, shape: getitem_grad(g, idx, shape),
             _torch_scatter,
-            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)), case((5,), idx=1, shape=(4, 5))], op=GetItemGrad)
-register_op('shrink', lambda a, bounds: shrink(a, bounds), lambda T, a, bounds: a[tuple(slice(lo, hi) for lo, hi in bounds)],
+            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)), case((5,), idx=1, shape=(4, 5))],
+            op=GetItemGrad)
+register_op('shrink', lambda a, bounds: shrink(a, bounds),
+            lambda T, a, bounds: a[tuple(slice(lo, hi) for lo, hi in bounds)],
             [case((4, 5), bounds=((1, 3), (0, 5))), case((3, 4, 5), bounds=((0, 3), (2, 2), (1, 4)))])
 
 # %% ../../nbs/05_ops_movement.ipynb
@@ -304,7 +311,8 @@ def _setitem(self, idx, value):
         if value.device != self.device:
             raise RuntimeError(f"setitem: value is on {value.device} but the tensor is on {self.device}")
         if broadcast_shapes(value.shape, view_shape, op='setitem') != view_shape:
-            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the indexed shape {view_shape}")
+            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the indexed shape "
+                             f"{view_shape}")
         value = value.cached_data
     self.cached_data[idx] = value
 
@@ -356,11 +364,13 @@ def _edge_pad(a, ax, lo, hi, mode):
     at = lambda s: (slice(None),) * ax + (s,)
     if mode == 'reflect':
         if lo >= n or hi >= n:
-            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} (shape {a.shape})")
+            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} "
+                             f"(shape {a.shape})")
         left, right = flip(a[at(slice(1, lo + 1))], ax), flip(a[at(slice(n - hi - 1, n - 1))], ax)
     elif mode == 'circular':
         if lo > n or hi > n:
-            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} (shape {a.shape})")
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} "
+                             f"(shape {a.shape})")
         left, right = a[at(slice(n - lo, n))], a[at(slice(0, hi))]
     else:
         if n == 0: raise ValueError(f"pad: cannot replicate-pad the empty axis {ax} (shape {a.shape})")
@@ -414,7 +424,8 @@ def _torch_pad(T, a, pad_width, value=0.0, mode='constant'):
 register_op('pad', lambda a, pad_width, value=0.0: pad(a, pad_width, value), _torch_pad,
             [case((3, 4), pad_width=((1, 2), (0, 3))), case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
              case((5,), pad_width=((2, 2),))], op=Pad)
-_EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))), case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
+_EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))),
+         case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
          case((2, 3, 4), pad_width=((0, 0), (2, 2), (0, 1)))]
 register_op('pad_reflect', lambda a, pad_width: pad(a, pad_width, mode='reflect'),
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='reflect'), _EDGE)
@@ -467,7 +478,8 @@ def stack(args, axis=0) -> Tensor:
     _check_same_shapes('stack', [t.shape for t in args])
     nd = args[0].ndim + 1
     if not isinstance(axis, numbers.Integral) or not -nd <= axis < nd:
-        raise ValueError(f"stack: axis {axis!r} is out of range for stacking {args[0].ndim}-d tensors (valid: {-nd}..{nd - 1})")
+        raise ValueError(f"stack: axis {axis!r} is out of range for stacking {args[0].ndim}-d tensors "
+                         f"(valid: {-nd}..{nd - 1})")
     return Stack(int(axis) % nd)(*args)
 
 # %% ../../nbs/05_ops_movement.ipynb
@@ -496,7 +508,8 @@ def split(a, axis=0, sizes=None) -> TensorTuple:
     elif sizes is not None:
         sizes = tuple(int(s) for s in sizes)
         if any(s < 0 for s in sizes) or sum(sizes) != n:
-            raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {n}, the size of axis {axis} (shape {a.shape})")
+            raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {n}, the size of axis {axis} "
+                             f"(shape {a.shape})")
     return Split(axis, sizes)(a)
 
 # %% ../../nbs/05_ops_movement.ipynb
@@ -537,10 +550,12 @@ def _mtuple_add(self, other):
 TensorTuple.__add__ = _mtuple_add
 
 register_op('stack', lambda *xs, axis=0: stack(xs, axis), lambda T, *xs, axis=0: T.stack(xs, dim=axis),
-            [case((3, 4), (3, 4), axis=0), case((3, 4), (3, 4), (3, 4), axis=-1), case((2, 3), (2, 3), axis=1), case((), (), axis=0)], op=Stack)
+            [case((3, 4), (3, 4), axis=0), case((3, 4), (3, 4), (3, 4), axis=-1), case((2, 3), (2, 3), axis=1),
+             case((), (), axis=0)], op=Stack)
 register_op('split', lambda a, axis=0, sizes=None: split(a, axis, sizes),
             lambda T, a, axis=0, sizes=None: T.unbind(a, axis) if sizes is None else T.split(a, sizes, dim=axis),
-            [case((3, 4), axis=0), case((2, 3, 4), axis=-1), case((4, 6), axis=1, sizes=2), case((5, 3), axis=0, sizes=[1, 4])], op=Split)
+            [case((3, 4), axis=0), case((2, 3, 4), axis=-1), case((4, 6), axis=1, sizes=2),
+             case((5, 3), axis=0, sizes=[1, 4])], op=Split)
 register_op('concatenate', lambda *xs, axis=0: concatenate(xs, axis), lambda T, *xs, axis=0: T.cat(xs, dim=axis),
             [case((2, 4), (3, 4), axis=0), case((2, 1), (2, 3), (2, 2), axis=-1), case((5,), (2,))], op=Concatenate)
 
@@ -586,12 +601,14 @@ def undilate(a, axes, dilation) -> Tensor:
 
 def _torch_dilate(T, a, axes, dilation):
     axes = normalize_axes(axes, a.ndim)
-    out = T.zeros([n * (dilation + 1) if i in axes else n for i, n in enumerate(a.shape)], dtype=a.dtype, device=a.device)
+    out = T.zeros([n * (dilation + 1) if i in axes else n for i, n in enumerate(a.shape)], dtype=a.dtype,
+                  device=a.device)
     out[_dilate_idx(a.ndim, axes, dilation)] = a
     return out
 
 register_op('dilate', lambda a, axes, dilation: dilate(a, axes, dilation), _torch_dilate,
-            [case((2, 3), axes=(0,), dilation=1), case((2, 3, 2), axes=(1, 2), dilation=2), case((3, 2), axes=(0, 1), dilation=0)], op=Dilate)
+            [case((2, 3), axes=(0,), dilation=1), case((2, 3, 2), axes=(1, 2), dilation=2),
+             case((3, 2), axes=(0, 1), dilation=0)], op=Dilate)
 register_op('undilate', lambda a, axes, dilation: undilate(a, axes, dilation),
             lambda T, a, axes, dilation: a[_dilate_idx(a.ndim, normalize_axes(axes, a.ndim), dilation)],
             [case((4, 6), axes=(0,), dilation=1), case((2, 7, 5), axes=(1, 2), dilation=2)], op=Undilate)
@@ -655,7 +672,8 @@ register_op('cast', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(ge
 register_op('cast_to_float32', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((2, 3), dtype='float32')], op=Cast,
             skip={'fd': 'the output is float32 even for float64 inputs: 7 digits are too few for finite differences',
-                  'second': 'the output is float32 even for float64 inputs, so the float64 second-order check cannot run'})
+                  'second': 'the output is float32 even for float64 inputs, so the float64 second-order check '
+                            'cannot run'})
 register_op('cast_int', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((3, 4), dtype='int64'), case((5,), dtype='bool')], op=Cast)
 # a round trip (to the CPU and back to the input's device), so that the output lives where the harness expects it
