@@ -138,16 +138,16 @@ def reduce_strided(self: BackendDevice, kind: str, a, shape, strides, offset, ou
 
 # %% ../../nbs/21_numpy_device.ipynb
 _as_strided = np.lib.stride_tricks.as_strided
-_NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power, maximum=np.maximum,
-                 minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less, le=np.less_equal, gt=np.greater,
-                 ge=np.greater_equal)
-_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh,
-                 abs=np.abs, sign=np.sign)
+_NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power,
+                 maximum=np.maximum, minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less,
+                 le=np.less_equal, gt=np.greater, ge=np.greater_equal)
+_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos,
+                 tanh=np.tanh, abs=np.abs, sign=np.sign)
 
-# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we. numpy 2 keeps
-# its error state in a context variable; setting that variable directly costs less than half of entering
-# `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine), so every arithmetic primitive
-# runs inside `_quiet`.
+# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
+# numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
+# half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
+# so every arithmetic primitive runs inside `_quiet`.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
@@ -175,15 +175,17 @@ def _view(h, shape, strides, offset):
     if strides == compact_strides(shape):   # contiguous: a cheap slice, no as_strided
         return h[offset:offset + (shape[0] * strides[0] if shape else 1)].reshape(shape)
     isz = h.itemsize
-    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))   # ~0.5 us
+    # ~0.5 us:
+    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))
     except (ValueError, TypeError):
         # numpy's own bounds check disagrees (empty views): the general, slower path
         return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
-    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for 32k rows), so for a
-    # handful of columns we combine whole columns instead: r - 1 vectorised passes over all rows (about 10x faster).
+    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for 32k rows),
+    # so for a handful of columns we combine whole columns instead: r - 1 vectorised passes over all rows
+    # (about 10x faster).
     rows = a.reshape(-1, r)
     if 1 < r <= 8 and rows.shape[0] >= 64:
         ufunc(rows[:, 0], rows[:, 1], out=out)

@@ -216,17 +216,20 @@ NDArray.is_compact, NDArray.compact, NDArray.as_strided = _is_compact, _compact,
 # %% ../../nbs/20_ndarray.ipynb
 def _reshape(self, *new_shape) -> NDArray:
     "A view with `new_shape` (one entry may be -1); copies first only if the array is not compact."
-    if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)): new_shape = tuple(new_shape[0])
+    if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
+        new_shape = tuple(new_shape[0])
     new_shape = tuple(int(s) for s in new_shape)
-    if new_shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
+    if new_shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
     if -1 in new_shape:
         known = prod(s for s in new_shape if s != -1)
         if known == 0 or self.size % known:
-            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
-                             f"into {new_shape}")
+            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
+                             f"(size {self.size}) into {new_shape}")
         new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
     if any(s < 0 for s in new_shape) or prod(new_shape) != self.size:
-        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
+        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
+                         f"into {new_shape}")
     if new_shape == self._shape: return self
     a = self.compact()
     return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
@@ -234,10 +237,13 @@ def _reshape(self, *new_shape) -> NDArray:
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
-    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) or len(axes) != self.ndim:
-        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes of shape {self._shape}")
+    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) \
+            or len(axes) != self.ndim:
+        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes "
+                         f"of shape {self._shape}")
     axes = [a % self.ndim for a in axes]
-    return self.as_strided(tuple(self._shape[a] for a in axes), tuple(self._strides[a] for a in axes))
+    return self.as_strided(tuple(self._shape[a] for a in axes),
+                           tuple(self._strides[a] for a in axes))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _broadcast_to(self, new_shape) -> NDArray:
@@ -272,9 +278,11 @@ def _view_for_index(self, idx):
     "(shape, strides, offset) of the basic-indexing view `self[idx]`."
     if not isinstance(idx, tuple): idx = (idx,)
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("getitem: an index can only have a single ellipsis")
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("getitem: an index can only have a single ellipsis")
     if n_real > self.ndim:
-        raise IndexError(f"getitem: too many indices ({n_real}) for an array with {self.ndim} dimensions")
+        raise IndexError(f"getitem: too many indices ({n_real}) for an array with "
+                         f"{self.ndim} dimensions")
     if Ellipsis in idx:
         k = idx.index(Ellipsis)
         idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
@@ -292,10 +300,12 @@ def _view_for_index(self, idx):
         elif isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_)):
             j = int(i) + n if i < 0 else int(i)
             if not 0 <= j < n:
-                raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} with size {n}")
+                raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} "
+                                 f"with size {n}")
             offset += j * st
         else:
-            raise IndexError(f"getitem: only integers, slices, None and ... are valid indices, got {i!r}")
+            raise IndexError(f"getitem: only integers, slices, None and ... are valid indices, "
+                             f"got {i!r}")
         ax += 1
     return tuple(shape), tuple(strides), offset
 
@@ -331,22 +341,27 @@ NDArray.__getitem__, NDArray.__setitem__ = _getitem, _setitem
 _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _pair_dtype(a, b) -> str:
-    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (see the promotion table above)."
+    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (the promotion table above)."
     if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
-    return weak_result_dtype(a._dtype, b._dtype) if b.ndim == 0 else weak_result_dtype(b._dtype, a._dtype)
+    if b.ndim == 0: return weak_result_dtype(a._dtype, b._dtype)
+    return weak_result_dtype(b._dtype, a._dtype)
 
 def _check_int_pow(dt, exponent):
     if not is_float_dtype(dt) and exponent < 0:
-        raise ValueError(f"pow: integers to negative integer powers are not allowed (dtype {dt}, exponent {exponent})")
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"(dtype {dt}, exponent {exponent})")
 
+# %% ../../nbs/20_ndarray.ipynb
 def _prep(self, other, op):
-    if other._shape == self._shape and other._dtype == self._dtype and other._device == self._device \
-            and (op != 'div' or is_float_dtype(self._dtype)):
+    if other._shape == self._shape and other._dtype == self._dtype \
+            and other._device == self._device and (op != 'div' or is_float_dtype(self._dtype)):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
         if other._device != self._device:
-            raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
-        shape = self._shape if other._shape == self._shape else broadcast_shapes(self._shape, other._shape, op=op)
+            raise RuntimeError(f"{op}: arrays are on different devices "
+                               f"({self._device} and {other._device})")
+        shape = self._shape if other._shape == self._shape else \
+            broadcast_shapes(self._shape, other._shape, op=op)
         dt = _pair_dtype(self, other)
         if op == 'div' and not is_float_dtype(dt): dt = 'float32'
         return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
@@ -354,8 +369,8 @@ def _prep(self, other, op):
 
 def _no_bool_sub(op, *dtypes):
     if op in ('sub', 'rsub') and 'bool' in dtypes:
-        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
-                        "`mask == False`, or cast it first with `.astype('int64')`")
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); "
+                        "to invert a mask use `mask == False`, or cast it first with `.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
@@ -371,14 +386,16 @@ def _binary(op):
     def f(self, other):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
-            if dt == 'bool' and op == 'pow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+            if dt == 'bool' and op == 'pow':
+                raise TypeError("pow: not implemented for two bool operands (as in torch)")
             if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
             if out.size:
-                if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
-                else:  # broadcast or strided operands: the device reads the views (or gathers them, by default)
-                    self._device.ewise_strided(op, a._handle, a._strides, a._offset, b._handle, b._strides, b._offset,
-                                               out._handle, shape)
+                if a.is_compact() and b.is_compact():
+                    self._device.ewise(op, a._handle, b._handle, out._handle)
+                else:  # broadcast or strided operands: the device reads the views (or gathers them)
+                    self._device.ewise_strided(op, a._handle, a._strides, a._offset,
+                                               b._handle, b._strides, b._offset, out._handle, shape)
             return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
@@ -394,7 +411,8 @@ def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
-        if dt == 'bool' and op == 'rpow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+        if dt == 'bool' and op == 'rpow':
+            raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -490,15 +508,18 @@ def _reduce(self, axes, keepdims, kind):
     keep = tuple(i for i in range(self.ndim) if i not in axes)
     out_shape = tuple(self._shape[i] for i in keep)
     r = prod(self._shape[i] for i in axes)
-    if kind == 'max' and r == 0: raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
-    a = self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim)) else self
+    if kind == 'max' and r == 0:
+        raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
+    a = (self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim))
+         else self)
     dt = self._dtype if kind == 'max' or is_float_dtype(self._dtype) else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
     if out.size:
         if r == 0: out.fill(0)
         elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
-            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset, out._handle, len(axes))
+            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset, out._handle,
+                                        len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
     if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
@@ -546,8 +567,8 @@ def _matmul_2d(self, other) -> NDArray:
     if self.is_compact() and other.is_compact():
         self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
     else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
-        self._device.matmul_strided(self._handle, self._strides, self._offset, other._handle, other._strides,
-                                    other._offset, out._handle, m, n, p)
+        self._device.matmul_strided(self._handle, self._strides, self._offset,
+                                    other._handle, other._strides, other._offset, out._handle, m, n, p)
     return out
 
 # %% ../../nbs/20_ndarray.ipynb

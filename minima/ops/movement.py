@@ -200,19 +200,19 @@ class GetItemGrad(TensorOp):
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _is_array_index(i):
-    "An integer array or boolean mask (numpy's advanced indexing), as opposed to ints, slices, None and `...`."
+    "An integer array or boolean mask (advanced indexing), as opposed to ints, slices, None and `...`."
     if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
     return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
 
 def _torch_index(idx):
-    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices (`x[[[0, 1], [1, 2]]]`)."
-    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None
-                                     or i is Ellipsis for i in idx):
+    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices: `x[[[0, 1], [1]]]`."
+    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray))
+                                     or i is None or i is Ellipsis for i in idx):
         return tuple(idx)
     return idx
 
 def _host_index(i):
-    "An index entry with its tensors as numpy arrays (index arrays are small metadata, read on the host)."
+    "An index entry with its tensors as numpy arrays (index arrays are small metadata, read on the host)"
     if isinstance(i, Tensor):
         if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
         return i.numpy()
@@ -220,15 +220,18 @@ def _host_index(i):
     return np.asarray(i) if isinstance(i, list) else i
 
 def _flat_positions(shape, idx) -> np.ndarray:
-    "The row-major positions that `x[idx]` reads in a tensor of `shape` (numpy's advanced indexing, as torch's)."
+    "The row-major positions that `x[idx]` reads in a tensor of `shape` (advanced indexing, as torch's)."
     idx = tuple(_host_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
     for i in idx:
         if isinstance(i, np.ndarray) and i.dtype != bool and i.dtype.kind not in 'iu':
-            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool tensors, got {i.dtype}")
+            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool tensors, "
+                             f"got {i.dtype}")
     try: return np.arange(int(np.prod(shape)), dtype='int64').reshape(shape)[idx]
-    except IndexError as e: raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
+    except IndexError as e:
+        raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
 
-def _n_arrays(idx): return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
+def _n_arrays(idx):
+    return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
 
 # %% ../../nbs/05_ops_movement.ipynb
 def getitem(a, idx) -> Tensor:
@@ -285,22 +288,26 @@ def _torch_scatter(T, g, idx, shape):
 
 register_op('getitem', lambda a, idx: getitem(a, idx), lambda T, a, idx: _torch_getitem(T, a, idx),
             [case((4, 5), idx=(slice(1, 4, 2), slice(None, None, -1))), case((4, 5), idx=1),
-             case((4, 5), idx=(-1, slice(None, 2))), case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))),
+             case((4, 5), idx=(-1, slice(None, 2))),
+             case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))),
              case((3, 4), idx=(None, 0, None)), case((6,), idx=slice(-2, None)),
              case((3, 4), idx=(slice(5, 1), 0))], op=GetItem)
 register_op('getitem_grad', lambda g, idx, shape: getitem_grad(g, idx, shape),
             _torch_scatter,
-            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)), case((5,), idx=1, shape=(4, 5))],
+            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)),
+             case((5,), idx=1, shape=(4, 5))],
             op=GetItemGrad)
 register_op('shrink', lambda a, bounds: shrink(a, bounds),
             lambda T, a, bounds: a[tuple(slice(lo, hi) for lo, hi in bounds)],
-            [case((4, 5), bounds=((1, 3), (0, 5))), case((3, 4, 5), bounds=((0, 3), (2, 2), (1, 4)))])
+            [case((4, 5), bounds=((1, 3), (0, 5))),
+             case((3, 4, 5), bounds=((0, 3), (2, 2), (1, 4)))])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _setitem(self, idx, value):
     if self.requires_grad and is_grad_enabled():
-        raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad (shape {self.shape}); "
-                           "autograd would not see it. Use `with minima.no_grad():` or assign through `.data`")
+        raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad "
+                           f"(shape {self.shape}); autograd would not see it. "
+                           "Use `with minima.no_grad():` or assign through `.data`")
     idx = _torch_index(idx)
     if _n_arrays(idx): return _setitem_positions(self, _flat_positions(self.shape, idx), value)
     idx = _norm_index(idx)
@@ -309,10 +316,11 @@ def _setitem(self, idx, value):
     view_shape = self.cached_data[idx].shape
     if isinstance(value, Tensor):
         if value.device != self.device:
-            raise RuntimeError(f"setitem: value is on {value.device} but the tensor is on {self.device}")
+            raise RuntimeError(f"setitem: value is on {value.device} but the tensor is "
+                               f"on {self.device}")
         if broadcast_shapes(value.shape, view_shape, op='setitem') != view_shape:
-            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the indexed shape "
-                             f"{view_shape}")
+            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the "
+                             f"indexed shape {view_shape}")
         value = value.cached_data
     self.cached_data[idx] = value
 
@@ -417,12 +425,14 @@ def _torch_pad(T, a, pad_width, value=0.0, mode='constant'):
     if mode != 'constant':  # torch pads only trailing dims in these modes
         nz = [i for i, p in enumerate(pw) if tuple(p) != (0, 0)]
         if not nz: return a
-        pw = pw[min(nz[0], max(0, a.ndim - 2)):]  # the last k axes, with k in torch's supported range
+        # the last k axes, with k in torch's supported range
+        pw = pw[min(nz[0], max(0, a.ndim - 2)):]
         return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], mode=mode)
     return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], value=value)
 
 register_op('pad', lambda a, pad_width, value=0.0: pad(a, pad_width, value), _torch_pad,
-            [case((3, 4), pad_width=((1, 2), (0, 3))), case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
+            [case((3, 4), pad_width=((1, 2), (0, 3))),
+             case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
              case((5,), pad_width=((2, 2),))], op=Pad)
 _EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))),
          case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
@@ -436,7 +446,8 @@ register_op('pad_circular', lambda a, pad_width: pad(a, pad_width, mode='circula
 register_op('pad_torch_order', lambda a, p, mode='constant': pad(a, p, mode),
             lambda T, a, p, mode='constant': T.nn.functional.pad(a, p, mode),
             [case((2, 3, 5), p=(1, 2)), case((1, 2, 4, 5), p=(2, 0, 1, 3), mode='reflect'),
-             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'), case((2, 3, 4), p=(0, 2), mode='replicate')])
+             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'),
+             case((2, 3, 4), p=(0, 2), mode='replicate')])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)
