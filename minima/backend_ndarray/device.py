@@ -183,9 +183,9 @@ def _view(h, shape, strides, offset):
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
-    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for 32k rows),
-    # so for a handful of columns we combine whole columns instead: r - 1 vectorised passes over all rows
-    # (about 10x faster).
+    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for
+    # 32k rows), so for a handful of columns we combine whole columns instead: r - 1
+    # vectorised passes over all rows (about 10x faster).
     rows = a.reshape(-1, r)
     if 1 < r <= 8 and rows.shape[0] >= 64:
         ufunc(rows[:, 0], rows[:, 1], out=out)

@@ -341,7 +341,7 @@ NDArray.__getitem__, NDArray.__setitem__ = _getitem, _setitem
 _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _pair_dtype(a, b) -> str:
-    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (the promotion table above)."
+    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (table above)."
     if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
     if b.ndim == 0: return weak_result_dtype(a._dtype, b._dtype)
     return weak_result_dtype(b._dtype, a._dtype)
@@ -370,7 +370,8 @@ def _prep(self, other, op):
 def _no_bool_sub(op, *dtypes):
     if op in ('sub', 'rsub') and 'bool' in dtypes:
         raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); "
-                        "to invert a mask use `mask == False`, or cast it first with `.astype('int64')`")
+                        "to invert a mask use `mask == False`, or cast it first with "
+                        "`.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
@@ -399,7 +400,8 @@ def _binary(op):
             return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
-        if dt == 'bool' and op == 'pow': return _binary(op)(self.astype('int64'), other).astype('bool')
+        if dt == 'bool' and op == 'pow':
+            return _binary(op)(self.astype('int64'), other).astype('bool')
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -518,8 +520,8 @@ def _reduce(self, axes, keepdims, kind):
     if out.size:
         if r == 0: out.fill(0)
         elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
-            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset, out._handle,
-                                        len(axes))
+            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset,
+                                        out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
     if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
@@ -568,7 +570,8 @@ def _matmul_2d(self, other) -> NDArray:
         self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
     else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
         self._device.matmul_strided(self._handle, self._strides, self._offset,
-                                    other._handle, other._strides, other._offset, out._handle, m, n, p)
+                                    other._handle, other._strides, other._offset,
+                                    out._handle, m, n, p)
     return out
 
 # %% ../../nbs/20_ndarray.ipynb

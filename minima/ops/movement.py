@@ -66,8 +66,10 @@ class BroadcastTo(TensorOp):
 
 def broadcast_to(a, shape) -> Tensor: "`a` broadcast to `shape`."; return BroadcastTo(shape)(a)
 
-register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape), lambda T, a, shape: a.broadcast_to(shape),
-            [case((3, 1), shape=(3, 4)), case((4,), shape=(2, 3, 4)), case((), shape=(2, 2)), case((2, 1, 3), shape=(2, 5, 3))], op=BroadcastTo)
+register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape),
+            lambda T, a, shape: a.broadcast_to(shape),
+            [case((3, 1), shape=(3, 4)), case((4,), shape=(2, 3, 4)), case((), shape=(2, 2)),
+             case((2, 1, 3), shape=(2, 5, 3))], op=BroadcastTo)
 
 # %% ../../nbs/05_ops_movement.ipynb
 class Permute(TensorOp):
@@ -200,19 +202,19 @@ class GetItemGrad(TensorOp):
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _is_array_index(i):
-    "An integer array or boolean mask (advanced indexing), as opposed to ints, slices, None and `...`."
+    "An integer array or boolean mask (advanced indexing), not an int, slice, None or `...`."
     if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
     return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
 
 def _torch_index(idx):
-    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices: `x[[[0, 1], [1]]]`."
+    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices."
     if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray))
                                      or i is None or i is Ellipsis for i in idx):
         return tuple(idx)
     return idx
 
 def _host_index(i):
-    "An index entry with its tensors as numpy arrays (index arrays are small metadata, read on the host)"
+    "An index entry with its tensors as numpy arrays (small metadata, read on the host)."
     if isinstance(i, Tensor):
         if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
         return i.numpy()
@@ -220,12 +222,12 @@ def _host_index(i):
     return np.asarray(i) if isinstance(i, list) else i
 
 def _flat_positions(shape, idx) -> np.ndarray:
-    "The row-major positions that `x[idx]` reads in a tensor of `shape` (advanced indexing, as torch's)."
+    "The row-major positions that `x[idx]` reads in a tensor of `shape` (as torch's indexing)."
     idx = tuple(_host_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
     for i in idx:
         if isinstance(i, np.ndarray) and i.dtype != bool and i.dtype.kind not in 'iu':
-            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool tensors, "
-                             f"got {i.dtype}")
+            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool "
+                             f"tensors, got {i.dtype}")
     try: return np.arange(int(np.prod(shape)), dtype='int64').reshape(shape)[idx]
     except IndexError as e:
         raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
