@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
+from fastcore.basics import patch
 import numpy as np
 from .autograd import Tensor, TensorTuple, grad
 
@@ -55,6 +56,7 @@ class OpSpec:
 REGISTRY: dict = {}
 _SOURCE: dict = {}   # op name -> the module that registered it
 
+# %% ../nbs/02_testing.ipynb
 def _registering_module() -> str:
     "The module whose code called `register_op` (the first frame outside this module)."
     f = sys._getframe(1)
@@ -85,6 +87,7 @@ def register_op(name, fn, torch_fn, cases, op=None, **kwargs) -> OpSpec:
     if where != '__main__' or name not in _SOURCE: _SOURCE[name] = where
     return spec
 
+# %% ../nbs/02_testing.ipynb
 def registered_ops() -> list: "Names of every registered op."; return sorted(REGISTRY)
 
 def get_spec(target) -> OpSpec:
@@ -159,6 +162,7 @@ def _close(a, b, rtol, atol):
 
 _TORCH_DT = {'torch.float32': 'float32', 'torch.float64': 'float64', 'torch.int64': 'int64', 'torch.bool': 'bool'}
 
+# %% ../nbs/02_testing.ipynb
 def _fd_grads(spec, c, arrs, diff, gs, eps=1e-6):
     "Central differences of <f(x), g> in float64 on minima's own forward."
     def L(xs):
@@ -207,24 +211,31 @@ class OpReport:
         skip = f", {n_skip} skipped" if n_skip else ''
         worst = f", worst error {max(errs):.1e}" if errs else ''
         return head + verdict + skip + worst
-    def _table(self):
-        head = '| case | ' + ' | '.join(self.COLS.values()) + ' |\n|---|---|---|---|---|\n'
-        return head + ''.join(f"| `{c}` | " + ' | '.join(d.get(k, '') for k in self.COLS) + ' |\n'
-                              for c, d in self._cells().items())
-    def _repr_html_(self):
-        from html import escape as e
-        def td(t): return f'<td class="fail">{e(t)}</td>' if t.startswith('FAIL') else f'<td>{e(t)}</td>'
-        rows = ''.join(f'<tr><td><code>{e(c)}</code></td>' + ''.join(td(d.get(k, '')) for k in self.COLS) + '</tr>'
-                       for c, d in self._cells().items())
-        mark = ('<span class="mark" style="color:#2a7a3b">&#10003;</span>' if self.ok
-                else '<span class="mark" style="color:#c62828">&#10007;</span>')
-        name, rest = self.summary().split(' on ', 1)
-        return (f'<details class="check-op {"ok" if self.ok else "fail"}" data-op="{e(self.name)}" '
-                f'data-device="{e(self.device)}"{"" if self.ok else " open"}>'
-                f'<summary>{mark} <b>{e(name)}</b> on {e(rest)}</summary>\n'
-                '<table><thead><tr><th>case</th>' + ''.join(f'<th>{h}</th>' for h in self.COLS.values())
-                + f'</tr></thead><tbody>{rows}</tbody></table></details>')
-    def __repr__(self): return self.summary() + ' (max abs error in brackets)\n\n' + self._table()
+
+# %% ../nbs/02_testing.ipynb
+@patch
+def _table(self: OpReport):
+    head = '| case | ' + ' | '.join(self.COLS.values()) + ' |\n|---|---|---|---|---|\n'
+    return head + ''.join(f"| `{c}` | " + ' | '.join(d.get(k, '') for k in self.COLS) + ' |\n'
+                          for c, d in self._cells().items())
+
+@patch
+def _repr_html_(self: OpReport):
+    from html import escape as e
+    def td(t): return f'<td class="fail">{e(t)}</td>' if t.startswith('FAIL') else f'<td>{e(t)}</td>'
+    rows = ''.join(f'<tr><td><code>{e(c)}</code></td>' + ''.join(td(d.get(k, '')) for k in self.COLS) + '</tr>'
+                   for c, d in self._cells().items())
+    mark = ('<span class="mark" style="color:#2a7a3b">&#10003;</span>' if self.ok
+            else '<span class="mark" style="color:#c62828">&#10007;</span>')
+    name, rest = self.summary().split(' on ', 1)
+    return (f'<details class="check-op {"ok" if self.ok else "fail"}" data-op="{e(self.name)}" '
+            f'data-device="{e(self.device)}"{"" if self.ok else " open"}>'
+            f'<summary>{mark} <b>{e(name)}</b> on {e(rest)}</summary>\n'
+            '<table><thead><tr><th>case</th>' + ''.join(f'<th>{h}</th>' for h in self.COLS.values())
+            + f'</tr></thead><tbody>{rows}</tbody></table></details>')
+
+@patch
+def __repr__(self: OpReport): return self.summary() + ' (max abs error in brackets)\n\n' + self._table()
 
 # %% ../nbs/02_testing.ipynb
 @dataclass

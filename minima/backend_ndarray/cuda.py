@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes, hashlib, os, re, shutil, subprocess, threading
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 import minima.backend_ndarray as _pkg
 from .device import BackendDevice
 
@@ -39,8 +40,10 @@ def nvcc_command(nvcc, archs, out, src=None) -> list:
     gencode = [f'-gencode=arch=compute_{a},code=sm_{a}' for a in archs]
     return [str(nvcc), '-O3', '-std=c++17', '-shared', '-Xcompiler', '-fPIC', *gencode, '-o', str(out), str(src)]
 
+# %% ../../nbs/22_cuda.ipynb
 def build_library(archs=('90',), nvcc=None, force=False) -> Path:
-    "Compile the kernels into a shared library in `cache_dir()` (once per source, nvcc version and arch); return its path."
+    """Compile the kernels into a shared library in `cache_dir()` (once per source, nvcc version and arch); return
+    its path."""
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise CudaUnavailable("nvcc was not found (looked at $NVCC, the PATH and $CUDA_HOME/bin): it is needed once, "
@@ -173,11 +176,9 @@ def _scalar_args(value, dtype):
     return 0.0, int(value)
 
 # %% ../../nbs/22_cuda.ipynb
-class CudaDevice(BackendDevice):
-    "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
-    name = 'cuda'
-    dtypes = ('float32', 'float64', 'int64', 'bool')   # the kernels' dtype table (`_DTYPE_CODE`)
-
+#| code-fold: show
+class _CudaLibrary:
+    "The kernel library behind the CUDA device: loaded on first use, every call into it checked."
     def __init__(self):
         self._lib, self._ok, self._why, self._lock = None, None, '', threading.Lock()
 
@@ -215,18 +216,15 @@ class CudaDevice(BackendDevice):
     def _check(self, rc, what):
         if rc: raise RuntimeError(f"cuda.{what}: {self._lib.mc_last_error().decode() or f'error code {rc}'}")
 
-    def device_info(self) -> dict:
-        "Name, compute capability and SM count of the GPU."
-        name, ma, mi, sms = ctypes.create_string_buffer(256), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        self._check(self.lib.mc_device_info(name, 256, ctypes.byref(ma), ctypes.byref(mi), ctypes.byref(sms)), 'device_info')
-        return dict(name=name.value.decode(), compute_capability=f'{ma.value}.{mi.value}', sms=sms.value)
-
-    def synchronize(self): self._check(self.lib.mc_sync(), 'synchronize')
-
+# %% ../../nbs/22_cuda.ipynb
+#| code-fold: show
+class _CudaMemory:
+    "The CUDA device's memory and strided-access primitives: one checked library call each."
     # memory
     def alloc(self, size, dtype) -> CudaBuffer:
         if dtype not in _DTYPE_CODE:
-            raise TypeError(f"cuda: dtype {dtype} is not supported by the CUDA kernels (they hold {', '.join(self.dtypes)}); "
+            raise TypeError(f"cuda: dtype {dtype} is not supported by the CUDA kernels "
+                            f"(they hold {', '.join(self.dtypes)}); "
                             f"keep the array on the CPU, or cast it first, e.g. `.astype('float32')`")
         lib, p = self.lib, ctypes.c_void_p()
         self._check(lib.mc_malloc(ctypes.byref(p), size * _ITEMSIZE[dtype]), f'alloc({size}, {dtype})')
@@ -256,12 +254,20 @@ class CudaDevice(BackendDevice):
         self._check(self.lib.mc_scalar_setitem(_DTYPE_CODE[out.dtype], v, iv, out.ptr, len(shape), _arr(shape),
                                                _arr(strides), offset), 'scalar_setitem')
 
+# %% ../../nbs/22_cuda.ipynb
+class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
+    "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
+    name = 'cuda'
+    dtypes = ('float32', 'float64', 'int64', 'bool')   # the kernels' dtype table (`_DTYPE_CODE`)
+
     # elementwise
     def ewise(self, op, a, b, out):
-        self._check(self.lib.mc_ewise(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, out.size), f'ewise({op!r})')
+        self._check(self.lib.mc_ewise(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, out.size),
+                    f'ewise({op!r})')
     def scalar(self, op, a, value, out):
         v, iv = _scalar_args(value, a.dtype)
-        self._check(self.lib.mc_scalar(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, v, iv, out.ptr, out.size), f'scalar({op!r})')
+        self._check(self.lib.mc_scalar(_BIN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, v, iv, out.ptr, out.size),
+                    f'scalar({op!r})')
     def unary(self, op, a, out):
         self._check(self.lib.mc_unary(_UN_CODE[op], _DTYPE_CODE[a.dtype], a.ptr, out.ptr, out.size), f'unary({op!r})')
     def where(self, cond, a, b, out):
@@ -277,34 +283,48 @@ class CudaDevice(BackendDevice):
 
     # linear algebra
     def matmul(self, a, b, out, batch, m, n, p, algo='auto'):
-        "Batched `(batch, m, n) @ (batch, n, p)`; `algo` picks a kernel from `MATMUL_ALGOS` (the chapter compares them)."
+        """Batched `(batch, m, n) @ (batch, n, p)`; `algo` picks a kernel from `MATMUL_ALGOS` (the chapter compares
+        them)."""
         self._check(self.lib.mc_matmul(_DTYPE_CODE[a.dtype], MATMUL_ALGOS[algo], a.ptr, b.ptr, out.ptr, batch, m, n, p),
                     f'matmul(algo={algo!r})')
-
     # indexing
     def gather(self, a, idx, out, outer, axis_len, inner, k):
-        self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k), 'gather')
+        self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),
+                    'gather')
     def scatter_add(self, a, idx, out, outer, axis_len, inner, k):
         self._check(self.lib.mc_scatter_add(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),
                     'scatter_add')
 
-    def time_ms(self, fn, warmup=3, reps=10) -> float:
-        "Median time of `fn()` in milliseconds, measured on the device with CUDA events after `warmup` calls."
-        lib, e0, e1, ms = self.lib, ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_float()
-        self._check(lib.mc_event_create(ctypes.byref(e0)), 'time_ms')
-        self._check(lib.mc_event_create(ctypes.byref(e1)), 'time_ms')
-        try:
-            for _ in range(warmup): fn()
-            times = []
-            for _ in range(reps):
-                self._check(lib.mc_event_record(e0), 'time_ms')
-                fn()
-                self._check(lib.mc_event_record(e1), 'time_ms')
-                self._check(lib.mc_event_elapsed(e0, e1, ctypes.byref(ms)), 'time_ms')
-                times.append(ms.value)
-        finally:
-            lib.mc_event_destroy(e0); lib.mc_event_destroy(e1)
-        return float(np.median(times))
+# %% ../../nbs/22_cuda.ipynb
+@patch
+def device_info(self: CudaDevice) -> dict:
+    "Name, compute capability and SM count of the GPU."
+    name, ma, mi, sms = ctypes.create_string_buffer(256), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    self._check(self.lib.mc_device_info(name, 256, ctypes.byref(ma), ctypes.byref(mi), ctypes.byref(sms)),
+                'device_info')
+    return dict(name=name.value.decode(), compute_capability=f'{ma.value}.{mi.value}', sms=sms.value)
+
+@patch
+def synchronize(self: CudaDevice): self._check(self.lib.mc_sync(), 'synchronize')
+
+@patch
+def time_ms(self: CudaDevice, fn, warmup=3, reps=10) -> float:
+    "Median time of `fn()` in milliseconds, measured on the device with CUDA events after `warmup` calls."
+    lib, e0, e1, ms = self.lib, ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_float()
+    self._check(lib.mc_event_create(ctypes.byref(e0)), 'time_ms')
+    self._check(lib.mc_event_create(ctypes.byref(e1)), 'time_ms')
+    try:
+        for _ in range(warmup): fn()
+        times = []
+        for _ in range(reps):
+            self._check(lib.mc_event_record(e0), 'time_ms')
+            fn()
+            self._check(lib.mc_event_record(e1), 'time_ms')
+            self._check(lib.mc_event_elapsed(e0, e1, ctypes.byref(ms)), 'time_ms')
+            times.append(ms.value)
+    finally:
+        lib.mc_event_destroy(e0); lib.mc_event_destroy(e1)
+    return float(np.median(times))
 
 _DEVICE = None
 def cuda_device() -> CudaDevice:

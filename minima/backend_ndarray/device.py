@@ -4,9 +4,10 @@
 
 # %% ../../nbs/21_numpy_device.ipynb 4
 from __future__ import annotations
-from abc import ABC, abstractmethod
+from abc import ABC, abstractmethod, update_abstractmethods
 import functools, math
 import numpy as np
+from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'BackendDevice', 'NumpyDevice', 'cpu', 'default_device',
@@ -54,73 +55,99 @@ class BackendDevice(ABC):
     @abstractmethod
     def scalar_setitem(self, size, value, out, shape, strides, offset):
         "Write `value` into the strided view of `out`."
-    # elementwise, all operands compact and of equal size
-    @abstractmethod
-    def ewise(self, op: str, a, b, out): "`out = a <op> b` for `op` in `EWISE_OPS`."
-    @abstractmethod
-    def scalar(self, op: str, a, value, out):
-        "`out = a <op> value` for `op` in `SCALAR_OPS` (`rsub` is `value - a`)."
-    @abstractmethod
-    def unary(self, op: str, a, out): "`out = op(a)` for `op` in `UNARY_OPS`."
-    @abstractmethod
-    def where(self, cond, a, b, out): "`out = cond ? a : b`, `cond` a bool buffer."
-    @abstractmethod
-    def cast(self, a, out): "Convert `a` to the dtype of `out`."
-    # reductions over the last axis of a compact (outer, reduce_size) array
-    @abstractmethod
-    def reduce_sum(self, a, out, reduce_size: int): ...
-    @abstractmethod
-    def reduce_max(self, a, out, reduce_size: int): ...
-    # linear algebra: (batch, m, n) @ (batch, n, p) -> (batch, m, p), all compact
-    @abstractmethod
-    def matmul(self, a, b, out, batch: int, m: int, n: int, p: int): ...
-    # indexing along the middle axis of a compact (outer, axis_len, inner) array with k int64 indices
-    @abstractmethod
-    def gather(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
-        "out[o, j, i] = a[o, idx[j], i]"
-    @abstractmethod
-    def scatter_add(self, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
-        "out[o, idx[j], i] += a[o, j, i]"
 
-    def handle_dtype(self, h) -> str: return str(h.dtype)
-    def handle_size(self, h) -> int: return int(h.size)
+# %% ../../nbs/21_numpy_device.ipynb
+# elementwise, all operands compact and of equal size
+@patch
+@abstractmethod
+def ewise(self: BackendDevice, op: str, a, b, out): "`out = a <op> b` for `op` in `EWISE_OPS`."
+@patch
+@abstractmethod
+def scalar(self: BackendDevice, op: str, a, value, out):
+    "`out = a <op> value` for `op` in `SCALAR_OPS` (`rsub` is `value - a`)."
+@patch
+@abstractmethod
+def unary(self: BackendDevice, op: str, a, out): "`out = op(a)` for `op` in `UNARY_OPS`."
+@patch
+@abstractmethod
+def where(self: BackendDevice, cond, a, b, out): "`out = cond ? a : b`, `cond` a bool buffer."
+@patch
+@abstractmethod
+def cast(self: BackendDevice, a, out): "Convert `a` to the dtype of `out`."
+# reductions over the last axis of a compact (outer, reduce_size) array
+@patch
+@abstractmethod
+def reduce_sum(self: BackendDevice, a, out, reduce_size: int): ...
+@patch
+@abstractmethod
+def reduce_max(self: BackendDevice, a, out, reduce_size: int): ...
 
-    # Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact
-    # kernel), so a new device gets them for free; a device that can read strided views directly overrides them and
-    # saves a copy on every broadcast binary op and every reduction over a non-trailing axis.
-    def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
-        "`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have stride 0)."
-        n = math.prod(shape)
-        ta, tb = self.alloc(n, self.handle_dtype(a)), self.alloc(n, self.handle_dtype(b))
-        self.compact(a, ta, shape, a_strides, a_offset)
-        self.compact(b, tb, shape, b_strides, b_offset)
-        self.ewise(op, ta, tb, out)
-    def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m: int, n: int, p: int):
-        "`out` (compact `(m, p)`) = `A @ B` for the strided 2-D views A `(m, n)` of `a` and B `(n, p)` of `b` (a transpose, say)."
-        ta, tb = self.alloc(m * n, self.handle_dtype(a)), self.alloc(n * p, self.handle_dtype(b))
-        self.compact(a, ta, (m, n), a_strides, a_offset)
-        self.compact(b, tb, (n, p), b_strides, b_offset)
-        self.matmul(ta, tb, out, 1, m, n, p)
-    def reduce_strided(self, kind: str, a, shape, strides, offset, out, k: int):
-        "Reduce (`kind` is 'sum' or 'max') the last `k` axes of the strided view of `a` into the compact `out`."
-        shape = tuple(shape)
-        n, r = math.prod(shape), math.prod(shape[len(shape) - k:])
-        t = self.alloc(n, self.handle_dtype(a))
-        self.compact(a, t, shape, strides, offset)
-        (self.reduce_sum if kind == 'sum' else self.reduce_max)(t, out, r)
+# %% ../../nbs/21_numpy_device.ipynb
+# linear algebra: (batch, m, n) @ (batch, n, p) -> (batch, m, p), all compact
+@patch
+@abstractmethod
+def matmul(self: BackendDevice, a, b, out, batch: int, m: int, n: int, p: int): ...
+# indexing along the middle axis of a compact (outer, axis_len, inner) array with k int64 indices
+@patch
+@abstractmethod
+def gather(self: BackendDevice, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
+    "out[o, j, i] = a[o, idx[j], i]"
+@patch
+@abstractmethod
+def scatter_add(self: BackendDevice, a, idx, out, outer: int, axis_len: int, inner: int, k: int):
+    "out[o, idx[j], i] += a[o, j, i]"
+
+update_abstractmethods(BackendDevice)
+
+# %% ../../nbs/21_numpy_device.ipynb
+@patch
+def handle_dtype(self: BackendDevice, h) -> str: return str(h.dtype)
+@patch
+def handle_size(self: BackendDevice, h) -> int: return int(h.size)
+
+# Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact
+# kernel), so a new device gets them for free; a device that can read strided views directly overrides them and
+# saves a copy on every broadcast binary op and every reduction over a non-trailing axis.
+@patch
+def ewise_strided(self: BackendDevice, op, a, a_strides, a_offset, b, b_strides, b_offset, out,
+                  shape):
+    """`out` (compact, of `shape`) = `a <op> b`, where `a` and `b` are strided views of `shape` (broadcast axes have
+    stride 0)."""
+    n = math.prod(shape)
+    ta, tb = self.alloc(n, self.handle_dtype(a)), self.alloc(n, self.handle_dtype(b))
+    self.compact(a, ta, shape, a_strides, a_offset)
+    self.compact(b, tb, shape, b_strides, b_offset)
+    self.ewise(op, ta, tb, out)
+@patch
+def matmul_strided(self: BackendDevice, a, a_strides, a_offset, b, b_strides, b_offset, out,
+                   m: int, n: int, p: int):
+    """`out` (compact `(m, p)`) = `A @ B` for the strided 2-D views A `(m, n)` of `a` and B `(n, p)` of `b` (a
+    transpose, say)."""
+    ta, tb = self.alloc(m * n, self.handle_dtype(a)), self.alloc(n * p, self.handle_dtype(b))
+    self.compact(a, ta, (m, n), a_strides, a_offset)
+    self.compact(b, tb, (n, p), b_strides, b_offset)
+    self.matmul(ta, tb, out, 1, m, n, p)
+@patch
+def reduce_strided(self: BackendDevice, kind: str, a, shape, strides, offset, out, k: int):
+    "Reduce (`kind` is 'sum' or 'max') the last `k` axes of the strided view of `a` into the compact `out`."
+    shape = tuple(shape)
+    n, r = math.prod(shape), math.prod(shape[len(shape) - k:])
+    t = self.alloc(n, self.handle_dtype(a))
+    self.compact(a, t, shape, strides, offset)
+    (self.reduce_sum if kind == 'sum' else self.reduce_max)(t, out, r)
 
 # %% ../../nbs/21_numpy_device.ipynb
 _as_strided = np.lib.stride_tricks.as_strided
-_NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power, maximum=np.maximum,
-                 minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less, le=np.less_equal, gt=np.greater,
-                 ge=np.greater_equal)
-_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh,
-                 abs=np.abs, sign=np.sign)
+_NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power,
+                 maximum=np.maximum, minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less,
+                 le=np.less_equal, gt=np.greater, ge=np.greater_equal)
+_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos,
+                 tanh=np.tanh, abs=np.abs, sign=np.sign)
 
-# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we. numpy 2 keeps
-# its error state in a context variable; setting that variable directly costs less than half of entering
-# `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine), so every arithmetic primitive
-# runs inside `_quiet`.
+# numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
+# numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
+# half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
+# so every arithmetic primitive runs inside `_quiet`.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
@@ -141,41 +168,64 @@ def _quiet(f):
 
 _SCALAR_REFLECTED = dict(rsub=np.subtract, rdiv=np.divide, rpow=np.power)
 
+# %% ../../nbs/21_numpy_device.ipynb
 def _view(h, shape, strides, offset):
     "A numpy view of the strided region of flat buffer `h` (strides in elements)."
     shape, strides = tuple(shape), tuple(strides)
     if strides == compact_strides(shape):   # contiguous: a cheap slice, no as_strided
         return h[offset:offset + (shape[0] * strides[0] if shape else 1)].reshape(shape)
     isz = h.itemsize
-    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))   # ~0.5 us
+    # ~0.5 us:
+    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))
     except (ValueError, TypeError):
         # numpy's own bounds check disagrees (empty views): the general, slower path
         return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
-    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for 32k rows), so for a
-    # handful of columns we combine whole columns instead: r - 1 vectorised passes over all rows (about 10x faster).
+    # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for
+    # 32k rows), so for a handful of columns we combine whole columns instead: r - 1
+    # vectorised passes over all rows (about 10x faster).
     rows = a.reshape(-1, r)
     if 1 < r <= 8 and rows.shape[0] >= 64:
         ufunc(rows[:, 0], rows[:, 1], out=out)
         for j in range(2, r): ufunc(out, rows[:, j], out=out)
     else: ufunc.reduce(rows, axis=1, out=out)
 
-class NumpyDevice(BackendDevice):
-    "The backend contract implemented with numpy on the CPU."
-    name = 'cpu'
-    def enabled(self): return True
-    def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
-    def from_numpy(self, a, out): out[:] = a.reshape(-1)
+# %% ../../nbs/21_numpy_device.ipynb
+#| code-fold: show
+class _NumpyViews:
+    "The numpy device's strided access: numpy views of the flat handles (`_view`), the optional fast paths included."
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
-    def fill(self, out, value): out.fill(value)
     def compact(self, a, out, shape, strides, offset):
         out.reshape(shape)[...] = _view(a, shape, strides, offset)
     def ewise_setitem(self, a, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = a.reshape(shape)
     def scalar_setitem(self, size, value, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = value
+    @_quiet
+    def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
+        va, vb = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset)
+        o = out.reshape(tuple(shape))
+        _NP_EWISE[op](va, vb, out=o)
+    @_quiet
+    def reduce_strided(self, kind, a, shape, strides, offset, out, k):
+        nd = len(shape)
+        (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
+                                              out=out.reshape(tuple(shape[:nd - k])))
+    @_quiet
+    def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
+        # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
+        np.matmul(_view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset), out=out.reshape(m, p))
+
+# %% ../../nbs/21_numpy_device.ipynb
+class NumpyDevice(_NumpyViews, BackendDevice):
+    "The backend contract implemented with numpy on the CPU."
+    name = 'cpu'
+    def enabled(self): return True
+    def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
+    def from_numpy(self, a, out): out[:] = a.reshape(-1)
+    def fill(self, out, value): out.fill(value)
     @_quiet
     def ewise(self, op, a, b, out):
         _NP_EWISE[op](a, b, out=out)
@@ -196,19 +246,6 @@ class NumpyDevice(BackendDevice):
     def reduce_sum(self, a, out, reduce_size): _reduce_rows(np.add, a, out, reduce_size)
     @_quiet
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
-    @_quiet
-    def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
-        va, vb, o = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset), out.reshape(tuple(shape))
-        _NP_EWISE[op](va, vb, out=o)
-    @_quiet
-    def reduce_strided(self, kind, a, shape, strides, offset, out, k):
-        nd = len(shape)
-        (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
-                                              out=out.reshape(tuple(shape[:nd - k])))
-    @_quiet
-    def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
-        # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
-        np.matmul(_view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset), out=out.reshape(m, p))
     @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import functools, math, numbers
 import numpy as np
+from fastcore.basics import patch
 from .device import DTYPES, cpu, default_device, get_device
 
 # %% auto 0
@@ -51,6 +52,7 @@ def scalar_dtype(x) -> str:
     if isinstance(x, (numbers.Real, np.floating)): return 'float32'
     raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}: minima has no complex dtypes")
 
+# %% ../../nbs/20_ndarray.ipynb
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
@@ -85,7 +87,8 @@ def _broadcast_shapes(shapes, op):
 
 assert broadcast_shapes((3, 1), (4,)) == (3, 4) and result_dtype('float32', 'int64') == 'float32'
 assert result_dtype('uint8', 'int8') == 'int16' and weak_result_dtype('bool', scalar_dtype(2)) == 'int64'
-assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32' and weak_result_dtype('float16', 'float64') == 'float16'
+assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32'
+assert weak_result_dtype('float16', 'float64') == 'float16'
 
 # %% ../../nbs/20_ndarray.ipynb
 def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
@@ -128,44 +131,57 @@ class NDArray:
         else: a._handle, a._c = handle, None        # a view: decided on first `is_compact()` call
         return a
 
-    shape = property(lambda self: self._shape)
-    strides = property(lambda self: self._strides)
-    offset = property(lambda self: self._offset)
-    device = property(lambda self: self._device)
-    dtype = property(lambda self: self._dtype)
-    ndim = property(lambda self: len(self._shape))
-    size = property(lambda self: prod(self._shape))
-    version = property(lambda self: self._ver[0], doc="How many in-place writes the buffer (any view of it) has seen.")
-    def __len__(self):
-        if not self._shape: raise TypeError("len() of a 0-d NDArray")
-        return self._shape[0]
+# %% ../../nbs/20_ndarray.ipynb
+NDArray.shape = property(lambda self: self._shape)
+NDArray.strides = property(lambda self: self._strides)
+NDArray.offset = property(lambda self: self._offset)
+NDArray.device = property(lambda self: self._device)
+NDArray.dtype = property(lambda self: self._dtype)
+NDArray.ndim = property(lambda self: len(self._shape))
+NDArray.size = property(lambda self: prod(self._shape))
+NDArray.version = property(lambda self: self._ver[0],
+                           doc="How many in-place writes the buffer (any view of it) has seen.")
 
-    def __repr__(self):
-        dev = '' if self._device == cpu() else f', device={self._device}'
-        return f"NDArray({np.array2string(self.numpy(), separator=', ')}, dtype={self._dtype}{dev})"
-    def __str__(self): return str(self.numpy())
+@patch
+def __len__(self: NDArray):
+    if not self._shape: raise TypeError("len() of a 0-d NDArray")
+    return self._shape[0]
 
-    def numpy(self) -> np.ndarray:
-        "A numpy copy of this array."
-        return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
-    def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
-    def item(self):
-        if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
-        return self._device.to_numpy(self._handle, (), (), self._offset).item()
-    def to(self, device) -> 'NDArray':
-        "This array on `device` (the same object if it is already there)."
-        device = get_device(device)
-        if device == self._device: return self
-        if not device.enabled(): raise RuntimeError(f"to: device {device} is not available on this machine")
-        return NDArray(self.numpy(), device=device, dtype=self._dtype)
-    def astype(self, dtype) -> 'NDArray':
-        "A compact copy converted to `dtype` (the array itself when nothing changes)."
-        dtype = as_dtype(dtype)
-        if dtype == self._dtype: return self
-        a = self.compact()
-        out = NDArray.make(self._shape, device=self._device, dtype=dtype)
-        self._device.cast(a._handle, out._handle)
-        return out
+@patch
+def __repr__(self: NDArray):
+    dev = '' if self._device == cpu() else f', device={self._device}'
+    return f"NDArray({np.array2string(self.numpy(), separator=', ')}, dtype={self._dtype}{dev})"
+@patch
+def __str__(self: NDArray): return str(self.numpy())
+
+# %% ../../nbs/20_ndarray.ipynb
+@patch
+def numpy(self: NDArray) -> np.ndarray:
+    "A numpy copy of this array."
+    return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
+@patch
+def __array__(self: NDArray, dtype=None, copy=None):
+    return self.numpy() if dtype is None else self.numpy().astype(dtype)
+@patch
+def item(self: NDArray):
+    if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
+    return self._device.to_numpy(self._handle, (), (), self._offset).item()
+@patch
+def to(self: NDArray, device) -> 'NDArray':
+    "This array on `device` (the same object if it is already there)."
+    device = get_device(device)
+    if device == self._device: return self
+    if not device.enabled(): raise RuntimeError(f"to: device {device} is not available on this machine")
+    return NDArray(self.numpy(), device=device, dtype=self._dtype)
+@patch
+def astype(self: NDArray, dtype) -> 'NDArray':
+    "A compact copy converted to `dtype` (the array itself when nothing changes)."
+    dtype = as_dtype(dtype)
+    if dtype == self._dtype: return self
+    a = self.compact()
+    out = NDArray.make(self._shape, device=self._device, dtype=dtype)
+    self._device.cast(a._handle, out._handle)
+    return out
 
 def _default_dtype_of(a: np.ndarray) -> str:
     "numpy input -> minima dtype: float64 becomes float32 (needle's default), float16 and minima's integers stay."
@@ -200,16 +216,20 @@ NDArray.is_compact, NDArray.compact, NDArray.as_strided = _is_compact, _compact,
 # %% ../../nbs/20_ndarray.ipynb
 def _reshape(self, *new_shape) -> NDArray:
     "A view with `new_shape` (one entry may be -1); copies first only if the array is not compact."
-    if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)): new_shape = tuple(new_shape[0])
+    if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
+        new_shape = tuple(new_shape[0])
     new_shape = tuple(int(s) for s in new_shape)
-    if new_shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
+    if new_shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
     if -1 in new_shape:
         known = prod(s for s in new_shape if s != -1)
         if known == 0 or self.size % known:
-            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
+            raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
+                             f"(size {self.size}) into {new_shape}")
         new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
     if any(s < 0 for s in new_shape) or prod(new_shape) != self.size:
-        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) into {new_shape}")
+        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
+                         f"into {new_shape}")
     if new_shape == self._shape: return self
     a = self.compact()
     return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
@@ -217,17 +237,22 @@ def _reshape(self, *new_shape) -> NDArray:
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
-    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) or len(axes) != self.ndim:
-        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes of shape {self._shape}")
+    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) \
+            or len(axes) != self.ndim:
+        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes "
+                         f"of shape {self._shape}")
     axes = [a % self.ndim for a in axes]
-    return self.as_strided(tuple(self._shape[a] for a in axes), tuple(self._strides[a] for a in axes))
+    return self.as_strided(tuple(self._shape[a] for a in axes),
+                           tuple(self._strides[a] for a in axes))
 
+# %% ../../nbs/20_ndarray.ipynb
 def _broadcast_to(self, new_shape) -> NDArray:
     "A view of shape `new_shape` where every broadcast axis has stride 0."
     new_shape = tuple(new_shape)
     if new_shape == self._shape: return self
     nd, od = len(new_shape), self.ndim
-    if nd < od: raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
+    if nd < od:
+        raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
     strides = [0] * (nd - od)
     for n, o, s in zip(new_shape[nd - od:], self._shape, self._strides):
         if o == n: strides.append(s)
@@ -253,9 +278,11 @@ def _view_for_index(self, idx):
     "(shape, strides, offset) of the basic-indexing view `self[idx]`."
     if not isinstance(idx, tuple): idx = (idx,)
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("getitem: an index can only have a single ellipsis")
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("getitem: an index can only have a single ellipsis")
     if n_real > self.ndim:
-        raise IndexError(f"getitem: too many indices ({n_real}) for an array with {self.ndim} dimensions")
+        raise IndexError(f"getitem: too many indices ({n_real}) for an array with "
+                         f"{self.ndim} dimensions")
     if Ellipsis in idx:
         k = idx.index(Ellipsis)
         idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
@@ -273,13 +300,16 @@ def _view_for_index(self, idx):
         elif isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_)):
             j = int(i) + n if i < 0 else int(i)
             if not 0 <= j < n:
-                raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} with size {n}")
+                raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} "
+                                 f"with size {n}")
             offset += j * st
         else:
-            raise IndexError(f"getitem: only integers, slices, None and ... are valid indices, got {i!r}")
+            raise IndexError(f"getitem: only integers, slices, None and ... are valid indices, "
+                             f"got {i!r}")
         ax += 1
     return tuple(shape), tuple(strides), offset
 
+# %% ../../nbs/20_ndarray.ipynb
 def _getitem(self, idx) -> NDArray:
     "A view selected by basic indexing: ints, slices (any step), `...` and `None`."
     shape, strides, offset = _view_for_index(self, idx)
@@ -311,22 +341,27 @@ NDArray.__getitem__, NDArray.__setitem__ = _getitem, _setitem
 _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _pair_dtype(a, b) -> str:
-    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (see the promotion table above)."
+    "torch's rule for two arrays: a 0-d array is weak against one with dimensions (table above)."
     if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
-    return weak_result_dtype(a._dtype, b._dtype) if b.ndim == 0 else weak_result_dtype(b._dtype, a._dtype)
+    if b.ndim == 0: return weak_result_dtype(a._dtype, b._dtype)
+    return weak_result_dtype(b._dtype, a._dtype)
 
 def _check_int_pow(dt, exponent):
     if not is_float_dtype(dt) and exponent < 0:
-        raise ValueError(f"pow: integers to negative integer powers are not allowed (dtype {dt}, exponent {exponent})")
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"(dtype {dt}, exponent {exponent})")
 
+# %% ../../nbs/20_ndarray.ipynb
 def _prep(self, other, op):
-    if other._shape == self._shape and other._dtype == self._dtype and other._device == self._device \
-            and (op != 'div' or is_float_dtype(self._dtype)):
+    if other._shape == self._shape and other._dtype == self._dtype \
+            and other._device == self._device and (op != 'div' or is_float_dtype(self._dtype)):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
         if other._device != self._device:
-            raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
-        shape = self._shape if other._shape == self._shape else broadcast_shapes(self._shape, other._shape, op=op)
+            raise RuntimeError(f"{op}: arrays are on different devices "
+                               f"({self._device} and {other._device})")
+        shape = self._shape if other._shape == self._shape else \
+            broadcast_shapes(self._shape, other._shape, op=op)
         dt = _pair_dtype(self, other)
         if op == 'div' and not is_float_dtype(dt): dt = 'float32'
         return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
@@ -334,8 +369,9 @@ def _prep(self, other, op):
 
 def _no_bool_sub(op, *dtypes):
     if op in ('sub', 'rsub') and 'bool' in dtypes:
-        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); to invert a mask use "
-                        "`mask == False`, or cast it first with `.astype('int64')`")
+        raise TypeError("sub: subtraction with a bool operand is not supported (as in torch); "
+                        "to invert a mask use `mask == False`, or cast it first with "
+                        "`.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
@@ -346,22 +382,26 @@ def _scalar_op_dtype(self, other, op) -> str:
     return dt
 _FLOATS = frozenset(('float32', 'float64', 'float16'))
 
+# %% ../../nbs/20_ndarray.ipynb
 def _binary(op):
     def f(self, other):
         if isinstance(other, NDArray):
             a, b, shape, dt = _prep(self, other, op)
-            if dt == 'bool' and op == 'pow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+            if dt == 'bool' and op == 'pow':
+                raise TypeError("pow: not implemented for two bool operands (as in torch)")
             if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
             out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
             if out.size:
-                if a.is_compact() and b.is_compact(): self._device.ewise(op, a._handle, b._handle, out._handle)
-                else:  # broadcast or strided operands: the device reads the views (or gathers them, by default)
-                    self._device.ewise_strided(op, a._handle, a._strides, a._offset, b._handle, b._strides, b._offset,
-                                               out._handle, shape)
+                if a.is_compact() and b.is_compact():
+                    self._device.ewise(op, a._handle, b._handle, out._handle)
+                else:  # broadcast or strided operands: the device reads the views (or gathers them)
+                    self._device.ewise_strided(op, a._handle, a._strides, a._offset,
+                                               b._handle, b._strides, b._offset, out._handle, shape)
             return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
-        if dt == 'bool' and op == 'pow': return _binary(op)(self.astype('int64'), other).astype('bool')
+        if dt == 'bool' and op == 'pow':
+            return _binary(op)(self.astype('int64'), other).astype('bool')
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
@@ -373,13 +413,15 @@ def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
-        if dt == 'bool' and op == 'rpow': raise TypeError("pow: not implemented for two bool operands (as in torch)")
+        if dt == 'bool' and op == 'rpow':
+            raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
         if out.size: self._device.scalar(op, a._handle, other, out._handle)
         return out
     return f
 
+# %% ../../nbs/20_ndarray.ipynb
 def _unary(op):
     def f(self):
         if op not in ('neg', 'abs', 'sign') and not is_float_dtype(self._dtype):
@@ -401,18 +443,21 @@ NDArray.__hash__ = object.__hash__
 for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'): setattr(NDArray, _op, _unary(_op))
 NDArray.__neg__ = _unary('neg')
 
+# %% ../../nbs/20_ndarray.ipynb
 def _inplace(op):
     def f(self, other):
-        """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to `a`'s
-        shape and is cast to `a`'s dtype (float64 into float32 is allowed, a float result into an integer array is not)."""
+        """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to
+        `a`'s shape and is cast to `a`'s dtype (float64 into float32 is fine; a float result into integers is not)."""
         if isinstance(other, NDArray) and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
         fast = self.is_compact() and (
             (isinstance(other, NDArray) and other._dtype == self._dtype) or
-            (_scalar_ok(other) and (is_float_dtype(self._dtype) or (isinstance(other, (int, np.integer)) and op != 'div'))))
+            (_scalar_ok(other) and (is_float_dtype(self._dtype) or
+                                    (isinstance(other, (int, np.integer)) and op != 'div'))))
         if fast and isinstance(other, NDArray):
             if broadcast_shapes(self._shape, other._shape, op=op) != self._shape:
-                raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+                raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
+                                 f"keep shape {self._shape}")
             self._ver[0] += 1
             if self.size:
                 b = other.broadcast_to(self._shape)
@@ -427,18 +472,19 @@ def _inplace(op):
         res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
         if res is NotImplemented: return NotImplemented
         if res._shape != self._shape:
-            raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not keep shape {self._shape}")
+            raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
+                             f"keep shape {self._shape}")
         if is_float_dtype(res._dtype) and not is_float_dtype(self._dtype):
             raise TypeError(f"{op}: cannot write a {res._dtype} result into a {self._dtype} array in place")
         self[...] = res   # setitem writes through strided views and casts to self's dtype
         return self
     f.__name__ = f'i{op}'
     return f
-
 NDArray.__iadd__, NDArray.__isub__ = _inplace('add'), _inplace('sub')
 NDArray.__imul__, NDArray.__itruediv__ = _inplace('mul'), _inplace('div')
 NDArray.__abs__ = NDArray.abs
 
+# %% ../../nbs/20_ndarray.ipynb
 def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     "Elementwise `cond ? a : b`, with broadcasting."
     if not (cond._device == a._device == b._device):
@@ -464,20 +510,24 @@ def _reduce(self, axes, keepdims, kind):
     keep = tuple(i for i in range(self.ndim) if i not in axes)
     out_shape = tuple(self._shape[i] for i in keep)
     r = prod(self._shape[i] for i in axes)
-    if kind == 'max' and r == 0: raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
-    a = self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim)) else self
+    if kind == 'max' and r == 0:
+        raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
+    a = (self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim))
+         else self)
     dt = self._dtype if kind == 'max' or is_float_dtype(self._dtype) else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
     if out.size:
         if r == 0: out.fill(0)
         elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
-            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset, out._handle, len(axes))
+            self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset,
+                                        out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
     if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
     return out
 
+# %% ../../nbs/20_ndarray.ipynb
 def _sum(self, axis=None, keepdims=False) -> NDArray:
     "Sum over `axis` (None, an int or a tuple; negatives allowed)."
     return _reduce(self, axis, keepdims, 'sum')
@@ -485,7 +535,7 @@ def _max(self, axis=None, keepdims=False) -> NDArray:
     "Maximum over `axis` (None, an int or a tuple; negatives allowed)."
     return _reduce(self, axis, keepdims, 'max')
 def _reversed_order(self) -> NDArray:
-    "An array whose order is the reverse of `self`'s: `-x` for floats, `-1 - x` for integers (no overflow), `~x` for bools."
+    "The order-reversed array: `-x` for floats, `-1 - x` for integers (no overflow), `~x` for bools."
     if is_float_dtype(self._dtype): return -self
     if self._dtype == 'bool': return self == False
     return -1 - self
@@ -511,6 +561,20 @@ def _argmin(self, axis=None, keepdims=False) -> NDArray:
 NDArray.sum, NDArray.max, NDArray.min, NDArray.argmax, NDArray.argmin = _sum, _max, _min, _argmax, _argmin
 
 # %% ../../nbs/20_ndarray.ipynb
+def _matmul_2d(self, other) -> NDArray:
+    "`(m, n) @ (n, p)` of one float dtype: the common case, without the general bookkeeping."
+    (m, n), p = self._shape, other._shape[1]
+    out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
+    if not out.size: return out
+    if self.is_compact() and other.is_compact():
+        self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
+    else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
+        self._device.matmul_strided(self._handle, self._strides, self._offset,
+                                    other._handle, other._strides, other._offset,
+                                    out._handle, m, n, p)
+    return out
+
+# %% ../../nbs/20_ndarray.ipynb
 def _matmul(self, other) -> NDArray:
     "numpy-style matmul with broadcast batch dimensions."
     if not isinstance(other, NDArray): return NotImplemented
@@ -518,23 +582,17 @@ def _matmul(self, other) -> NDArray:
         raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
     if self.ndim == 2 and other.ndim == 2 and self._dtype == other._dtype and self._shape[1] == other._shape[0] \
             and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
-        (m, n), p = self._shape, other._shape[1]
-        out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
-        if not out.size: return out
-        if self.is_compact() and other.is_compact():
-            self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
-        else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
-            self._device.matmul_strided(self._handle, self._strides, self._offset, other._handle, other._strides,
-                                        other._offset, out._handle, m, n, p)
-        return out
+        return _matmul_2d(self, other)
     if self.ndim == 0 or other.ndim == 0:
-        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} and {other._shape}")
+        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} "
+                         f"and {other._shape}")
     a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self
     b = other.reshape(other._shape[0], 1) if other.ndim == 1 else other
     m, n = a._shape[-2:]
     n2, p = b._shape[-2:]
     if n != n2:
-        raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) != {n2} (dim -2 of the second)")
+        raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) "
+                         f"!= {n2} (dim -2 of the second)")
     batch = broadcast_shapes(a._shape[:-2], b._shape[:-2], op='matmul')
     dt = result_dtype(a._dtype, b._dtype)
     if dt == 'bool': dt = 'int64'
@@ -555,7 +613,6 @@ def _matmul(self, other) -> NDArray:
     if self.ndim == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
     if other.ndim == 1: out = out.reshape(out._shape[:-1])
     return out
-
 NDArray.__matmul__ = NDArray.matmul = _matmul
 
 # %% ../../nbs/20_ndarray.ipynb

@@ -230,6 +230,7 @@ def power_scalar(a, scalar) -> Tensor:
     _int_pow_check(a, scalar)
     return PowerScalar(scalar)(a)
 
+# %% ../../nbs/03_ops_elementwise.ipynb
 def _int_pow(a: NDArray, b: NDArray) -> NDArray:
     "Integer `a ** b` as torch, negative `b` included: `1 ** b` is 1, `(-1) ** b` is +-1, anything else 0."
     p = a ** b.abs()   # equals a ** b where b >= 0, and (+-1) ** |b| = (+-1) ** b where |a| = 1
@@ -264,6 +265,7 @@ def power(a, b) -> Tensor:
         return rpower_scalar(b, a)
     return EWisePow()(*_operands(a, b, 'power'))
 
+# %% ../../nbs/03_ops_elementwise.ipynb
 class RPowerScalar(TensorOp):
     "`scalar ** a` (Python's reflected `2 ** x`)."
     def __init__(self, scalar): self.scalar = scalar
@@ -283,7 +285,8 @@ def rpower_scalar(a, scalar) -> Tensor:
     return RPowerScalar(scalar)(a)
 
 register_op('power_scalar', lambda a, n: power_scalar(a, n), lambda T, a, n: a ** n,
-            [case((3, 4), n=2), case((5,), n=3), case((), n=-1), case((2, 3), n=0.5)], op=PowerScalar, domain='positive')
+            [case((3, 4), n=2), case((5,), n=3), case((), n=-1), case((2, 3), n=0.5)],
+            op=PowerScalar, domain='positive')
 register_op('power', power, lambda T, a, b: a ** b, _BIN, op=EWisePow, domain=('positive', 'any'))
 register_op('rpower_scalar', lambda a, s=2.0: rpower_scalar(a, s), lambda T, a, s=2.0: s ** a, _UN, op=RPowerScalar)
 

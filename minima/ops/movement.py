@@ -66,8 +66,10 @@ class BroadcastTo(TensorOp):
 
 def broadcast_to(a, shape) -> Tensor: "`a` broadcast to `shape`."; return BroadcastTo(shape)(a)
 
-register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape), lambda T, a, shape: a.broadcast_to(shape),
-            [case((3, 1), shape=(3, 4)), case((4,), shape=(2, 3, 4)), case((), shape=(2, 2)), case((2, 1, 3), shape=(2, 5, 3))], op=BroadcastTo)
+register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape),
+            lambda T, a, shape: a.broadcast_to(shape),
+            [case((3, 1), shape=(3, 4)), case((4,), shape=(2, 3, 4)), case((), shape=(2, 2)),
+             case((2, 1, 3), shape=(2, 5, 3))], op=BroadcastTo)
 
 # %% ../../nbs/05_ops_movement.ipynb
 class Permute(TensorOp):
@@ -87,8 +89,10 @@ def permute(a, axes) -> Tensor:
     return Permute(axes)(a)
 
 register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.permute(axes),
-            [case((2, 3, 4), axes=(2, 0, 1)), case((2, 3, 4), axes=(-1, 1, 0)), case((3, 4), axes=(1, 0)), case((), axes=())], op=Permute)
+            [case((2, 3, 4), axes=(2, 0, 1)), case((2, 3, 4), axes=(-1, 1, 0)), case((3, 4), axes=(1, 0)),
+             case((), axes=())], op=Permute)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Squeeze(TensorOp):
     "Remove size-1 axes (all of them when `axes` is None)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -111,6 +115,7 @@ def squeeze(a, axes=None) -> Tensor:
     _squeeze_axes(a.shape, axes)
     return Squeeze(axes)(a)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Unsqueeze(TensorOp):
     "Insert a size-1 axis at position `axis` of the output."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -123,7 +128,8 @@ class Unsqueeze(TensorOp):
 def unsqueeze(a, axis) -> Tensor:
     "Insert a size-1 axis. `unsqueeze(x, 0)` with `x.shape == (3,)` has shape `(1, 3)`."
     if not isinstance(axis, numbers.Integral) or not -a.ndim - 1 <= axis <= a.ndim:
-        raise ValueError(f"unsqueeze: axis {axis!r} is out of range for a tensor with {a.ndim} dimensions (valid: {-a.ndim - 1}..{a.ndim})")
+        raise ValueError(f"unsqueeze: axis {axis!r} is out of range for a tensor with {a.ndim} dimensions "
+                         f"(valid: {-a.ndim - 1}..{a.ndim})")
     return Unsqueeze(int(axis))(a)
 
 def expand(a, *shape) -> Tensor:
@@ -139,7 +145,8 @@ def expand(a, *shape) -> Tensor:
 
 def _tsq(T, a, axes=None): return a.squeeze() if axes is None else a.squeeze(axes)
 register_op('squeeze', lambda a, axes=None: squeeze(a, axes), _tsq,
-            [case((1, 3, 1)), case((1, 3, 1), axes=0), case((2, 1, 3, 1), axes=(1, -1)), case((1,)), case(())], op=Squeeze)
+            [case((1, 3, 1)), case((1, 3, 1), axes=0), case((2, 1, 3, 1), axes=(1, -1)), case((1,)), case(())],
+            op=Squeeze)
 register_op('unsqueeze', lambda a, axis: unsqueeze(a, axis), lambda T, a, axis: a.unsqueeze(axis),
             [case((3, 4), axis=0), case((3, 4), axis=-1), case((3, 4), axis=1), case((), axis=0)], op=Unsqueeze)
 register_op('expand', lambda a, shape: expand(a, shape), lambda T, a, shape: a.expand(*shape),
@@ -170,7 +177,8 @@ def _norm_index(idx):
         if isinstance(i, Tensor):
             if i.ndim == 0 and i.dtype == 'int64': i = int(i.item())
             else:
-                raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, dtype {i.dtype}); use take")
+                raise IndexError(f"getitem: tensor indices are not supported (got shape {i.shape}, "
+                                 f"dtype {i.dtype}); use take")
         elif isinstance(i, np.integer): i = int(i)
         out.append(i)
     return tuple(out)
@@ -192,20 +200,21 @@ class GetItemGrad(TensorOp):
         return out
     def gradient(self, out_grad, node): return getitem(out_grad, self.idx)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _is_array_index(i):
-    "An integer array or boolean mask (numpy's advanced indexing), as opposed to ints, slices, None and `...`."
+    "An integer array or boolean mask (advanced indexing), not an int, slice, None or `...`."
     if isinstance(i, Tensor): return not (i.ndim == 0 and i.dtype == 'int64')
     return isinstance(i, (np.ndarray, list, NDArray)) or isinstance(i, (bool, np.bool_))
 
 def _torch_index(idx):
-    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices (`x[[[0, 1], [1, 2]]]`)."
-    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray)) or i is None
-                                     or i is Ellipsis for i in idx):
+    "torch reads a list holding sequences, slices, None or `...` as a tuple of indices."
+    if isinstance(idx, list) and any(isinstance(i, (list, tuple, slice, Tensor, np.ndarray))
+                                     or i is None or i is Ellipsis for i in idx):
         return tuple(idx)
     return idx
 
 def _host_index(i):
-    "An index entry with its tensors as numpy arrays (index arrays are small metadata, read on the host)."
+    "An index entry with its tensors as numpy arrays (small metadata, read on the host)."
     if isinstance(i, Tensor):
         if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
         return i.numpy()
@@ -213,16 +222,20 @@ def _host_index(i):
     return np.asarray(i) if isinstance(i, list) else i
 
 def _flat_positions(shape, idx) -> np.ndarray:
-    "The row-major positions that `x[idx]` reads in a tensor of `shape` (numpy's advanced indexing, as torch's)."
+    "The row-major positions that `x[idx]` reads in a tensor of `shape` (as torch's indexing)."
     idx = tuple(_host_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
     for i in idx:
         if isinstance(i, np.ndarray) and i.dtype != bool and i.dtype.kind not in 'iu':
-            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool tensors, got {i.dtype}")
+            raise IndexError(f"index: tensors used as indices must be long, int, byte or bool "
+                             f"tensors, got {i.dtype}")
     try: return np.arange(int(np.prod(shape)), dtype='int64').reshape(shape)[idx]
-    except IndexError as e: raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
+    except IndexError as e:
+        raise IndexError(f"index: {e} (tensor of shape {tuple(shape)})") from None
 
-def _n_arrays(idx): return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
+def _n_arrays(idx):
+    return sum(_is_array_index(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def getitem(a, idx) -> Tensor:
     """`a[idx]`, differentiable: basic indexing (`x[1:, ::-1]`, `x[0]`, `x[..., None]`) is a view; integer arrays
     and boolean masks (`x[np.array([1, 0])]`, `x[x > 0]`, `logp[arange(N), y]`) gather with `take` (chapter 8), as
@@ -252,6 +265,7 @@ def shrink(a, bounds) -> Tensor:
             raise ValueError(f"shrink: bounds ({lo}, {hi}) are invalid for axis {ax} of size {n}")
     return getitem(a, tuple(slice(lo, hi) for lo, hi in bounds))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_getitem(T, a, idx):
     "torch has no negative slice steps, so index one axis at a time with index_select."
     idx = idx if isinstance(idx, tuple) else (idx,)
@@ -275,20 +289,27 @@ def _torch_scatter(T, g, idx, shape):
     return T.autograd.grad(y, x, g, create_graph=True)[0]
 
 register_op('getitem', lambda a, idx: getitem(a, idx), lambda T, a, idx: _torch_getitem(T, a, idx),
-            [case((4, 5), idx=(slice(1, 4, 2), slice(None, None, -1))), case((4, 5), idx=1), case((4, 5), idx=(-1, slice(None, 2))),
-             case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))), case((3, 4), idx=(None, 0, None)), case((6,), idx=slice(-2, None)),
+            [case((4, 5), idx=(slice(1, 4, 2), slice(None, None, -1))), case((4, 5), idx=1),
+             case((4, 5), idx=(-1, slice(None, 2))),
+             case((3, 4, 5), idx=(Ellipsis, slice(3, 0, -2))),
+             case((3, 4), idx=(None, 0, None)), case((6,), idx=slice(-2, None)),
              case((3, 4), idx=(slice(5, 1), 0))], op=GetItem)
 register_op('getitem_grad', lambda g, idx, shape: getitem_grad(g, idx, shape),
             _torch_scatter,
-            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)), case((5,), idx=1, shape=(4, 5))], op=GetItemGrad)
-register_op('shrink', lambda a, bounds: shrink(a, bounds), lambda T, a, bounds: a[tuple(slice(lo, hi) for lo, hi in bounds)],
-            [case((4, 5), bounds=((1, 3), (0, 5))), case((3, 4, 5), bounds=((0, 3), (2, 2), (1, 4)))])
+            [case((2, 5), idx=(slice(1, 4, 2), slice(None, None, -1)), shape=(4, 5)),
+             case((5,), idx=1, shape=(4, 5))],
+            op=GetItemGrad)
+register_op('shrink', lambda a, bounds: shrink(a, bounds),
+            lambda T, a, bounds: a[tuple(slice(lo, hi) for lo, hi in bounds)],
+            [case((4, 5), bounds=((1, 3), (0, 5))),
+             case((3, 4, 5), bounds=((0, 3), (2, 2), (1, 4)))])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _setitem(self, idx, value):
     if self.requires_grad and is_grad_enabled():
-        raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad (shape {self.shape}); "
-                           "autograd would not see it. Use `with minima.no_grad():` or assign through `.data`")
+        raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad "
+                           f"(shape {self.shape}); autograd would not see it. "
+                           "Use `with minima.no_grad():` or assign through `.data`")
     idx = _torch_index(idx)
     if _n_arrays(idx): return _setitem_positions(self, _flat_positions(self.shape, idx), value)
     idx = _norm_index(idx)
@@ -297,12 +318,15 @@ def _setitem(self, idx, value):
     view_shape = self.cached_data[idx].shape
     if isinstance(value, Tensor):
         if value.device != self.device:
-            raise RuntimeError(f"setitem: value is on {value.device} but the tensor is on {self.device}")
+            raise RuntimeError(f"setitem: value is on {value.device} but the tensor is "
+                               f"on {self.device}")
         if broadcast_shapes(value.shape, view_shape, op='setitem') != view_shape:
-            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the indexed shape {view_shape}")
+            raise ValueError(f"setitem: value of shape {value.shape} cannot be broadcast to the "
+                             f"indexed shape {view_shape}")
         value = value.cached_data
     self.cached_data[idx] = value
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _setitem_positions(self, pos: np.ndarray, value):
     "Write `value` (broadcast to `pos.shape`) at the flat positions `pos` of `self`; a repeated position: the last."
     d, n = self.cached_data, int(np.prod(self.shape))
@@ -350,11 +374,13 @@ def _edge_pad(a, ax, lo, hi, mode):
     at = lambda s: (slice(None),) * ax + (s,)
     if mode == 'reflect':
         if lo >= n or hi >= n:
-            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} (shape {a.shape})")
+            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the size {n} of axis {ax} "
+                             f"(shape {a.shape})")
         left, right = flip(a[at(slice(1, lo + 1))], ax), flip(a[at(slice(n - hi - 1, n - 1))], ax)
     elif mode == 'circular':
         if lo > n or hi > n:
-            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} (shape {a.shape})")
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the size {n} of axis {ax} "
+                             f"(shape {a.shape})")
         left, right = a[at(slice(n - lo, n))], a[at(slice(0, hi))]
     else:
         if n == 0: raise ValueError(f"pad: cannot replicate-pad the empty axis {ax} (shape {a.shape})")
@@ -362,6 +388,7 @@ def _edge_pad(a, ax, lo, hi, mode):
         left, right = broadcast_to(a[at(slice(0, 1))], sized(lo)), broadcast_to(a[at(slice(n - 1, n))], sized(hi))
     return concatenate([t for t, k in ((left, lo), (a, 1), (right, hi)) if k], ax)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_pad_width(pad, ndim):
     "torch's flat `pad` tuple `(last_lo, last_hi, second_last_lo, ...)` as one `(before, after)` pair per axis."
     if len(pad) % 2 or len(pad) // 2 > ndim:
@@ -394,19 +421,23 @@ def pad(a, pad_width, value=0.0, mode='constant') -> Tensor:
         if lo or hi: a = _edge_pad(a, ax, lo, hi, mode)
     return a
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _torch_pad(T, a, pad_width, value=0.0, mode='constant'):
     pw = list(pad_width)
     if mode != 'constant':  # torch pads only trailing dims in these modes
         nz = [i for i, p in enumerate(pw) if tuple(p) != (0, 0)]
         if not nz: return a
-        pw = pw[min(nz[0], max(0, a.ndim - 2)):]  # the last k axes, with k in torch's supported range
+        # the last k axes, with k in torch's supported range
+        pw = pw[min(nz[0], max(0, a.ndim - 2)):]
         return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], mode=mode)
     return T.nn.functional.pad(a, [v for p in reversed(pw) for v in p], value=value)
 
 register_op('pad', lambda a, pad_width, value=0.0: pad(a, pad_width, value), _torch_pad,
-            [case((3, 4), pad_width=((1, 2), (0, 3))), case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
+            [case((3, 4), pad_width=((1, 2), (0, 3))),
+             case((2, 3, 4), pad_width=((0, 0), (1, 1), (2, 0)), value=1.5),
              case((5,), pad_width=((2, 2),))], op=Pad)
-_EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))), case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
+_EDGE = [case((2, 3, 5), pad_width=((0, 0), (0, 0), (2, 1))),
+         case((1, 2, 4, 5), pad_width=((0, 0), (0, 0), (1, 3), (2, 0))),
          case((2, 3, 4), pad_width=((0, 0), (2, 2), (0, 1)))]
 register_op('pad_reflect', lambda a, pad_width: pad(a, pad_width, mode='reflect'),
             lambda T, a, pad_width: _torch_pad(T, a, pad_width, mode='reflect'), _EDGE)
@@ -417,7 +448,8 @@ register_op('pad_circular', lambda a, pad_width: pad(a, pad_width, mode='circula
 register_op('pad_torch_order', lambda a, p, mode='constant': pad(a, p, mode),
             lambda T, a, p, mode='constant': T.nn.functional.pad(a, p, mode),
             [case((2, 3, 5), p=(1, 2)), case((1, 2, 4, 5), p=(2, 0, 1, 3), mode='reflect'),
-             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'), case((2, 3, 4), p=(0, 2), mode='replicate')])
+             case((1, 2, 4, 5), p=(1, 1, 2, 2), mode='circular'),
+             case((2, 3, 4), p=(0, 2), mode='replicate')])
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _slab(ndim, axis, i): return (slice(None),) * axis + (i,)
@@ -439,6 +471,7 @@ class Stack(TensorOp):
         return out
     def gradient(self, out_grad, node): return tuple(split(out_grad, self.axis))
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _seq(args, name):
     if isinstance(args, (Tensor,)):
         raise TypeError(f"{name}: expected a sequence of Tensors, got a single Tensor")
@@ -458,9 +491,11 @@ def stack(args, axis=0) -> Tensor:
     _check_same_shapes('stack', [t.shape for t in args])
     nd = args[0].ndim + 1
     if not isinstance(axis, numbers.Integral) or not -nd <= axis < nd:
-        raise ValueError(f"stack: axis {axis!r} is out of range for stacking {args[0].ndim}-d tensors (valid: {-nd}..{nd - 1})")
+        raise ValueError(f"stack: axis {axis!r} is out of range for stacking {args[0].ndim}-d tensors "
+                         f"(valid: {-nd}..{nd - 1})")
     return Stack(int(axis) % nd)(*args)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Split(TensorTupleOp):
     "Split along `axis`: into single slices that drop the axis (sizes=None), or into pieces of the given sizes."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -486,9 +521,11 @@ def split(a, axis=0, sizes=None) -> TensorTuple:
     elif sizes is not None:
         sizes = tuple(int(s) for s in sizes)
         if any(s < 0 for s in sizes) or sum(sizes) != n:
-            raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {n}, the size of axis {axis} (shape {a.shape})")
+            raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {n}, the size of axis {axis} "
+                             f"(shape {a.shape})")
     return Split(axis, sizes)(a)
 
+# %% ../../nbs/05_ops_movement.ipynb
 class Concatenate(TensorOp):
     "Join tensors along an existing axis `axis`."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -519,16 +556,19 @@ def concatenate(args, axis=0) -> Tensor:
 
 cat = concatenate
 
+# %% ../../nbs/05_ops_movement.ipynb
 def _mtuple_add(self, other):
     "Adjoints of a TensorTuple add piece by piece."
     return MakeTensorTuple()(*[x + y for x, y in zip(self, other)])
 TensorTuple.__add__ = _mtuple_add
 
 register_op('stack', lambda *xs, axis=0: stack(xs, axis), lambda T, *xs, axis=0: T.stack(xs, dim=axis),
-            [case((3, 4), (3, 4), axis=0), case((3, 4), (3, 4), (3, 4), axis=-1), case((2, 3), (2, 3), axis=1), case((), (), axis=0)], op=Stack)
+            [case((3, 4), (3, 4), axis=0), case((3, 4), (3, 4), (3, 4), axis=-1), case((2, 3), (2, 3), axis=1),
+             case((), (), axis=0)], op=Stack)
 register_op('split', lambda a, axis=0, sizes=None: split(a, axis, sizes),
             lambda T, a, axis=0, sizes=None: T.unbind(a, axis) if sizes is None else T.split(a, sizes, dim=axis),
-            [case((3, 4), axis=0), case((2, 3, 4), axis=-1), case((4, 6), axis=1, sizes=2), case((5, 3), axis=0, sizes=[1, 4])], op=Split)
+            [case((3, 4), axis=0), case((2, 3, 4), axis=-1), case((4, 6), axis=1, sizes=2),
+             case((5, 3), axis=0, sizes=[1, 4])], op=Split)
 register_op('concatenate', lambda *xs, axis=0: concatenate(xs, axis), lambda T, *xs, axis=0: T.cat(xs, dim=axis),
             [case((2, 4), (3, 4), axis=0), case((2, 1), (2, 3), (2, 2), axis=-1), case((5,), (2,))], op=Concatenate)
 
@@ -563,6 +603,7 @@ class Undilate(TensorOp):
         x = node.inputs[0]
         return getitem_grad(out_grad, _dilate_idx(x.ndim, self.axes, self.dilation), x.shape)
 
+# %% ../../nbs/05_ops_movement.ipynb
 def dilate(a, axes, dilation) -> Tensor:
     "Insert `dilation` zeros after every element along `axes`. `dilate(Tensor([1., 2]), (0,), 1)` is `[1, 0, 2, 0]`."
     return Dilate(_dilate_args(a, axes, dilation, 'dilate'), dilation)(a)
@@ -573,12 +614,14 @@ def undilate(a, axes, dilation) -> Tensor:
 
 def _torch_dilate(T, a, axes, dilation):
     axes = normalize_axes(axes, a.ndim)
-    out = T.zeros([n * (dilation + 1) if i in axes else n for i, n in enumerate(a.shape)], dtype=a.dtype, device=a.device)
+    out = T.zeros([n * (dilation + 1) if i in axes else n for i, n in enumerate(a.shape)], dtype=a.dtype,
+                  device=a.device)
     out[_dilate_idx(a.ndim, axes, dilation)] = a
     return out
 
 register_op('dilate', lambda a, axes, dilation: dilate(a, axes, dilation), _torch_dilate,
-            [case((2, 3), axes=(0,), dilation=1), case((2, 3, 2), axes=(1, 2), dilation=2), case((3, 2), axes=(0, 1), dilation=0)], op=Dilate)
+            [case((2, 3), axes=(0,), dilation=1), case((2, 3, 2), axes=(1, 2), dilation=2),
+             case((3, 2), axes=(0, 1), dilation=0)], op=Dilate)
 register_op('undilate', lambda a, axes, dilation: undilate(a, axes, dilation),
             lambda T, a, axes, dilation: a[_dilate_idx(a.ndim, normalize_axes(axes, a.ndim), dilation)],
             [case((4, 6), axes=(0,), dilation=1), case((2, 7, 5), axes=(1, 2), dilation=2)], op=Undilate)
@@ -612,6 +655,7 @@ def cast(a, dtype) -> Tensor:
     out = Cast(dt)(a)
     return out if is_float_dtype(dt) else out.detach()
 
+# %% ../../nbs/05_ops_movement.ipynb
 class ToDevice(TensorOp):
     "Copy to `device`; the gradient is moved back to the input's device."
     saved_inputs, saves_output = (), False   # the gradient needs no values
@@ -641,7 +685,8 @@ register_op('cast', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(ge
 register_op('cast_to_float32', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((2, 3), dtype='float32')], op=Cast,
             skip={'fd': 'the output is float32 even for float64 inputs: 7 digits are too few for finite differences',
-                  'second': 'the output is float32 even for float64 inputs, so the float64 second-order check cannot run'})
+                  'second': 'the output is float32 even for float64 inputs, so the float64 second-order check '
+                            'cannot run'})
 register_op('cast_int', lambda a, dtype: cast(a, dtype), lambda T, a, dtype: a.to(getattr(T, dtype)),
             [case((3, 4), dtype='int64'), case((5,), dtype='bool')], op=Cast)
 # a round trip (to the CPU and back to the input's device), so that the output lives where the harness expects it

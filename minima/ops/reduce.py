@@ -137,6 +137,7 @@ class Min(_Extreme, TensorOp):
     def compute(self, a: NDArray): return a.min(self.axes, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return self._grad(out_grad, node)
 
+# %% ../../nbs/04_ops_reduce.ipynb
 def _check_nonempty(a, axes, name):
     if any(a.shape[i] == 0 for i in axes) or (a.size == 0 and not axes):
         raise ValueError(f"{name}: cannot reduce over a zero-size axis (shape {a.shape}, axes {axes})")
@@ -155,10 +156,12 @@ def _round(rng, shapes, **kw): return [np.round(rng.standard_normal(shapes[0]))]
 _nofd = 'finite differences are meaningless at ties, where max and min have kinks'
 for _n, _f, _op in [('amax', amax, Max), ('amin', amin, Min)]:
     register_op(_n, (lambda f: lambda a, axes=None, keepdims=False: f(a, axes, keepdims))(_f),
-                (lambda n: lambda T, a, axes=None, keepdims=False: getattr(a, n)(dim=_torch_dims(a, axes), keepdim=keepdims))(_n),
+                (lambda n: lambda T, a, axes=None, keepdims=False:
+                    getattr(a, n)(dim=_torch_dims(a, axes), keepdim=keepdims))(_n),
                 _RED, op=_op, domain='distinct')
     register_op(_n + '_ties', (lambda f: lambda a, axes=None, keepdims=False: f(a, axes, keepdims))(_f),
-                (lambda n: lambda T, a, axes=None, keepdims=False: getattr(a, n)(dim=_torch_dims(a, axes), keepdim=keepdims))(_n),
+                (lambda n: lambda T, a, axes=None, keepdims=False:
+                    getattr(a, n)(dim=_torch_dims(a, axes), keepdim=keepdims))(_n),
                 _RED, op=_op, make_inputs=_round, skip={'fd': _nofd})
 
 # %% ../../nbs/04_ops_reduce.ipynb
@@ -176,6 +179,7 @@ class ArgMin(TensorOp):
     def compute(self, a: NDArray): return a.argmin(self.axis, keepdims=self.keepdims)
     def gradient(self, out_grad, node): return None
 
+# %% ../../nbs/04_ops_reduce.ipynb
 def _arg_axis(a, axis, name):
     if axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
@@ -196,12 +200,14 @@ def argmin(a, axis=None, keepdims=False) -> Tensor:
     _arg_axis(a, axis, 'argmin')
     return ArgMin(axis, keepdims)(a).detach()
 
-_ARG = [case((3, 4)), case((3, 4), axis=1), case((2, 3, 4), axis=-1, keepdims=True), case((2, 3, 4), axis=0), case((5,)),
-        case((3, 4), keepdims=True)]
+_ARG = [case((3, 4)), case((3, 4), axis=1), case((2, 3, 4), axis=-1, keepdims=True), case((2, 3, 4), axis=0),
+        case((5,)), case((3, 4), keepdims=True)]
 register_op('argmax', lambda a, axis=None, keepdims=False: argmax(a, axis, keepdims),
-            lambda T, a, axis=None, keepdims=False: a.argmax(dim=axis, keepdim=keepdims), _ARG, op=ArgMax, domain='distinct')
+            lambda T, a, axis=None, keepdims=False: a.argmax(dim=axis, keepdim=keepdims), _ARG, op=ArgMax,
+            domain='distinct')
 register_op('argmin', lambda a, axis=None, keepdims=False: argmin(a, axis, keepdims),
-            lambda T, a, axis=None, keepdims=False: a.argmin(dim=axis, keepdim=keepdims), _ARG, op=ArgMin, domain='distinct')
+            lambda T, a, axis=None, keepdims=False: a.argmin(dim=axis, keepdim=keepdims), _ARG, op=ArgMin,
+            domain='distinct')
 
 # %% ../../nbs/04_ops_reduce.ipynb
 Tensor.mean = lambda self, axes=None, keepdims=False: mean(self, axes, keepdims)
