@@ -10,6 +10,7 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor
 from .modules import Module, Parameter
+from fastcore.basics import patch
 from ..ops.layers import linear
 from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step, split, sigmoid, tanh
 
@@ -37,6 +38,10 @@ def _lstm_projected(gx, h0, c0, w_hh, b_hh, w_hr):
         outs.append(h)
     return ops.stack(outs, 0), h, c
 
+# %% auto 0
+__all__ = ['RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU']
+
+# %% ../../nbs/14b_recurrent_lm.ipynb
 def _check_input(layer, x, n_in, ndims):
     if not isinstance(x, Tensor):
         raise TypeError(f"{layer}: input must be a Tensor, got {type(x).__name__}")
@@ -57,9 +62,6 @@ def _check_state(layer, name, s, shape, x):
         raise ValueError(f"{layer}: expected {name} of shape {tuple(shape)}, got {s.shape}")
     if s.dtype != x.dtype:
         raise TypeError(f"{layer}: {name} has dtype {s.dtype} but the input has {x.dtype}")
-
-# %% auto 0
-__all__ = ['RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU']
 
 # %% ../../nbs/14b_recurrent_lm.ipynb
 class _CellBase(Module):
@@ -97,6 +99,7 @@ class _CellBase(Module):
 
     def _out(self, h, unbatched): return h.reshape((self.hidden_size,)) if unbatched else h
 
+# %% ../../nbs/14b_recurrent_lm.ipynb
 class RNNCell(_CellBase):
     "Elman's cell: `h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)` (or relu). `RNNCell(10, 20)(x, h)`."
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None, dtype="float32"):
@@ -168,53 +171,59 @@ class _RNNBase(Module):
         names, sfx = ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh'), '_reverse' if reverse else ''
         return tuple(getattr(self, f'{n}_l{l}{sfx}', None) for n in names)
 
-    def extra_repr(self):
-        s = f'{self.input_size}, {self.hidden_size}'
-        if getattr(self, 'proj_size', 0): s += f', proj_size={self.proj_size}'
-        if self.num_layers != 1: s += f', num_layers={self.num_layers}'
-        if not self.bias: s += ', bias=False'
-        if self.batch_first: s += ', batch_first=True'
-        if self.dropout: s += f', dropout={self.dropout}'
-        if self.bidirectional: s += ', bidirectional=True'
-        return s
+# %% ../../nbs/14b_recurrent_lm.ipynb
+@patch
+def extra_repr(self: _RNNBase):
+    s = f'{self.input_size}, {self.hidden_size}'
+    if getattr(self, 'proj_size', 0): s += f', proj_size={self.proj_size}'
+    if self.num_layers != 1: s += f', num_layers={self.num_layers}'
+    if not self.bias: s += ', bias=False'
+    if self.batch_first: s += ', batch_first=True'
+    if self.dropout: s += f', dropout={self.dropout}'
+    if self.bidirectional: s += ', bidirectional=True'
+    return s
 
-    def _states(self, s, name, x, unbatched, H=None) -> list:
-        "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
-        L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], H or self.hidden_size
-        if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
-        _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
-        return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
+@patch
+def _states(self: _RNNBase, s, name, x, unbatched, H=None) -> list:
+    "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
+    L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], H or self.hidden_size
+    if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
+    _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
+    return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
 
-    def _run(self, input, h0, c0=None):
-        name, lstm = type(self).__name__, self.mode == 'LSTM'
-        _check_input(name, input, self.input_size, (2, 3))
-        ub = input.ndim == 2
-        if ub: x = input.reshape((input.shape[0], 1, self.input_size))
-        else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
-        P = getattr(self, 'proj_size', 0)
-        hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
-        cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
-        h_n, c_n, D = [], [], 2 if self.bidirectional else 1
-        for l in range(self.num_layers):
-            outs = []
-            for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
-                w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
-                xd = ops.flip(x, (0,)) if d else x
-                gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
-                res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, getattr(self, f"weight_hr_l{l}{'_reverse' * d}")) \
-                    if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
-                outs.append(ops.flip(res[0], (0,)) if d else res[0])
-                h_n.append(res[1])
-                if lstm: c_n.append(res[2])
-            x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
-            if self.dropout and self.training and l < self.num_layers - 1:
-                from minima.nn.functional import dropout
-                x = dropout(x, self.dropout)
-        T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
-        fin = lambda ss, n: ops.stack(ss, 0).reshape((L, n)) if ub else ops.stack(ss, 0)
-        out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
-        return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
+# %% ../../nbs/14b_recurrent_lm.ipynb
+@patch
+def _run(self: _RNNBase, input, h0, c0=None):
+    name, lstm = type(self).__name__, self.mode == 'LSTM'
+    _check_input(name, input, self.input_size, (2, 3))
+    ub = input.ndim == 2
+    if ub: x = input.reshape((input.shape[0], 1, self.input_size))
+    else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
+    P = getattr(self, 'proj_size', 0)
+    hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
+    cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
+    h_n, c_n, D = [], [], 2 if self.bidirectional else 1
+    for l in range(self.num_layers):
+        outs = []
+        for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
+            w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
+            xd = ops.flip(x, (0,)) if d else x
+            gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
+            res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, getattr(self, f"weight_hr_l{l}{'_reverse' * d}")) \
+                if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
+            outs.append(ops.flip(res[0], (0,)) if d else res[0])
+            h_n.append(res[1])
+            if lstm: c_n.append(res[2])
+        x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
+        if self.dropout and self.training and l < self.num_layers - 1:
+            from minima.nn.functional import dropout
+            x = dropout(x, self.dropout)
+    T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
+    fin = lambda ss, n: ops.stack(ss, 0).reshape((L, n)) if ub else ops.stack(ss, 0)
+    out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
+    return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
 
+# %% ../../nbs/14b_recurrent_lm.ipynb
 class RNN(_RNNBase):
     """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`
     with `x` `(T, B, 10)`, `output` `(T, B, 20)`, `h_n` `(2, B, 20)`."""

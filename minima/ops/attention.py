@@ -54,6 +54,7 @@ def _softmax_nd(s: NDArray):
     t = e.sum(s.ndim - 1, keepdims=True)
     return e / NDArray.where(dead, zero + 1, t), NDArray.where(dead, zero, zero + 1)
 
+# %% ../../nbs/15_attention.ipynb
 class ScaledDotProductAttention(TensorOp):
     """`softmax(q @ k^T * scale + mask) @ v` for q `(..., L, E)`, k `(..., S, E)`, v `(..., S, Ev)`. `mask` is an
     additive NDArray broadcastable to `(..., L, S)`, or, if None, a fourth input (a mask that needs its gradient);
@@ -116,6 +117,7 @@ def _rng(generator, seed):
     from minima.init import generator as _global
     return _global()
 
+# %% ../../nbs/15_attention.ipynb
 def _check_sdpa(q, k, v):
     for n, t in (('query', q), ('key', k), ('value', v)):
         if not isinstance(t, Tensor): raise TypeError(f"scaled_dot_product_attention: {n} must be a Tensor, got {type(t).__name__}")
@@ -132,6 +134,7 @@ def _check_sdpa(q, k, v):
     # as torch, the batch dims broadcast; broadcast_to's adjoint sums the gradient back to each input's shape
     return tuple(t if t.shape[:-2] == batch else t.broadcast_to(batch + t.shape[-2:]) for t in (q, k, v))
 
+# %% ../../nbs/15_attention.ipynb
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  generator=None, seed=None) -> Tensor:
     """Fused `softmax(q k^T * scale + mask) v`, torch's signature. With q, k, v of shape `(B, H, T, d)`,
@@ -192,6 +195,7 @@ def _sdpa_ref(T, q, k, v, m=None, mask=None, is_causal=False, dropout_p=0.0, see
     if is_causal: s = s.masked_fill(~T.ones(L, S, dtype=T.bool, device=q.device).tril(), -math.inf)
     return (T.softmax(s, -1) * keep / (1 - dropout_p)) @ v
 
+# %% ../../nbs/15_attention.ipynb
 register_op('scaled_dot_product_attention',
             lambda q, k, v, m=None, mask=None, **kw: scaled_dot_product_attention(q, k, v, m, **kw), _sdpa_ref,
             [case((4, 3), (5, 3), (5, 2)), case((2, 3, 4), (2, 3, 4), (2, 3, 4), is_causal=True),
@@ -305,6 +309,7 @@ def _affine_default(shape, v, like):
         _ONE_ZERO[key] = Tensor.make_const(NDArray.make(shape, device=like.device, dtype=like.dtype).fill(v))
     return _ONE_ZERO[key]
 
+# %% ../../nbs/15_attention.ipynb
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     """torch's `layer_norm`: normalise `x` over its trailing `normalized_shape` dims, then `* weight + bias`
     (each optional, of shape `normalized_shape`). `layer_norm(x, x.shape[-1:])` normalises each row."""
