@@ -111,6 +111,7 @@ def _short(a):
     if isinstance(a, (float, np.floating)): return f'{float(a):.6g}'
     return repr(a)
 
+# %% ../nbs/21b_compile.ipynb
 def _frozen(a):
     if isinstance(a, np.ndarray): return ('arr', a.shape, a.dtype.str, a.tobytes())
     if isinstance(a, np.generic): return a.item()
@@ -150,31 +151,37 @@ class Recorder:
             self.instrs.append(Instr(name, a, _line(_user_frame()), rnd, _origin()))
         return prim
 
-    def _alloc(self, size, dtype):
-        h = type(self.device).alloc(self.device, size, dtype)
-        if not self.depth: self.buf(h, 'temp')
-        return h
+# %% ../nbs/21b_compile.ipynb
+@patch
+def _alloc(self: Recorder, size, dtype):
+    h = type(self.device).alloc(self.device, size, dtype)
+    if not self.depth: self.buf(h, 'temp')
+    return h
 
-    def _read(self, *args):
-        f = sys._getframe(1)
-        while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
-        if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
-            # minima itself checks a value (a label range, NaN in a pooling window, ignore_index present): the
-            # program assumes the same answer on every replay; the assumption is listed with the program
-            if not self.depth: self.assumptions.append(_library_line(f))
-            return type(self.device).to_numpy(self.device, *args)
-        raise CaptureError(
-            f"compile: the function reads a tensor's value during capture (.item(), .numpy(), bool(t), float(t) or "
-            f"a Python branch on data) at {_line(_user_frame())}. A compiled program cannot depend on data it reads "
-            f"back: move that line out of the compiled function (return the tensor and read it outside).")
+@patch
+def _read(self: Recorder, *args):
+    f = sys._getframe(1)
+    while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
+    if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
+        # minima itself checks a value (a label range, NaN in a pooling window, ignore_index present): the
+        # program assumes the same answer on every replay; the assumption is listed with the program
+        if not self.depth: self.assumptions.append(_library_line(f))
+        return type(self.device).to_numpy(self.device, *args)
+    raise CaptureError(
+        f"compile: the function reads a tensor's value during capture (.item(), .numpy(), bool(t), float(t) or "
+        f"a Python branch on data) at {_line(_user_frame())}. A compiled program cannot depend on data it reads "
+        f"back: move that line out of the compiled function (return the tensor and read it outside).")
 
-    def __enter__(self):
-        d = self.device
-        for name in PRIMS: setattr(d, name, self._wrap(name))
-        d.alloc, d.to_numpy = self._alloc, self._read
-        return self
-    def __exit__(self, *exc):
-        for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
+@patch
+def __enter__(self: Recorder):
+    d = self.device
+    for name in PRIMS: setattr(d, name, self._wrap(name))
+    d.alloc, d.to_numpy = self._alloc, self._read
+    return self
+
+@patch
+def __exit__(self: Recorder, *exc):
+    for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -210,6 +217,8 @@ class _DrawingGenerator:
         return _Draw.wrap(self.gen.random(size), again, self.rec)
     def __getattr__(self, name): return getattr(self.gen, name)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 class _Tracked:
     "A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an existing object's slot."
     def __init__(self, md, attr, log, created):
@@ -244,6 +253,8 @@ class Capture:
         self.writes = [w for k, w in writes.items() if k[0] not in created]
         self.modules, self.args, self.result = modules, args, result
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
     from minima.nn.modules import Module
@@ -307,41 +318,17 @@ _ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None
 _NP_EWISE, _NP_UNARY, _REFL = _devmod._NP_EWISE, _devmod._NP_UNARY, _devmod._SCALAR_REFLECTED
 _view = _devmod._view
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 class Program:
     """A captured step, ready to replay: `instrs` (after the passes), `captured` (as recorded), `kernels` (the
     generated sources), `stats`. `print(program)` lists it."""
     def __init__(self, cap: Capture, device, fuse=True, backend='c'):
         self.device, self.captured = device, list(cap.instrs)
-        bufs = list(cap.bufs.values())
-        # 1. where each buffer's storage comes from
-        leaves = _leaves(cap.args, [])
-        self.arg_bufs = []
-        for i, a in enumerate(leaves):
-            d = a.cached_data if isinstance(a, Tensor) else a
-            b = cap.bufs[id(d._handle)]
-            if b.kind == 'extern': b.kind, b.src = 'arg', i
-            self.arg_bufs.append((i, b))
-        read = {b for ins in cap.instrs for b in ins.reads()}
-        self.slots = []
-        for o, attr, old in cap.writes:
-            new = getattr(o, attr)
-            od = None if old is None else (old if attr == 'cached_data' else old.cached_data)
-            nd = None if new is None else (new if attr == 'cached_data' else new.cached_data)
-            ib = cap.bufs.get(id(od._handle)) if od is not None else None
-            if ib is not None and (ib not in read or ib.kind != 'extern'): ib = None
-            if ib is not None: ib.kind = 'state'
-            ob = cap.bufs.get(id(nd._handle)) if nd is not None else None
-            self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), ob if ob is not None else nd,
-                                    None if nd is None else _meta(nd)))
-        for b in bufs:
-            if b.kind == 'extern': b.kind = 'fixed'   # bound by identity: optimizer state updated in place, masks, ...
-        self.result = cap.result
-        res = [(x.cached_data if isinstance(x, Tensor) else x) for x in _leaves(cap.result, [])]
-        self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
+        bufs, leaves = list(cap.bufs.values()), _leaves(cap.args, [])
+        self._bind(cap, leaves, bufs)   # 1. where each buffer's storage comes from
         instrs = list(cap.instrs)
         # 2. the final value of a replaced state goes straight into its own buffer when that is safe
-        arg_ids = {id(a): i for i, a in enumerate(leaves)}
-        for s in self.slots: s.arg = arg_ids.get(id(s.obj))   # `x.grad` of an argument: set on the new argument
         for s in self.slots:
             if s.in_buf is not None and isinstance(s.out_buf, Buf) and s.out_buf is not s.in_buf:
                 instrs = self._retarget(instrs, s)
@@ -369,25 +356,65 @@ class Program:
         for b in bufs:   # let the capture's own arrays (and the autograd graph of its result) go
             if b.kind == 'temp': b.handle = None
         self.result = self.res_bufs = None
-        self.stats = dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live, final=len(instrs),
-                          kernels=sum(i.prim == 'fused' for i in instrs), distinct_kernels=len(self.kernels),
-                          temp_buffers=self.n_temps, planned_buffers=self.n_phys,
-                          temp_bytes=self.temp_bytes, planned_bytes=self.phys_bytes)
+        self.stats = self._stats(instrs)
 
-    _ELEMENTWISE = ('ewise', 'scalar', 'unary', 'where', 'cast')
-    def _retarget(self, instrs, s):
-        "Write the state's new value into the buffer that held its old value, if nothing reads the old one later."
-        X, Y = s.in_buf, s.out_buf
-        if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype or s.out_meta[:3] != s.in_meta[:3]: return instrs
-        first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
-        if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
-            return instrs
-        if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
-        sub = lambda a: X if a is Y else a
-        out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin)
-                                for i in instrs[first:]]
-        s.out_buf = X
-        return out
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+@patch
+def _bind(self: Program, cap, leaves, bufs):
+    "Step 1 of the build: which buffers are arguments, which hold state the step replaces, which are fixed."
+    self.arg_bufs = []
+    for i, a in enumerate(leaves):
+        d = a.cached_data if isinstance(a, Tensor) else a
+        b = cap.bufs[id(d._handle)]
+        if b.kind == 'extern': b.kind, b.src = 'arg', i
+        self.arg_bufs.append((i, b))
+    read = {b for ins in cap.instrs for b in ins.reads()}
+    self.slots = []
+    for o, attr, old in cap.writes:
+        new = getattr(o, attr)
+        od = None if old is None else (old if attr == 'cached_data' else old.cached_data)
+        nd = None if new is None else (new if attr == 'cached_data' else new.cached_data)
+        ib = cap.bufs.get(id(od._handle)) if od is not None else None
+        if ib is not None and (ib not in read or ib.kind != 'extern'): ib = None
+        if ib is not None: ib.kind = 'state'
+        ob = cap.bufs.get(id(nd._handle)) if nd is not None else None
+        self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), ob if ob is not None else nd,
+                                None if nd is None else _meta(nd)))
+    for b in bufs:
+        if b.kind == 'extern': b.kind = 'fixed'   # bound by identity: optimizer state updated in place, masks, ...
+    self.result = cap.result
+    res = [(x.cached_data if isinstance(x, Tensor) else x) for x in _leaves(cap.result, [])]
+    self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
+    arg_ids = {id(a): i for i, a in enumerate(leaves)}
+    for s in self.slots: s.arg = arg_ids.get(id(s.obj))   # `x.grad` of an argument: set on the new argument
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+Program._ELEMENTWISE = ('ewise', 'scalar', 'unary', 'where', 'cast')
+
+@patch
+def _retarget(self: Program, instrs, s):
+    "Write the state's new value into the buffer that held its old value, if nothing reads the old one later."
+    X, Y = s.in_buf, s.out_buf
+    if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype or s.out_meta[:3] != s.in_meta[:3]: return instrs
+    first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
+    if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
+        return instrs
+    if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
+    sub = lambda a: X if a is Y else a
+    out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin)
+                            for i in instrs[first:]]
+    s.out_buf = X
+    return out
+
+@patch
+def _stats(self: Program, instrs):
+    "What the passes did: instruction counts after each, kernels, and temporary memory before and after the plan."
+    return dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live, final=len(instrs),
+                kernels=sum(i.prim == 'fused' for i in instrs), distinct_kernels=len(self.kernels),
+                temp_buffers=self.n_temps, planned_buffers=self.n_phys,
+                temp_bytes=self.temp_bytes, planned_bytes=self.phys_bytes)
 
 # %% ../nbs/21b_compile.ipynb
 @patch
@@ -462,7 +489,7 @@ def _plan(self: Program, instrs, liveout):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Expression templates and loading compiled kernels"
+#| code-summary: "Expression templates and loading compiled kernels (1 of 3)"
 # Each elementwise primitive as an expression, in Python (numba) and in C (CPU C and CUDA C share it)
 _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', eq='({} == {})', ne='({} != {})',
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
@@ -500,12 +527,18 @@ def cache_dir() -> str:
     os.makedirs(d, exist_ok=True)
     return d
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Expression templates and loading compiled kernels (2 of 3)"
 def _write_once(path, text):
     if not os.path.exists(path):
         tmp = f'{path}.{os.getpid()}.tmp'
         with open(tmp, 'w') as f: f.write(text)
         os.replace(tmp, path)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Expression templates and loading compiled kernels (3 of 3)"
 class Kernel:
     """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, loaded from the disk cache
     when it is there (numba keeps machine code next to the source; C is compiled once to a shared library)."""
@@ -563,6 +596,7 @@ def _member(ins):
     if p == 'compact':   # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
         return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
+# %% ../nbs/21b_compile.ipynb
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
@@ -670,6 +704,7 @@ def _codegen(shape, members, outs, lang='numba'):
              '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
     return '\n'.join(lines) + '\n', spec, list(mem)
 
+# %% ../nbs/21b_compile.ipynb
 def cuda_source(ins: Instr) -> str:
     "The CUDA C source of a fused instruction's kernel (a `__global__` body and an `extern \"C\"` launcher)."
     k, shape, _, outs, spec, members = ins.args
@@ -693,6 +728,7 @@ def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     n = group[0].writes()[0].size
     return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
 
+# %% ../nbs/21b_compile.ipynb
 def _fuse(instrs, needed_after, lang='numba'):
     "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
     out, group, gshape, written, strided_read = [], [], None, set(), set()
@@ -738,7 +774,7 @@ def _fuse(instrs, needed_after, lang='numba'):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay"
+#| code-summary: "Lowering each primitive to a numpy call, and the replay (1 of 4)"
 def _rebuild(x, it):
     if isinstance(x, (Tensor, NDArray)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
@@ -775,6 +811,9 @@ def _random_call(rnd, h):
         np.copyto(h, (r if kind == 'array' else r.cached_data._handle).reshape(-1), casting='unsafe')
     return draw
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering each primitive to a numpy call, and the replay (2 of 4)"
 def _lower_one(ins, P):
     "One numpy call with every array bound."
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
@@ -829,6 +868,9 @@ def _lower_one(ins, P):
                     axis=tuple(range(nd - k, nd)), out=o.reshape(tuple(shape[:nd - k])))
     raise CaptureError(f'compile: no lowering for primitive {p}')
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering each primitive to a numpy call, and the replay (3 of 4)"
 @patch
 def _lower(self: Program, instrs):
     "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
@@ -853,6 +895,9 @@ def _lower(self: Program, instrs):
         outs.append(Tensor.make_const(NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)))
     self.outputs = _rebuild(self.result, iter(outs))
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering each primitive to a numpy call, and the replay (4 of 4)"
 @patch
 def __call__(self: Program, args, kwargs):
     leaves = _leaves((args, kwargs), [])
@@ -877,7 +922,7 @@ def __call__(self: Program, args, kwargs):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Listing and drawing a program"
+#| code-summary: "Listing and drawing a program (1 of 2)"
 @patch
 def listing(self: Program, stage='final') -> str:
     "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
@@ -892,6 +937,9 @@ def __repr__(self: Program):
 
 _COLORS = dict(fused='#c8ecd4', matmul='#cfe0f7', matmul_strided='#cfe0f7', random='#fbdcb8')
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Listing and drawing a program (2 of 2)"
 @patch
 def draw(self: Program, stage='final', width=720):
     """An SVG of the program: one box per instruction in program order, an arc from each instruction to the later
@@ -940,6 +988,7 @@ class _Entry:
     def __init__(self): self.calls, self.first, self.program, self.modules = 0, None, None, ()
     def flags_ok(self): return all(m.training == t for m, t in self.modules)
 
+# %% ../nbs/21b_compile.ipynb
 class Compiled:
     """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later calls with the same
     guards (argument shapes, dtypes and devices, grad mode, the modules' train/eval flags) replay the program."""
@@ -956,35 +1005,39 @@ class Compiled:
         ps = self.programs
         return ps[-1] if ps else None
 
-    def _device(self, args, kwargs):
-        from minima.backend_ndarray.device import cpu
-        for a in _leaves((args, kwargs), []): return a.device
-        return cpu()
+# %% ../nbs/21b_compile.ipynb
+@patch
+def _device(self: Compiled, args, kwargs):
+    from minima.backend_ndarray.device import cpu
+    for a in _leaves((args, kwargs), []): return a.device
+    return cpu()
 
-    def __call__(self, *args, **kwargs):
-        key = (is_grad_enabled(), _sig(args), _sig(kwargs))
-        entries = self.cache.get(key)
-        if entries is None:
-            entries = self.cache[key] = []
-            if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
-        e = next((e for e in entries if e.flags_ok()), None)
-        if e is None: e = _Entry(); entries.append(e)
-        if e.program is not None: return e.program(args, kwargs)
-        e.calls += 1
-        if e.calls <= self.warmup: return self.fn(*args, **kwargs)
-        dev = self._device(args, kwargs)
-        if not isinstance(dev, NumpyDevice):
-            raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
-        cap = capture(self.fn, args, kwargs, dev)
-        self.captures += 1
-        e.modules = tuple((m, m.training) for m in cap.modules.values())
-        if e.first is None:
-            e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
-            return cap.result
-        _same(e.first, cap.instrs)
-        e.program = Program(cap, dev, self.fuse, self.backend)
+@patch
+def __call__(self: Compiled, *args, **kwargs):
+    key = (is_grad_enabled(), _sig(args), _sig(kwargs))
+    entries = self.cache.get(key)
+    if entries is None:
+        entries = self.cache[key] = []
+        if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
+    e = next((e for e in entries if e.flags_ok()), None)
+    if e is None: e = _Entry(); entries.append(e)
+    if e.program is not None: return e.program(args, kwargs)
+    e.calls += 1
+    if e.calls <= self.warmup: return self.fn(*args, **kwargs)
+    dev = self._device(args, kwargs)
+    if not isinstance(dev, NumpyDevice):
+        raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
+    cap = capture(self.fn, args, kwargs, dev)
+    self.captures += 1
+    e.modules = tuple((m, m.training) for m in cap.modules.values())
+    if e.first is None:
+        e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
         return cap.result
+    _same(e.first, cap.instrs)
+    e.program = Program(cap, dev, self.fuse, self.backend)
+    return cap.result
 
+# %% ../nbs/21b_compile.ipynb
 def _same(first, instrs):
     "Two captures of the same step must record the same work; a difference means the step depends on Python state."
     if len(first) != len(instrs):
@@ -1046,7 +1099,7 @@ class StaticKVCache:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The decoder: the GPT's blocks over the static cache"
+#| code-summary: "The decoder: the GPT's blocks over the static cache (1 of 3)"
 class StaticDecoder:
     """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
     `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
@@ -1082,38 +1135,47 @@ class StaticDecoder:
         c.advance()
         return m.lm_head(m.ln_f(x))
 
-    def __call__(self, idx):
-        if self.cache.n >= self.cache.max_len:
-            raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
-                             "call .reset() to start a new sequence")
-        if not isinstance(idx, Tensor):
-            idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
-        if idx.shape != (self.B, 1):
-            raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
-        from minima.autograd import no_grad
-        with no_grad(): out = self.step(idx)
-        self.cache.n += 1
-        return out
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: the GPT's blocks over the static cache (2 of 3)"
+@patch
+def __call__(self: StaticDecoder, idx):
+    if self.cache.n >= self.cache.max_len:
+        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
+                         "call .reset() to start a new sequence")
+    if not isinstance(idx, Tensor):
+        idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
+    if idx.shape != (self.B, 1):
+        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
+    from minima.autograd import no_grad
+    with no_grad(): out = self.step(idx)
+    self.cache.n += 1
+    return out
 
-    def reset(self): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
+@patch
+def reset(self: StaticDecoder): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
 
-    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
-        "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
-        from minima.nn.transformer import _sample
-        idx = np.asarray(prompt, dtype='int64')
-        squeeze = idx.ndim == 1
-        if squeeze: idx = idx[None]
-        if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
-            need = idx.shape[1] + max_new_tokens - 1
-            raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
-                             f"need {need} positions; the cache holds {self.cache.max_len}")
-        rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
-        self.model.eval(); self.reset()
-        try:
-            for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
-            for _ in range(max_new_tokens):
-                nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
-                idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
-                if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
-        finally: self.model.train(was)
-        return idx[0] if squeeze else idx
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: the GPT's blocks over the static cache (3 of 3)"
+@patch
+def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
+    "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
+    from minima.nn.transformer import _sample
+    idx = np.asarray(prompt, dtype='int64')
+    squeeze = idx.ndim == 1
+    if squeeze: idx = idx[None]
+    if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
+        need = idx.shape[1] + max_new_tokens - 1
+        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
+                         f"need {need} positions; the cache holds {self.cache.max_len}")
+    rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
+    self.model.eval(); self.reset()
+    try:
+        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
+        for _ in range(max_new_tokens):
+            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+            idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
+            if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
+    finally: self.model.train(was)
+    return idx[0] if squeeze else idx
