@@ -255,6 +255,20 @@ class Capture:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
+def _wrap_random(orig, kind, rec):
+    "A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what it drew."
+    def f(*a, **k):
+        r = orig(*a, **k)
+        if kind == 'generator':   # a seeded call makes a new generator each time: so does the replay
+            fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
+            return _DrawingGenerator(r, rec, fresh)
+        if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
+        else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
+        return r
+    return f
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
     from minima.nn.modules import Module
@@ -265,22 +279,12 @@ def capture(fn, args, kwargs, device):
     def call(m, *a, **k):
         modules.setdefault(id(m), m)
         return mod_call(m, *a, **k)
-    def wrap_random(orig, kind):
-        def f(*a, **k):
-            r = orig(*a, **k)
-            if kind == 'generator':   # a seeded call makes a new generator each time: so does the replay
-                fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
-                return _DrawingGenerator(r, rec, fresh)
-            if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
-            else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
-            return r
-        return f
     bg = np.random.get_bit_generator()
     state0 = bg.state
     try:
         for mod, name, kind in srcs:
             saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, wrap_random(getattr(mod, name), kind))
+            setattr(mod, name, _wrap_random(getattr(mod, name), kind, rec))
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
         Module.__call__ = call
@@ -489,7 +493,7 @@ def _plan(self: Program, instrs, liveout):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Expression templates and loading compiled kernels (1 of 3)"
+#| code-summary: "Expression templates, the numba/C backends and the kernel cache"
 # Each elementwise primitive as an expression, in Python (numba) and in C (CPU C and CUDA C share it)
 _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', eq='({} == {})', ne='({} != {})',
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
@@ -529,7 +533,7 @@ def cache_dir() -> str:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Expression templates and loading compiled kernels (2 of 3)"
+#| code-summary: "Writing a kernel's source once"
 def _write_once(path, text):
     if not os.path.exists(path):
         tmp = f'{path}.{os.getpid()}.tmp'
@@ -538,7 +542,7 @@ def _write_once(path, text):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Expression templates and loading compiled kernels (3 of 3)"
+#| code-summary: "Loading compiled kernels"
 class Kernel:
     """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, loaded from the disk cache
     when it is there (numba keeps machine code next to the source; C is compiled once to a shared library)."""
@@ -597,93 +601,123 @@ def _member(ins):
         return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
 # %% ../nbs/21b_compile.ipynb
+class _Body:
+    """One loop iteration's statements, built member by member: each buffer becomes a kernel argument `b<i>`, each
+    distinct read one local `l<i>` (strides and offsets as int arguments `o<i>`), each member a local `t<m>`."""
+    def __init__(self, shape, py):
+        self.shape, self.py, self.spec = shape, py, [('dim', n) for n in shape]
+        self.arrays, self.regs, self.loads, self.body, self.mem, self.ints, self.scalars = {}, {}, {}, [], {}, [], []
+    def arr(self, b):
+        if b not in self.arrays: self.arrays[b] = f'b{len(self.arrays)}'; self.spec.append(('buf', b))
+        return self.arrays[b]
+    def let(self, name, dtype, expr):
+        return f'{name} = {expr}' if self.py else f'const {_CTYPE[dtype]} {name} = {expr};'
+    def load(self, b, strides, off):
+        "The local that holds operand `b`, read compactly or through `strides` from `off`; loaded on first use."
+        if strides is None or (strides == _rowmajor(self.shape) and off == 0 and b.size == int(np.prod(self.shape))):
+            if b in self.regs: return self.regs[b]
+            key = (b, None)
+            if key not in self.loads:
+                self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
+                self.body.append(self.let(self.loads[key], b.dtype, f'{self.arr(b)}[k]'))
+            return self.loads[key]
+        key = (b, strides, off)
+        if key not in self.loads:
+            idx = [f'o{len(self.ints)}']; self.ints.append(off)
+            for d, s in enumerate(strides):
+                if s: idx.append(f'i{d} * o{len(self.ints)}'); self.ints.append(s)
+            self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
+            self.body.append(self.let(self.loads[key], b.dtype, f"{self.arr(b)}[{' + '.join(idx)}]"))
+        return self.loads[key]
+    def member(self, m, opnds, out, op, refl, scal):
+        "Member `m`: `op` of its loaded operands (and scalar), rounded to its output's dtype, into local `t<m>`."
+        xs = [self.load(b, st, off) for b, st, off in opnds]
+        if scal is not None: xs.append(f's{len(self.scalars)}'); self.scalars.append(scal)
+        if refl: xs = xs[::-1]
+        e = xs[0] if op == 'cast' else (_PY if self.py else _C)[op].format(*xs)
+        cast = f'{_np_type(out.dtype)}({e})' if self.py else f'({_CTYPE[out.dtype]})({e})'
+        self.body.append(self.let(f't{m}', out.dtype, cast))
+        self.regs[out] = f't{m}'
+
+# %% ../nbs/21b_compile.ipynb
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
     nd, py = len(shape), lang == 'numba'
     red = members[-1] if members and members[-1][3][0] in ('sum', 'max') and members[-1][4] == 'reduce' else None
     if red is not None: members, outs = members[:-1], [b for b in outs if b is not red[2]]
-    spec, arrays, regs, loads, body, mem = [], {}, {}, {}, [], {}
-    for i, n in enumerate(shape): spec.append(('dim', n))
-    def arr(b):
-        if b not in arrays: arrays[b] = f'b{len(arrays)}'; spec.append(('buf', b))
-        return arrays[b]
-    def let(name, dtype, expr):
-        return f'{name} = {expr}' if py else f'const {_CTYPE[dtype]} {name} = {expr};'
-    ints, scalars = [], []
-    def load(b, strides, off):
-        if strides is None or (strides == _rowmajor(shape) and off == 0 and b.size == int(np.prod(shape))):
-            if b in regs: return regs[b]
-            key = (b, None)
-            if key not in loads:
-                loads[key] = f'l{len(loads)}'; mem[b] = 1
-                body.append(let(loads[key], b.dtype, f'{arr(b)}[k]'))
-            return loads[key]
-        key = (b, strides, off)
-        if key not in loads:
-            idx = [f'o{len(ints)}']; ints.append(off)
-            for d, s in enumerate(strides):
-                if s: idx.append(f'i{d} * o{len(ints)}'); ints.append(s)
-            loads[key] = f'l{len(loads)}'; mem[b] = 1
-            body.append(let(loads[key], b.dtype, f"{arr(b)}[{' + '.join(idx)}]"))
-        return loads[key]
-    for m, (mshape, opnds, out, (op, refl), scal) in enumerate(members):
-        xs = [load(b, st, off) for b, st, off in opnds]
-        if scal is not None: xs.append(f's{len(scalars)}'); scalars.append(scal)
-        if refl: xs = xs[::-1]
-        if op == 'cast': e = xs[0]
-        else: e = (_PY if py else _C)[op].format(*xs)
-        body.append(let(f't{m}', out.dtype, f'{_np_type(out.dtype)}({e})' if py else f'({_CTYPE[out.dtype]})({e})'))
-        regs[out] = f't{m}'
-    for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}' + ('' if py else ';'))
+    k = _Body(shape, py)
+    for m, (mshape, opnds, out, (op, refl), scal) in enumerate(members): k.member(m, opnds, out, op, refl, scal)
+    for b in outs: k.body.append(f'{k.arr(b)}[k] = {k.regs[b]}' + ('' if py else ';'))
+    acc = None
     if red is not None:   # the row's sum or max accumulates in a register (a float32 sum in double)
         kind, a, o = red[3][0], red[1][0][0], red[2]
         acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
-        init, store = ('0' if kind == 'sum' else '-INFINITY'), f'{arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
-        body.append(f'acc = acc + {regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {regs[a]});')
-    spec += [('int', v) for v in ints] + [('scalar', v) for v in scalars]
-    dims, bufs = [f'd{i}' for i in range(nd)], list(arrays.values())
-    os_, ss = [f'o{i}' for i in range(len(ints))], [f's{i}' for i in range(len(scalars))]
-    if py:
-        lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)',
-                 f"def kernel({', '.join(dims + bufs + os_ + ss)}):"]
-        if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
-        else:
-            lines.append('    k = 0')
-            for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
-            ind = '    ' * (nd + 1)
-            body.append('k += 1')
-        return '\n'.join(lines + [ind + s for s in body]) + '\n', spec, list(mem)
-    types = {b: _CTYPE[b.dtype] for b in arrays}
-    params = ([f'int64_t {d}' for d in dims] + [f'{types[b]} *{n}' for b, n in arrays.items()] +
-              [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, scalars)])
-    if lang == 'c' and red is not None:   # the last loop runs over one row, then its result is stored
-        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
-                 f"void kernel({', '.join(params)}) {{", '    int64_t k = 0, ro = 0;']
+        acc = acc_t, ('0' if kind == 'sum' else '-INFINITY'), f'{k.arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
+        k.body.append(f'acc = acc + {k.regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {k.regs[a]});')
+    spec = k.spec + [('int', v) for v in k.ints] + [('scalar', v) for v in k.scalars]
+    dims, bufs = [f'd{i}' for i in range(nd)], list(k.arrays.values())
+    os_, ss = [f'o{i}' for i in range(len(k.ints))], [f's{i}' for i in range(len(k.scalars))]
+    if py: return _emit_numba(nd, dims + bufs + os_ + ss, k.body), spec, list(k.mem)
+    params = ([f'int64_t {d}' for d in dims] + [f'{_CTYPE[b.dtype]} *{n}' for b, n in k.arrays.items()] +
+              [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, k.scalars)])
+    emit = _emit_c if lang == 'c' else _emit_cuda
+    return emit(nd, params, k.body, acc, ', '.join(dims + bufs + os_ + ss)), spec, list(k.mem)
+
+def cuda_source(ins: Instr) -> str:
+    "The CUDA C source of a fused instruction's kernel (a `__global__` body and an `extern \"C\"` launcher)."
+    k, shape, _, outs, spec, members = ins.args
+    return _codegen(shape, members, outs, 'cuda')[0]
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The numba and C loops around the body"
+def _emit_numba(nd, args, body):
+    "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
+    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
+    if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
+    else:
+        lines.append('    k = 0')
+        for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
+        ind = '    ' * (nd + 1)
+        body = body + ['k += 1']
+    return '\n'.join(lines + [ind + s for s in body]) + '\n'
+
+def _emit_c(nd, params, body, acc, args):
+    "A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then stores its result."
+    lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
+             f"void kernel({', '.join(params)}) {{"]
+    if acc is not None:
+        acc_t, init, store = acc
+        lines.append('    int64_t k = 0, ro = 0;')
         for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
         ind = '    ' * nd
         last = nd - 1
         lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
-        return '\n'.join(lines) + '\n', spec, list(mem)
-    if lang == 'c':
-        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
-                 f"void kernel({', '.join(params)}) {{"]
-        if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
-        else:
-            lines.append('    int64_t k = 0;')
-            for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-            ind = '    ' * (nd + 1)
-            body.append('k++;')
-            close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
-        return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n', spec, list(mem)
-    # CUDA: one thread per element; the loop indices come from the thread's flat index
+        return '\n'.join(lines) + '\n'
+    if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
+    else:
+        lines.append('    int64_t k = 0;')
+        for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+        ind = '    ' * (nd + 1)
+        body = body + ['k++;']
+        close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
+    return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The CUDA C kernel and its launcher"
+def _emit_cuda(nd, params, body, acc, args):
+    """CUDA C: one thread per element, its loop indices recovered from the flat thread index; with a row reduction
+    (`acc`), one thread per row, looping over the row's elements and storing their sum or max."""
     idx = []
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
-    args = ', '.join(dims + bufs + os_ + ss)
-    if red is not None:   # one thread per row: it loops over the row's elements and stores their sum or max
+    dims = [f'd{i}' for i in range(nd)]
+    if acc is not None:
+        acc_t, init, store = acc
         R = f'd{nd - 1}'
         lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
                  f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
@@ -694,7 +728,7 @@ def _codegen(shape, members, outs, lang='numba'):
                   f"extern \"C\" void kernel({', '.join(params)}) {{",
                   f"    const int64_t n = {' * '.join(dims[:-1])};",
                   '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
-        return '\n'.join(lines) + '\n', spec, list(mem)
+        return '\n'.join(lines) + '\n'
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
              '    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (k >= n) return;',
@@ -702,7 +736,7 @@ def _codegen(shape, members, outs, lang='numba'):
              f"extern \"C\" void kernel({', '.join(params)}) {{",
              f"    const int64_t n = {' * '.join(dims)};",
              '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
-    return '\n'.join(lines) + '\n', spec, list(mem)
+    return '\n'.join(lines) + '\n'
 
 # %% ../nbs/21b_compile.ipynb
 def cuda_source(ins: Instr) -> str:
@@ -727,6 +761,18 @@ def _reduce_joins(ins, group, gshape, written, lang) -> bool:
         return False
     n = group[0].writes()[0].size
     return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
+
+def _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o):
+    """Whether an elementwise member joins the group: it covers the group's elements, reads through strides no
+    buffer the group wrote, and writes no buffer the group reads through strides."""
+    n = o.size
+    ok = bool(group) and n == group[0].writes()[0].size
+    if ok and mshape is not None and gshape is not None and mshape != gshape: ok = False
+    shape = mshape or gshape or (n,)
+    for b, st, off in opnds:
+        if st is not None and (st != _rowmajor(shape) or off or b.size != n):
+            if b in written: ok = False
+    return ok and o not in strided_read
 
 # %% ../nbs/21b_compile.ipynb
 def _fuse(instrs, needed_after, lang='numba'):
@@ -756,14 +802,7 @@ def _fuse(instrs, needed_after, lang='numba'):
         if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
-        ok = bool(group) and n == group[0].writes()[0].size
-        if ok and mshape is not None and gshape is not None and mshape != gshape: ok = False
-        shape = mshape or gshape or (n,)
-        for b, st, off in opnds:
-            if st is not None and (st != _rowmajor(shape) or off or b.size != n):
-                if b in written: ok = False
-        if o in strided_read: ok = False
-        if not ok: close(idx - 1)
+        if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
         group.append(ins)
         if mshape is not None: gshape = mshape
         written.add(o)
@@ -774,7 +813,7 @@ def _fuse(instrs, needed_after, lang='numba'):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay (1 of 4)"
+#| code-summary: "Replay helpers: results, kernel arguments, random draws"
 def _rebuild(x, it):
     if isinstance(x, (Tensor, NDArray)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
@@ -813,7 +852,7 @@ def _random_call(rnd, h):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay (2 of 4)"
+#| code-summary: "Lowering each primitive to a numpy call"
 def _lower_one(ins, P):
     "One numpy call with every array bound."
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
@@ -840,6 +879,14 @@ def _lower_one(ins, P):
         c, x, y, o = a
         return lambda: np.copyto(o, np.where(c, x, y))
     if p == 'cast': return part(np.copyto, a[1], a[0], casting='unsafe')
+    return _lower_indexed(p, a)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering reductions, products, gathers and scatters"
+def _lower_indexed(p, a):
+    "The rest of the primitives: row reductions, matrix products, gathers and scatters, and the strided forms."
+    part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
         return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
@@ -870,7 +917,7 @@ def _lower_one(ins, P):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay (3 of 4)"
+#| code-summary: "Binding every call's arrays"
 @patch
 def _lower(self: Program, instrs):
     "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
@@ -897,7 +944,7 @@ def _lower(self: Program, instrs):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay (4 of 4)"
+#| code-summary: "The replay"
 @patch
 def __call__(self: Program, args, kwargs):
     leaves = _leaves((args, kwargs), [])
@@ -922,7 +969,7 @@ def __call__(self: Program, args, kwargs):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Listing and drawing a program (1 of 2)"
+#| code-summary: "Listing a program"
 @patch
 def listing(self: Program, stage='final') -> str:
     "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
@@ -939,7 +986,7 @@ _COLORS = dict(fused='#c8ecd4', matmul='#cfe0f7', matmul_strided='#cfe0f7', rand
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Listing and drawing a program (2 of 2)"
+#| code-summary: "Drawing a program"
 @patch
 def draw(self: Program, stage='final', width=720):
     """An SVG of the program: one box per instruction in program order, an arc from each instruction to the later
@@ -1099,7 +1146,7 @@ class StaticKVCache:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The decoder: the GPT's blocks over the static cache (1 of 3)"
+#| code-summary: "The decoder: the GPT's blocks over the static cache"
 class StaticDecoder:
     """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
     `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
@@ -1137,7 +1184,7 @@ class StaticDecoder:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The decoder: the GPT's blocks over the static cache (2 of 3)"
+#| code-summary: "The decoder: one token per call"
 @patch
 def __call__(self: StaticDecoder, idx):
     if self.cache.n >= self.cache.max_len:
@@ -1157,7 +1204,7 @@ def reset(self: StaticDecoder): "Start a new sequence (the compiled program is k
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The decoder: the GPT's blocks over the static cache (3 of 3)"
+#| code-summary: "The decoder: greedy generation"
 @patch
 def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
     "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
