@@ -152,6 +152,8 @@ class Recorder:
         return prim
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The recorder's allocations, read-back guard and context manager"
 @patch
 def _alloc(self: Recorder, size, dtype):
     h = type(self.device).alloc(self.device, size, dtype)
@@ -640,6 +642,8 @@ class _Body:
         self.regs[out] = f't{m}'
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The generator: one loop's source from the members"
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
@@ -1036,6 +1040,8 @@ class _Entry:
     def flags_ok(self): return all(m.training == t for m, t in self.modules)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The compiled function"
 class Compiled:
     """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later calls with the same
     guards (argument shapes, dtypes and devices, grad mode, the modules' train/eval flags) replay the program."""
@@ -1053,6 +1059,8 @@ class Compiled:
         return ps[-1] if ps else None
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
 def _device(self: Compiled, args, kwargs):
     from minima.backend_ndarray.device import cpu
@@ -1085,6 +1093,8 @@ def __call__(self: Compiled, *args, **kwargs):
     return cap.result
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "compile"
 def _same(first, instrs):
     "Two captures of the same step must record the same work; a difference means the step depends on Python state."
     if len(first) != len(instrs):
@@ -1108,6 +1118,8 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     return Compiled(fn, fuse, cache_size, warmup, backend)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The static KV cache"
 class StaticKVCache:
     """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
     each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
