@@ -44,11 +44,15 @@ PRIMS = {  # name: (positions of the handle arguments, of those written, of thos
 class CaptureError(RuntimeError):
     "Something in the captured function cannot become part of a compiled program."
 
-_PKG = os.path.dirname(os.path.abspath(sys.modules[Tensor.__module__.split('.')[0]].__file__)) + os.sep
-_ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))   # .item(), .numpy(), ...
-_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')   # this chapter's own frames (by qualified name)
+_PKG = os.path.dirname(os.path.abspath(sys.modules[Tensor.__module__.split('.')[0]].__file__))
+_PKG += os.sep
+# .item(), .numpy(), ...
+_ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))
+# this chapter's own frames (by qualified name)
+_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')
 
-def _skip(f, files) -> bool: return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
+def _skip(f, files) -> bool:
+    return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
 
 def _user_frame(skip=2):
     "The innermost frame outside the minima package (the user's line), or None."
@@ -62,13 +66,14 @@ def _line(f) -> str:
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} `{code}`"
 
 def _library_line(f) -> str:
-    "Where in minima a value was read: `file function: `code``, without the line number (it moves as the code does)."
+    """Where in minima a value was read: `file function: `code``, without the line number (it moves
+    as the code does)."""
     code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
     return f"{os.path.basename(f.f_code.co_filename)} {f.f_code.co_qualname}: `{code}`"
 
 def _origin() -> str:
-    """The library function that called the device (an op's compute, a module, the optimizer), as `file:function`
-    (no line number, so a listing does not change when the library's files do)."""
+    """The library function that called the device (an op's compute, a module, the optimizer), as
+    `file:function` (no line number, so a listing does not change when the library's files do)."""
     f = sys._getframe(2)
     while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
     if f is None: return '?'
@@ -197,12 +202,14 @@ def _random_sources():
             (losses, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
 
 class _Draw(np.ndarray):
-    "Host random numbers, or an array computed from them with ufuncs, that know how to compute themselves again."
+    """Host random numbers, or an array computed from them with ufuncs, that know how to compute
+    themselves again."""
     @staticmethod
     def wrap(a, again, rec):
         d = a.view(_Draw)
         d._again, d._rec = again, rec
-        for x in (d, a):   # numpy points a view's `base` at the array that owns the memory: remember both
+        # numpy points a view's `base` at the array that owns the memory: remember both
+        for x in (d, a):
             rec.random_arrays[id(x)] = (again, (), {}, 'array'); rec.keep.append(x)
         return d
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
@@ -212,7 +219,8 @@ class _Draw(np.ndarray):
         return _Draw.wrap(ufunc(*plain, **kw), again, self._rec)
 
 class _DrawingGenerator:
-    "A generator whose `random` draws are `_Draw`s (attention's dropout draws `rng.random(shape) >= p`)."
+    """A generator whose `random` draws are `_Draw`s (attention's dropout draws
+    `rng.random(shape) >= p`)."""
     def __init__(self, gen, rec, fresh=None): self.gen, self.rec, self.fresh = gen, rec, fresh
     def random(self, size=None):
         again = lambda: (self.fresh() if self.fresh else self.gen).random(size)
@@ -222,7 +230,8 @@ class _DrawingGenerator:
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 class _Tracked:
-    "A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an existing object's slot."
+    """A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an
+    existing object's slot."""
     def __init__(self, md, attr, log, created):
         self.md, self.attr, self.log, self.created = md, attr, log, created
     def __get__(self, o, t=None): return self if o is None else self.md.__get__(o, t)
@@ -249,7 +258,8 @@ def _eq_state(a, b):
     return a == b
 
 class Capture:
-    "What one capture saw: the instructions, the buffers, the state that changed, the modules and the result."
+    """What one capture saw: the instructions, the buffers, the state that changed, the modules and
+    the result."""
     def __init__(self, rec, writes, created, modules, args, result):
         self.instrs, self.bufs, self.rec = rec.instrs, rec.bufs, rec
         self.writes = [w for k, w in writes.items() if k[0] not in created]
@@ -258,10 +268,11 @@ class Capture:
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 def _wrap_random(orig, kind, rec):
-    "A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what it drew."
+    """A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what
+    it drew."""
     def f(*a, **k):
         r = orig(*a, **k)
-        if kind == 'generator':   # a seeded call makes a new generator each time: so does the replay
+        if kind == 'generator':   # a seeded call makes a new generator each time: so does a replay
             fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
             return _DrawingGenerator(r, rec, fresh)
         if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
@@ -312,7 +323,8 @@ def capture(fn, args, kwargs, device):
 def _meta(d: NDArray): return (d._shape, d._strides, d._offset, d._dtype)
 
 class _Slot:
-    "A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set at the end."
+    """A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set
+    at the end."""
     def __init__(self, obj, attr, in_buf, in_meta, out_buf, out_meta):
         self.obj, self.attr, self.in_buf, self.in_meta = obj, attr, in_buf, in_meta
         self.out_buf, self.out_meta = out_buf, out_meta
@@ -368,7 +380,8 @@ class Program:
 #| code-fold: true
 @patch
 def _bind(self: Program, cap, leaves, bufs):
-    "Step 1 of the build: which buffers are arguments, which hold state the step replaces, which are fixed."
+    """Step 1 of the build: which buffers are arguments, which hold state the step replaces, which
+    are fixed."""
     self.arg_bufs = []
     for i, a in enumerate(leaves):
         d = a.cached_data if isinstance(a, Tensor) else a
@@ -385,15 +398,18 @@ def _bind(self: Program, cap, leaves, bufs):
         if ib is not None and (ib not in read or ib.kind != 'extern'): ib = None
         if ib is not None: ib.kind = 'state'
         ob = cap.bufs.get(id(nd._handle)) if nd is not None else None
-        self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), ob if ob is not None else nd,
+        out = ob if ob is not None else nd
+        self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), out,
                                 None if nd is None else _meta(nd)))
     for b in bufs:
-        if b.kind == 'extern': b.kind = 'fixed'   # bound by identity: optimizer state updated in place, masks, ...
+        # bound by identity: optimizer state updated in place, masks, ...
+        if b.kind == 'extern': b.kind = 'fixed'
     self.result = cap.result
     res = [(x.cached_data if isinstance(x, Tensor) else x) for x in _leaves(cap.result, [])]
     self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
     arg_ids = {id(a): i for i, a in enumerate(leaves)}
-    for s in self.slots: s.arg = arg_ids.get(id(s.obj))   # `x.grad` of an argument: set on the new argument
+    # `x.grad` of an argument: set on the new argument
+    for s in self.slots: s.arg = arg_ids.get(id(s.obj))
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -401,11 +417,14 @@ Program._ELEMENTWISE = ('ewise', 'scalar', 'unary', 'where', 'cast')
 
 @patch
 def _retarget(self: Program, instrs, s):
-    "Write the state's new value into the buffer that held its old value, if nothing reads the old one later."
+    """Write the state's new value into the buffer that held its old value, if nothing reads the old
+    one later."""
     X, Y = s.in_buf, s.out_buf
-    if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype or s.out_meta[:3] != s.in_meta[:3]: return instrs
+    if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype: return instrs
+    if s.out_meta[:3] != s.in_meta[:3]: return instrs
     first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
-    if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
+    if first is None: return instrs
+    if instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
         return instrs
     if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
     sub = lambda a: X if a is Y else a
@@ -416,9 +435,11 @@ def _retarget(self: Program, instrs, s):
 
 @patch
 def _stats(self: Program, instrs):
-    "What the passes did: instruction counts after each, kernels, and temporary memory before and after the plan."
-    return dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live, final=len(instrs),
-                kernels=sum(i.prim == 'fused' for i in instrs), distinct_kernels=len(self.kernels),
+    """What the passes did: instruction counts after each, kernels, and temporary memory before and
+    after the plan."""
+    return dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live,
+                final=len(instrs), kernels=sum(i.prim == 'fused' for i in instrs),
+                distinct_kernels=len(self.kernels),
                 temp_buffers=self.n_temps, planned_buffers=self.n_phys,
                 temp_bytes=self.temp_bytes, planned_bytes=self.phys_bytes)
 
@@ -522,13 +543,13 @@ def _have_numba() -> bool:
     return importlib.util.find_spec('numba') is not None
 
 def _backend(want):
-    "The kernel backend to use: `want` ('c' or 'numba') if it works here, else the other one, else None (no fusion)."
+    "The kernel backend: `want` ('c' or 'numba') if it works here, else the other, else None."
     import shutil
     ok = dict(c=shutil.which(os.environ.get('CC', 'cc')) is not None, numba=_have_numba())
     return want if ok.get(want) else next((b for b in ('c', 'numba') if ok[b]), None)
 
 def cache_dir() -> str:
-    "Where generated kernels (and their compiled code) are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
+    "Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
     d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
     os.makedirs(d, exist_ok=True)
     return d
@@ -570,7 +591,8 @@ class Kernel:
         else:
             path = os.path.join(d, self.name + '.py')
             _write_once(path, self.source)
-            name = f'_minima_kernel_{self.name}'   # numba's disk cache imports the module by name when it loads
+            # numba's disk cache imports the module by name when it loads
+            name = f'_minima_kernel_{self.name}'
             spec = importlib.util.spec_from_file_location(name, path)
             mod = sys.modules[name] = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -587,19 +609,22 @@ def _rowmajor(shape):
     return tuple(reversed(st))
 
 def _member(ins):
-    "(loop shape or None, [(operand buf, strides or None, offset)], output buf, (op, reflected), scalar)."
+    """(loop shape or None, [(operand buf, strides or None, offset)], output buf, (op, reflected),
+    scalar)."""
     p, a = ins.prim, ins.args
     if p == 'ewise': return None, [(a[1], None, 0), (a[2], None, 0)], a[3], (a[0], False), None
     if p == 'scalar':
         v = np.asarray(a[2]).astype(a[1].dtype)[()]
         return None, [(a[1], None, 0)], a[3], (_REFLECT.get(a[0], a[0]), a[0] in _REFLECT), v
     if p == 'unary': return None, [(a[1], None, 0)], a[2], (a[0], False), None
-    if p == 'where': return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], ('where', False), None
+    if p == 'where':
+        return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], ('where', False), None
     if p == 'cast': return None, [(a[0], None, 0)], a[1], ('cast', False), None
     if p == 'ewise_strided':
         shape = tuple(a[8])
         return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
-    if p == 'compact':   # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+    # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+    if p == 'compact':
         return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
 # %% ../nbs/21b_compile.ipynb
@@ -615,7 +640,8 @@ class _Body:
     def let(self, name, dtype, expr):
         return f'{name} = {expr}' if self.py else f'const {_CTYPE[dtype]} {name} = {expr};'
     def load(self, b, strides, off):
-        "The local that holds operand `b`, read compactly or through `strides` from `off`; loaded on first use."
+        """The local that holds operand `b`, read compactly or through `strides` from `off`; loaded
+        on first use."""
         if strides is None or (strides == _rowmajor(self.shape) and off == 0 and b.size == int(np.prod(self.shape))):
             if b in self.regs: return self.regs[b]
             key = (b, None)
@@ -632,7 +658,8 @@ class _Body:
             self.body.append(self.let(self.loads[key], b.dtype, f"{self.arr(b)}[{' + '.join(idx)}]"))
         return self.loads[key]
     def member(self, m, opnds, out, op, refl, scal):
-        "Member `m`: `op` of its loaded operands (and scalar), rounded to its output's dtype, into local `t<m>`."
+        """Member `m`: `op` of its loaded operands (and scalar), rounded to its output's dtype, into
+        local `t<m>`."""
         xs = [self.load(b, st, off) for b, st, off in opnds]
         if scal is not None: xs.append(f's{len(self.scalars)}'); self.scalars.append(scal)
         if refl: xs = xs[::-1]
@@ -688,7 +715,8 @@ def _emit_numba(nd, args, body):
     return '\n'.join(lines + [ind + s for s in body]) + '\n'
 
 def _emit_c(nd, params, body, acc, args):
-    "A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then stores its result."
+    """A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then
+    stores its result."""
     lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
              f"void kernel({', '.join(params)}) {{"]
     if acc is not None:
@@ -759,7 +787,8 @@ def _simd_wins(ins) -> bool:
 
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
-    "Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the group computed."
+    """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
+    group computed."""
     a, o, R = ins.args
     if lang == 'numba' or not group or a not in written or a.dtype not in ('float32', 'float64') or o.dtype != a.dtype:
         return False
@@ -780,7 +809,8 @@ def _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o):
 
 # %% ../nbs/21b_compile.ipynb
 def _fuse(instrs, needed_after, lang='numba'):
-    "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
+    """Replace runs of consecutive elementwise instructions over the same elements by one `fused`
+    instruction."""
     out, group, gshape, written, strided_read = [], [], None, set(), set()
     def close(end, red=None):
         nonlocal group, gshape, written, strided_read
@@ -788,7 +818,8 @@ def _fuse(instrs, needed_after, lang='numba'):
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
-            if red is not None:   # a reduction over the last axis of what the group computes: its last member
+            # a reduction over the last axis of what the group computes: its last member
+            if red is not None:
                 a, o, R = red.args
                 shape = gshape or (a.size // R, R)
                 members.append((None, [(a, None, 0)], o, (_REDUCE[red.prim], False), 'reduce'))
@@ -796,8 +827,8 @@ def _fuse(instrs, needed_after, lang='numba'):
                 group = group + [red]
             src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
-            out.append(Instr('fused', (Kernel(src, lang), shape, ins, outs, spec, members), group[0].where, None,
-                             o0 if o0 == o1 else f'{o0} .. {o1}'))
+            args = (Kernel(src, lang), shape, ins, outs, spec, members)
+            out.append(Instr('fused', args, group[0].where, None, o0 if o0 == o1 else f'{o0} .. {o1}'))
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
@@ -870,8 +901,10 @@ def _lower_one(ins, P):
         if ins.random is not None: return _random_call(ins.random, a[1])
         return part(np.copyto, a[1], a[0].reshape(-1), casting='unsafe')
     if p == 'compact': return part(np.copyto, a[1].reshape(a[2]), _view(a[0], a[2], a[3], a[4]))
-    if p == 'ewise_setitem': return part(np.copyto, _view(a[1], a[2], a[3], a[4]), a[0].reshape(a[2]))
-    if p == 'scalar_setitem': return part(np.copyto, _view(a[2], a[3], a[4], a[5]), a[1], casting='unsafe')
+    if p == 'ewise_setitem':
+        return part(np.copyto, _view(a[1], a[2], a[3], a[4]), a[0].reshape(a[2]))
+    if p == 'scalar_setitem':
+        return part(np.copyto, _view(a[2], a[3], a[4], a[5]), a[1], casting='unsafe')
     if p == 'ewise': return part(_NP_EWISE[a[0]], a[1], a[2], out=a[3])
     if p == 'scalar':
         try: v = np.asarray(a[2], dtype=a[1].dtype)
@@ -889,7 +922,8 @@ def _lower_one(ins, P):
 #| code-fold: true
 #| code-summary: "Lowering reductions, products, gathers and scatters"
 def _lower_indexed(p, a):
-    "The rest of the primitives: row reductions, matrix products, gathers and scatters, and the strided forms."
+    """The rest of the primitives: row reductions, matrix products, gathers and scatters, and the
+    strided forms."""
     part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
         return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
@@ -924,7 +958,8 @@ def _lower_indexed(p, a):
 #| code-summary: "Binding every call's arrays"
 @patch
 def _lower(self: Program, instrs):
-    "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
+    """Turn every instruction into a call with its arrays bound (the buffers never move, so neither
+    do views)."""
     P, calls = self.P, []
     for ins in instrs:
         calls.append(_lower_one(ins, P))
@@ -943,7 +978,8 @@ def _lower(self: Program, instrs):
     outs = []
     for b, d in self.res_bufs:
         h = P[b] if b is not None else d._handle
-        outs.append(Tensor.make_const(NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)))
+        arr = NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)
+        outs.append(Tensor.make_const(arr))
     self.outputs = _rebuild(self.result, iter(outs))
 
 # %% ../nbs/21b_compile.ipynb
@@ -976,15 +1012,16 @@ def __call__(self: Program, args, kwargs):
 #| code-summary: "Listing a program"
 @patch
 def listing(self: Program, stage='final') -> str:
-    "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
+    "The program as text: 'captured' (as recorded) or 'final' (after folding, dead code, fusion)."
     instrs = self.captured if stage == 'captured' else self.instrs
     return '\n'.join(f'{i:3d}  {ins!r:60s} # {ins.origin}' for i, ins in enumerate(instrs))
 
 @patch
 def __repr__(self: Program):
     s = self.stats
-    return (f"Program({s['captured']} primitives captured -> {s['final']} calls, {s['kernels']} fused kernels, "
-            f"{s['temp_buffers']} temporaries in {s['planned_buffers']} buffers)")
+    return (f"Program({s['captured']} primitives captured -> {s['final']} calls, "
+            f"{s['kernels']} fused kernels, {s['temp_buffers']} temporaries in "
+            f"{s['planned_buffers']} buffers)")
 
 _COLORS = dict(fused='#c8ecd4', matmul='#cfe0f7', matmul_strided='#cfe0f7', random='#fbdcb8')
 
@@ -1025,11 +1062,14 @@ def draw(self: Program, stage='final', width=720):
 
 # %% ../nbs/21b_compile.ipynb
 def _sig(x):
-    "What a compiled program assumes about an argument: layout, dtype and device for arrays, the value otherwise."
+    """What a compiled program assumes about an argument: layout, dtype and device for arrays, the
+    value otherwise."""
     if isinstance(x, Tensor):
         d = x.cached_data
-        return ('T', d._shape, d._strides, d._offset, d._dtype, d._device.name, d._handle.size, x.requires_grad)
-    if isinstance(x, NDArray): return ('A', x._shape, x._strides, x._offset, x._dtype, x._device.name, x._handle.size)
+        return ('T', d._shape, d._strides, d._offset, d._dtype, d._device.name, d._handle.size,
+                x.requires_grad)
+    if isinstance(x, NDArray):
+        return ('A', x._shape, x._strides, x._offset, x._dtype, x._device.name, x._handle.size)
     if isinstance(x, (tuple, list)): return (type(x).__name__,) + tuple(_sig(y) for y in x)
     if isinstance(x, dict): return ('d',) + tuple((k, _sig(v)) for k, v in sorted(x.items()))
     try: hash(x); return ('v', type(x).__name__, x)
@@ -1096,7 +1136,8 @@ def __call__(self: Compiled, *args, **kwargs):
 #| code-fold: true
 #| code-summary: "compile"
 def _same(first, instrs):
-    "Two captures of the same step must record the same work; a difference means the step depends on Python state."
+    """Two captures of the same step must record the same work; a difference means the step depends
+    on Python state."""
     if len(first) != len(instrs):
         raise CaptureError(f"compile: two calls of the function ran different work ({len(first)} then {len(instrs)} "
                            "device primitives); a Python branch or loop depends on something other than the "
@@ -1131,7 +1172,8 @@ class StaticKVCache:
         self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
         self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
         self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
-        self.n, self.mask = 0, None   # `n`: the position as a Python number, kept by the caller (bounds only)
+        # `n`: the position as a Python number, kept by the caller (bounds only)
+        self.n, self.mask = 0, None
 
     @property
     def pos(self) -> int: return self.n
@@ -1141,12 +1183,12 @@ class StaticKVCache:
         self.pos_d.fill(0); self.n = 0
 
     def begin(self):
-        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written so far and the new one."
+        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written and the new one."
         keep = self.slots <= self.pos_d
         self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
 
     def update(self, layer, k: NDArray, v: NDArray):
-        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the whole cache."
+        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the cache."
         dev, n = self.pos_d.device, self.B * self.H
         for c, x in ((self.k[layer], k), (self.v[layer], v)):
             dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
@@ -1184,7 +1226,8 @@ class StaticDecoder:
     def _step(self, idx):
         m, c = self.model, self.cache
         c.begin()
-        w = m.wpe.weight.cached_data   # the positional embedding's row at the device position, gathered
+        # the positional embedding's row at the device position, gathered
+        w = m.wpe.weight.cached_data
         pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
         w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
         x = m.drop(m.wte(idx) + Tensor.make_const(pe))
@@ -1200,10 +1243,11 @@ class StaticDecoder:
 @patch
 def __call__(self: StaticDecoder, idx):
     if self.cache.n >= self.cache.max_len:
-        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
-                         "call .reset() to start a new sequence")
+        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are "
+                         "used; call .reset() to start a new sequence")
     if not isinstance(idx, Tensor):
-        idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
+        dev = self.model.wte.weight.device
+        idx = Tensor(np.asarray(idx, dtype='int64'), device=dev, requires_grad=False)
     if idx.shape != (self.B, 1):
         raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
     from minima.autograd import no_grad
@@ -1212,14 +1256,17 @@ def __call__(self: StaticDecoder, idx):
     return out
 
 @patch
-def reset(self: StaticDecoder): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
+def reset(self: StaticDecoder):
+    "Start a new sequence (the compiled program is kept)."
+    self.cache.reset()
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "The decoder: greedy generation"
 @patch
 def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
-    "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
+    """Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate`
+    does."""
     from minima.nn.transformer import _sample
     idx = np.asarray(prompt, dtype='int64')
     squeeze = idx.ndim == 1
@@ -1231,7 +1278,8 @@ def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k
     rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
     self.model.eval(); self.reset()
     try:
-        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
+        # the prompt, one token at a time
+        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])
         for _ in range(max_new_tokens):
             nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
             idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)

@@ -24,12 +24,14 @@ def _uniform(shape, k, device, dtype) -> Parameter:
     return Parameter(init.rand(*shape, low=-k, high=k, device=device, dtype=dtype))
 
 def _project(x, w, b):
-    "`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or None (one fused op)."
+    """`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or
+    None (one fused op)."""
     return linear(x, w, b)
 
 def _lstm_projected(gx, h0, c0, w_hh, b_hh, w_hr):
-    """An LSTM layer with torch's projection (`proj_size`), step by step: the gates read the projected state
-    `h_{t-1}` `(B, P)`, and `h_t = (o * tanh(c_t)) W_hr^T`. Returns `(out (T, B, P), h_n, c_n)`."""
+    """An LSTM layer with torch's projection (`proj_size`), step by step: the gates read the projected
+    state `h_{t-1}` `(B, P)`, and `h_t = (o * tanh(c_t)) W_hr^T`. Returns
+    `(out (T, B, P), h_n, c_n)`."""
     H, h, c, outs = c0.shape[-1], h0, c0, []
     for gx_t in split(gx, 0):
         i, f, g, o = split(gx_t + _project(h, w_hh, b_hh), 1, H)
@@ -49,9 +51,10 @@ def _check_input(layer, x, n_in, ndims):
         want = ' or '.join({1: f'({n_in},)', 2: f'(B, {n_in})' if 1 in ndims else f'(T, {n_in})',
                             3: f'(T, B, {n_in})'}[d] for d in ndims)
         raise ValueError(f"{layer}: expected input of shape {want}, got {x.shape}")
-    if 3 in ndims and 0 in x.shape[:-1]:   # a sequence layer over an empty sequence (or batch): nothing to run
-        raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than 0, got input of "
-                         f"shape {x.shape}")
+    # a sequence layer over an empty sequence (or batch): nothing to run
+    if 3 in ndims and 0 in x.shape[:-1]:
+        raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than "
+                         f"0, got input of shape {x.shape}")
     if x.dtype not in ('float32', 'float64'):
         raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
 
@@ -157,7 +160,8 @@ class _RNNBase(Module):
         D = 2 if self.bidirectional else 1
         for l in range(self.num_layers):
             n_in = self.input_size if l == 0 else R * D
-            for sfx in ('', '_reverse')[:D]:   # torch's names: the reverse direction has its own weights
+            # torch's names: the reverse direction has its own weights
+            for sfx in ('', '_reverse')[:D]:
                 setattr(self, f'weight_ih_l{l}{sfx}', _uniform((G, n_in), k, device, dtype))
                 setattr(self, f'weight_hh_l{l}{sfx}', _uniform((G, R), k, device, dtype))
                 if bias:
@@ -201,15 +205,18 @@ def _run(self: _RNNBase, input, h0, c0=None):
     else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
     P = getattr(self, 'proj_size', 0)
     hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
-    cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
+    n_states = self.num_layers * (2 if self.bidirectional else 1)
+    cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * n_states
     h_n, c_n, D = [], [], 2 if self.bidirectional else 1
     for l in range(self.num_layers):
         outs = []
-        for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
+        # direction 1 reads the sequence backwards: flip, run, flip its outputs back
+        for d in range(D):
             w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
             xd = ops.flip(x, (0,)) if d else x
             gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
-            res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, getattr(self, f"weight_hr_l{l}{'_reverse' * d}")) \
+            w_hr = getattr(self, f"weight_hr_l{l}{'_reverse' * d}", None)
+            res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, w_hr) \
                 if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
             outs.append(ops.flip(res[0], (0,)) if d else res[0])
             h_n.append(res[1])

@@ -27,7 +27,8 @@ def _swap(x):
 def _rowsum(x): return x.sum(x.ndim - 1, keepdims=True)
 
 def _sdpa_vjp(q, k, v, p, g, scale, keep):
-    "The adjoints of q, k, v and of the scores S: the derivation's formulas on Tensors or NDArrays alike."
+    """The adjoints of q, k, v and of the scores S: the derivation's formulas on Tensors or NDArrays
+    alike."""
     a = p if keep is None else p * keep
     gv = _swap(a) @ g
     gp = g @ _swap(v)
@@ -38,12 +39,13 @@ def _sdpa_vjp(q, k, v, p, g, scale, keep):
 def _sum_to(x, shape):
     "Sum `x` (Tensor or NDArray) over the axes along which `shape` was broadcast to `x.shape`."
     lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and x.shape[lead + i] != 1)
     return x.sum(axes, keepdims=True).reshape(shape) if axes else x
 
 def _softmax_nd(s: NDArray):
-    """Row softmax, and where every key of a row is masked (`-inf`), zeros as torch's `_safe_softmax`; also the
-    0/1 `live` column of rows that have a key (None when all do)."""
+    """Row softmax, and where every key of a row is masked (`-inf`), zeros as torch's
+    `_safe_softmax`; also the 0/1 `live` column of rows that have a key (None when all do)."""
     m = s.max(s.ndim - 1, keepdims=True)
     dead = m == -math.inf
     if not dead.astype('int64').sum().item():
@@ -175,7 +177,8 @@ def _sdpa_inputs(rng, shapes, mask=None, **kw):
     out = [rng.standard_normal(s) for s in (q, k, v)]
     if mask == 'bool':
         m = rng.random(shapes[3]) > 0.3
-        m[..., 0] = True     # every row keeps one key: no all-masked rows (their softmax is 0/0 in torch too)
+        # every row keeps one key: no all-masked rows (their softmax is 0/0 in torch too)
+        m[..., 0] = True
         out.append(m)
     elif mask == 'dead':   # some query rows may attend to no key: torch's safe softmax gives them 0
         m = rng.random(shapes[3]) > 0.3

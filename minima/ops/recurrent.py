@@ -93,7 +93,7 @@ def _forward_lstm(self: Recurrence, gx, h, c, w, b):
 @patch
 def _forward(self: Recurrence, gx, h, w, b):
     T, (B, H) = gx.shape[0], h.shape
-    wt, out, steps = w.permute((1, 0)), NDArray.make((T, B, H), device=gx.device, dtype=gx.dtype), []
+    wt, out, steps = w.permute((1, 0)), NDArray.make((T, B, H), device=h.device, dtype=h.dtype), []
     for t in range(T):
         z, gh = gx[t], h @ wt
         if b is not None: gh = gh + b
@@ -111,10 +111,10 @@ def _forward(self: Recurrence, gx, h, w, b):
 
 # %% ../../nbs/14_sequence.ipynb
 class _OnArrays:
-    "BPTT's layout steps on NDArrays (plain backward): results written in place into `(T, B, G)` buffers."
+    "BPTT's layout steps on NDArrays (plain backward): results written into `(T, B, G)` buffers."
     def __init__(self, T): self.T, self.bufs = T, {}
     def put(self, k, t, *parts):
-        "Lay `parts` `(B, w_j)` side by side as step `t` of result `k`; returns that `(B, sum w_j)` row."
+        "Lay `parts` `(B, w_j)` side by side as row `t` of result `k`; returns that row."
         if k not in self.bufs:
             B, G, p = parts[0].shape[0], sum(p.shape[1] for p in parts), parts[0]
             self.bufs[k] = NDArray.make((self.T, B, G), device=p.device, dtype=p.dtype)
@@ -125,7 +125,8 @@ class _OnArrays:
     def cat(self, parts, axis):
         "`parts` joined along an existing `axis` (a copy into one new array)."
         p, n = parts[0], sum(p.shape[axis] for p in parts)
-        out, j = NDArray.make(p.shape[:axis] + (n,) + p.shape[axis + 1:], device=p.device, dtype=p.dtype), 0
+        shape = p.shape[:axis] + (n,) + p.shape[axis + 1:]
+        out, j = NDArray.make(shape, device=p.device, dtype=p.dtype), 0
         for p in parts:
             out[(slice(None),) * axis + (slice(j, j + p.shape[axis]),)], j = p, j + p.shape[axis]
         return out
@@ -136,7 +137,7 @@ class _OnArrays:
     def mask(x): return (x > 0).astype(x.dtype)
 
 class _OnTensors:
-    "The same steps on Tensors (`create_graph`): a step's parts concatenated, the steps stacked at the end."
+    "The same steps on Tensors (`create_graph`): parts concatenated, steps stacked at the end."
     def __init__(self, T): self.T, self.rows = T, {}
     def put(self, k, t, *parts):
         row = parts[0] if len(parts) == 1 else concatenate(parts, 1)
@@ -146,17 +147,18 @@ class _OnTensors:
     def cat(self, parts, axis): return concatenate(parts, axis)
     def stack(self, parts, axis): return stack(parts, axis)
     @staticmethod
-    def mask(x): return Tensor.make_const((x.cached_data > 0).astype(x.dtype))   # relu's slope: a constant
+    def mask(x): return Tensor.make_const((x.cached_data > 0).astype(x.dtype))   # a constant
 
 # %% ../../nbs/14_sequence.ipynb
 def _lstm_bptt(gout, dh, dc, w, acts, on):
-    """BPTT through an LSTM layer, once for NDArrays and Tensors. `gout` `(T, B, H)`: the adjoint of the outputs;
-    `dh`, `dc`: of `h_T`, `c_T`; `acts = (i, f, g, o, c_prev, tanh_c)`, each `(T, B, H)`. Returns the gate adjoints
-    `(T, B, 4H)` and the adjoints of `h_0` and `c_0`."""
+    """BPTT through an LSTM layer, once for NDArrays and Tensors. `gout` `(T, B, H)`: the adjoint of
+    the outputs; `dh`, `dc`: of `h_T`, `c_T`; `acts = (i, f, g, o, c_prev, tanh_c)`, each
+    `(T, B, H)`. Returns the gate adjoints `(T, B, 4H)` and the adjoints of `h_0` and `c_0`."""
     i, f, g, o, cp, tc = acts
     T, B, H = i.shape
-    k = o * (1.0 - tc * tc)                                                        # dc_t += dh_t * k_t
-    d3 = on.stack([g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g)], 2)   # (T, B, 3, H): i, f, g
+    k = o * (1.0 - tc * tc)                                                    # dc_t += dh_t * k_t
+    # (T, B, 3, H): i, f, g
+    d3 = on.stack([g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g)], 2)
     do = tc * o * (1.0 - o)
     for t in reversed(range(T)):
         dh = dh + gout[t]
@@ -168,9 +170,10 @@ def _lstm_bptt(gout, dh, dc, w, acts, on):
 
 # %% ../../nbs/14_sequence.ipynb
 def _rnn_bptt(mode, gout, dh, w, acts, on):
-    """BPTT through an Elman or GRU layer, once for NDArrays and Tensors. `acts`: the outputs `(T, B, H)` for an
-    Elman cell, per step `(r, z, n, a^n_h, h_prev)` for the GRU. Returns the adjoints of `gx`, of the recurrent
-    pre-activations (the same array for an Elman cell) and of `h_0`."""
+    """BPTT through an Elman or GRU layer, once for NDArrays and Tensors. `acts`: the outputs
+    `(T, B, H)` for an Elman cell, per step `(r, z, n, a^n_h, h_prev)` for the GRU. Returns the
+    adjoints of `gx`, of the recurrent pre-activations (the same array for an Elman cell) and of
+    `h_0`."""
     if mode == 'RNN_TANH': slope = 1.0 - acts * acts
     elif mode == 'RNN_RELU': slope = on.mask(acts)
     for t in reversed(range(gout.shape[0])):
@@ -187,9 +190,10 @@ def _rnn_bptt(mode, gout, dh, w, acts, on):
     return on.result(1 if mode == 'GRU' else 0), on.result(0), dh
 
 def _bptt(mode, grads, acts, h0, hs, w, has_bias, on):
-    "The adjoints of all the op's inputs, `[gx, h0, (c0,) w_hh, (b_hh)]`, from those of its outputs `grads`."
+    """The adjoints of all the op's inputs, `[gx, h0, (c0,) w_hh, (b_hh)]`, from those of its
+    outputs `grads`."""
     T, B, H = hs.shape
-    if mode == 'LSTM': (dgh, dh, dc), dgx = _lstm_bptt(grads[0], grads[1], grads[2], w, acts, on), None
+    if mode == 'LSTM': (dgh, dh, dc), dgx = _lstm_bptt(*grads[:3], w, acts, on), None
     else: (dgx, dgh, dh), dc = _rnn_bptt(mode, grads[0], grads[1], w, acts, on), None
     hprev = h0.reshape((1, B, H)) if T == 1 else on.cat([h0.reshape((1, B, H)), hs[:T - 1]], 0)
     dg2 = dgh.reshape((T * B, dgh.shape[2]))
@@ -199,7 +203,8 @@ def _bptt(mode, grads, acts, h0, hs, w, has_bias, on):
 
 # %% ../../nbs/14_sequence.ipynb
 def _acts_graph(mode, gx, h, c, w, b):
-    "The activations the forward keeps, again in Tensor ops: `(acts, out)` in the layout `_bptt` reads."
+    """The activations the forward keeps, again in Tensor ops: `(acts, out)` in the layout `_bptt`
+    reads."""
     H, outs, steps = h.shape[1], [], []
     for gx_t in split(gx, 0):
         gh = h @ w.transpose()
