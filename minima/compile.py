@@ -618,11 +618,12 @@ def _member(ins):
         return None, [(a[1], None, 0)], a[3], (_REFLECT.get(a[0], a[0]), a[0] in _REFLECT), v
     if p == 'unary': return None, [(a[1], None, 0)], a[2], (a[0], False), None
     if p == 'where':
-        return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], ('where', False), None
+        return None, [(a[k], None, 0) for k in range(3)], a[3], ('where', False), None
     if p == 'cast': return None, [(a[0], None, 0)], a[1], ('cast', False), None
     if p == 'ewise_strided':
         shape = tuple(a[8])
-        return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
+        opnds = [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])]
+        return shape, opnds, a[7], (a[0], False), None
     # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
     if p == 'compact':
         return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
@@ -828,7 +829,8 @@ def _fuse(instrs, needed_after, lang='numba'):
             src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
             args = (Kernel(src, lang), shape, ins, outs, spec, members)
-            out.append(Instr('fused', args, group[0].where, None, o0 if o0 == o1 else f'{o0} .. {o1}'))
+            where = o0 if o0 == o1 else f'{o0} .. {o1}'
+            out.append(Instr('fused', args, group[0].where, None, where))
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
@@ -842,7 +844,8 @@ def _fuse(instrs, needed_after, lang='numba'):
         if mshape is not None: gshape = mshape
         written.add(o)
         for b, st, off in opnds:
-            if st is not None and (st != _rowmajor(mshape) or off or b.size != n): strided_read.add(b)
+            if st is not None and (st != _rowmajor(mshape) or off or b.size != n):
+                strided_read.add(b)
     close(len(instrs) - 1)
     return out
 
@@ -995,8 +998,9 @@ def __call__(self: Program, args, kwargs):
         d = s.get(None if s.arg is None else leaves[s.arg])
         if d is None or d._handle is not h:
             if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
-                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed outside the "
-                                   f"compiled function (now {None if d is None else _meta(d)}); call it again "
+                now = None if d is None else _meta(d)
+                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
+                                   f"outside the compiled function (now {now}); call it again "
                                    "after compile(...).reset()")
             np.copyto(h, d._handle)
     tok = _ERR.set(_IGNORE) if _ERR is not None else None
@@ -1243,13 +1247,14 @@ class StaticDecoder:
 @patch
 def __call__(self: StaticDecoder, idx):
     if self.cache.n >= self.cache.max_len:
-        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are "
-                         "used; call .reset() to start a new sequence")
+        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all "
+                         "are used; call .reset() to start a new sequence")
     if not isinstance(idx, Tensor):
         dev = self.model.wte.weight.device
         idx = Tensor(np.asarray(idx, dtype='int64'), device=dev, requires_grad=False)
     if idx.shape != (self.B, 1):
-        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
+        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), "
+                         f"got {idx.shape}")
     from minima.autograd import no_grad
     with no_grad(): out = self.step(idx)
     self.cache.n += 1
@@ -1264,7 +1269,8 @@ def reset(self: StaticDecoder):
 #| code-fold: true
 #| code-summary: "The decoder: greedy generation"
 @patch
-def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
+def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None,
+             seed=None) -> np.ndarray:
     """Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate`
     does."""
     from minima.nn.transformer import _sample
@@ -1273,8 +1279,9 @@ def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k
     if squeeze: idx = idx[None]
     if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
         need = idx.shape[1] + max_new_tokens - 1
-        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
-                         f"need {need} positions; the cache holds {self.cache.max_len}")
+        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and "
+                         f"{max_new_tokens} new ones need {need} positions; the cache holds "
+                         f"{self.cache.max_len}")
     rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
     self.model.eval(); self.reset()
     try:
