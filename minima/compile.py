@@ -170,14 +170,16 @@ def _read(self: Recorder, *args):
     f = sys._getframe(1)
     while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
     if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
-        # minima itself checks a value (a label range, NaN in a pooling window, ignore_index present): the
-        # program assumes the same answer on every replay; the assumption is listed with the program
+        # minima itself checks a value (a label range, NaN in a pooling window, ignore_index
+        # present): the program assumes the same answer on every replay; the assumption is listed
+        # with the program
         if not self.depth: self.assumptions.append(_library_line(f))
         return type(self.device).to_numpy(self.device, *args)
     raise CaptureError(
-        f"compile: the function reads a tensor's value during capture (.item(), .numpy(), bool(t), float(t) or "
-        f"a Python branch on data) at {_line(_user_frame())}. A compiled program cannot depend on data it reads "
-        f"back: move that line out of the compiled function (return the tensor and read it outside).")
+        f"compile: the function reads a tensor's value during capture (.item(), .numpy(), "
+        f"bool(t), float(t) or a Python branch on data) at {_line(_user_frame())}. A compiled "
+        f"program cannot depend on data it reads back: move that line out of the compiled "
+        f"function (return the tensor and read it outside).")
 
 @patch
 def __enter__(self: Recorder):
@@ -192,9 +194,10 @@ def __exit__(self: Recorder, *exc):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-# Randomness enters through a few functions that draw on the host and copy to the device. While capturing we wrap
-# them: the draw still happens, and the recorder learns which `from_numpy` copies random numbers, and how to draw
-# them again, so that a replay draws fresh numbers from the same generator, in the same order as eager code.
+# Randomness enters through a few functions that draw on the host and copy to the device. While
+# capturing we wrap them: the draw still happens, and the recorder learns which `from_numpy` copies
+# random numbers, and how to draw them again, so that a replay draws fresh numbers from the same
+# generator, in the same order as eager code.
 def _random_sources():
     from minima import init
     from minima.ops import losses, attention
@@ -308,14 +311,15 @@ def capture(fn, args, kwargs, device):
     finally:
         Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
         for mod, name, f in saved: setattr(mod, name, f)
-    for ins in rec.instrs:   # a random tensor from init.*: its from_numpy wrote the handle it returned
+    for ins in rec.instrs:   # a random tensor from init.*: from_numpy wrote the handle returned
         if ins.prim == 'from_numpy' and id(ins.args[1].handle) in rec.random_handles:
             ins.random, ins.args = rec.random_handles[id(ins.args[1].handle)], (None, ins.args[1])
     n_random = sum(i.random is not None for i in rec.instrs)
     if not n_random and not _eq_state(bg.state, state0):
-        raise CaptureError("compile: the function drew random numbers through a path the tracer does not know "
-                           "(minima.init.rand/randn/randb, dropout and attention's dropout are captured); a replay "
-                           "would reuse the same numbers. Draw them outside and pass them in as an argument.")
+        raise CaptureError("compile: the function drew random numbers through a path the tracer "
+                           "does not know (minima.init.rand/randn/randb, dropout and attention's "
+                           "dropout are captured); a replay would reuse the same numbers. Draw "
+                           "them outside and pass them in as an argument.")
     return Capture(rec, writes, created, modules, (args, kwargs), result)
 
 # %% ../nbs/21b_compile.ipynb
@@ -567,8 +571,8 @@ def _write_once(path, text):
 #| code-fold: true
 #| code-summary: "Loading compiled kernels"
 class Kernel:
-    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, loaded from the disk cache
-    when it is there (numba keeps machine code next to the source; C is compiled once to a shared library)."""
+    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
+    disk cache if there (numba keeps machine code beside the source; C is compiled to a library)."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
@@ -583,7 +587,8 @@ class Kernel:
             if not os.path.exists(lib):
                 tmp = f'{lib}.{os.getpid()}.tmp'
                 cc = os.environ.get('CC', 'cc')
-                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src], capture_output=True, text=True)
+                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src],
+                                   capture_output=True, text=True)
                 if r.returncode: raise CaptureError(f'compile: {cc} failed on {src}:\n{r.stderr}')
                 os.replace(tmp, lib)
             fn = ctypes.CDLL(lib).kernel
@@ -600,7 +605,8 @@ class Kernel:
         self._loaded[self.name] = fn
         return fn
     def __repr__(self): return f'Kernel({self.name}, {self.lang})'
-    def _repr_markdown_(self): return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
+    def _repr_markdown_(self):
+        return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -1087,16 +1093,19 @@ class _Entry:
 #| code-fold: true
 #| code-summary: "The compiled function"
 class Compiled:
-    """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later calls with the same
-    guards (argument shapes, dtypes and devices, grad mode, the modules' train/eval flags) replay the program."""
+    """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later
+    calls with the same guards (argument shapes, dtypes and devices, grad mode, the modules'
+    train/eval flags) replay the program."""
     def __init__(self, fn, fuse=True, cache_size=8, warmup=1, backend='c'):
-        self.fn, self.fuse, self.cache_size, self.warmup, self.backend = fn, fuse, cache_size, warmup, backend
+        self.fn, self.fuse, self.cache_size = fn, fuse, cache_size
+        self.warmup, self.backend = warmup, backend
         self.cache, self.captures = {}, 0
         functools.update_wrapper(self, fn)
 
     def reset(self): "Forget every program."; self.cache.clear()
     @property
-    def programs(self): return [e.program for es in self.cache.values() for e in es if e.program is not None]
+    def programs(self):
+        return [e.program for es in self.cache.values() for e in es if e.program is not None]
     @property
     def program(self):
         ps = self.programs

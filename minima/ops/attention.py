@@ -191,9 +191,11 @@ def _sdpa_inputs(rng, shapes, mask=None, **kw):
 def _sdpa_ref(T, q, k, v, m=None, mask=None, is_causal=False, dropout_p=0.0, seed=None):
     if dropout_p == 0:   # torch's math kernel: its fused CPU kernel has no second derivative
         with T.nn.attention.sdpa_kernel(T.nn.attention.SDPBackend.MATH):
-            return T.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal)
+            F = T.nn.functional
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
-    keep = T.from_numpy(np.random.default_rng(seed).random(tuple(q.shape[:-2]) + (L, S)) >= dropout_p).to(q.device, q.dtype)
+    u = np.random.default_rng(seed).random(tuple(q.shape[:-2]) + (L, S))
+    keep = T.from_numpy(u >= dropout_p).to(q.device, q.dtype)
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if is_causal: s = s.masked_fill(~T.ones(L, S, dtype=T.bool, device=q.device).tril(), -math.inf)
     return (T.softmax(s, -1) * keep / (1 - dropout_p)) @ v
