@@ -702,11 +702,6 @@ def _codegen(shape, members, outs, lang='numba'):
     emit = _emit_c if lang == 'c' else _emit_cuda
     return emit(nd, params, k.body, acc, ', '.join(dims + bufs + os_ + ss)), spec, list(k.mem)
 
-def cuda_source(ins: Instr) -> str:
-    "The CUDA C source of a fused instruction's kernel (a `__global__` body and an `extern \"C\"` launcher)."
-    k, shape, _, outs, spec, members = ins.args
-    return _codegen(shape, members, outs, 'cuda')[0]
-
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "The numba and C loops around the body"
