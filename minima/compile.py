@@ -44,11 +44,15 @@ PRIMS = {  # name: (positions of the handle arguments, of those written, of thos
 class CaptureError(RuntimeError):
     "Something in the captured function cannot become part of a compiled program."
 
-_PKG = os.path.dirname(os.path.abspath(sys.modules[Tensor.__module__.split('.')[0]].__file__)) + os.sep
-_ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))   # .item(), .numpy(), ...
-_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')   # this chapter's own frames (by qualified name)
+_PKG = os.path.dirname(os.path.abspath(sys.modules[Tensor.__module__.split('.')[0]].__file__))
+_PKG += os.sep
+# .item(), .numpy(), ...
+_ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))
+# this chapter's own frames (by qualified name)
+_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')
 
-def _skip(f, files) -> bool: return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
+def _skip(f, files) -> bool:
+    return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
 
 def _user_frame(skip=2):
     "The innermost frame outside the minima package (the user's line), or None."
@@ -62,13 +66,14 @@ def _line(f) -> str:
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} `{code}`"
 
 def _library_line(f) -> str:
-    "Where in minima a value was read: `file function: `code``, without the line number (it moves as the code does)."
+    """Where in minima a value was read: `file function: `code``, without the line number (it moves
+    as the code does)."""
     code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
     return f"{os.path.basename(f.f_code.co_filename)} {f.f_code.co_qualname}: `{code}`"
 
 def _origin() -> str:
-    """The library function that called the device (an op's compute, a module, the optimizer), as `file:function`
-    (no line number, so a listing does not change when the library's files do)."""
+    """The library function that called the device (an op's compute, a module, the optimizer), as
+    `file:function` (no line number, so a listing does not change when the library's files do)."""
     f = sys._getframe(2)
     while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
     if f is None: return '?'
@@ -111,6 +116,7 @@ def _short(a):
     if isinstance(a, (float, np.floating)): return f'{float(a):.6g}'
     return repr(a)
 
+# %% ../nbs/21b_compile.ipynb
 def _frozen(a):
     if isinstance(a, np.ndarray): return ('arr', a.shape, a.dtype.str, a.tobytes())
     if isinstance(a, np.generic): return a.item()
@@ -150,37 +156,48 @@ class Recorder:
             self.instrs.append(Instr(name, a, _line(_user_frame()), rnd, _origin()))
         return prim
 
-    def _alloc(self, size, dtype):
-        h = type(self.device).alloc(self.device, size, dtype)
-        if not self.depth: self.buf(h, 'temp')
-        return h
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The recorder's allocations, read-back guard and context manager"
+@patch
+def _alloc(self: Recorder, size, dtype):
+    h = type(self.device).alloc(self.device, size, dtype)
+    if not self.depth: self.buf(h, 'temp')
+    return h
 
-    def _read(self, *args):
-        f = sys._getframe(1)
-        while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
-        if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
-            # minima itself checks a value (a label range, NaN in a pooling window, ignore_index present): the
-            # program assumes the same answer on every replay; the assumption is listed with the program
-            if not self.depth: self.assumptions.append(_library_line(f))
-            return type(self.device).to_numpy(self.device, *args)
-        raise CaptureError(
-            f"compile: the function reads a tensor's value during capture (.item(), .numpy(), bool(t), float(t) or "
-            f"a Python branch on data) at {_line(_user_frame())}. A compiled program cannot depend on data it reads "
-            f"back: move that line out of the compiled function (return the tensor and read it outside).")
+@patch
+def _read(self: Recorder, *args):
+    f = sys._getframe(1)
+    while f is not None and _skip(f, _ARRAY_FILES): f = f.f_back
+    if self.depth or (f is not None and f.f_code.co_filename.startswith(_PKG)):
+        # minima itself checks a value (a label range, NaN in a pooling window, ignore_index
+        # present): the program assumes the same answer on every replay; the assumption is listed
+        # with the program
+        if not self.depth: self.assumptions.append(_library_line(f))
+        return type(self.device).to_numpy(self.device, *args)
+    raise CaptureError(
+        f"compile: the function reads a tensor's value during capture (.item(), .numpy(), "
+        f"bool(t), float(t) or a Python branch on data) at {_line(_user_frame())}. A compiled "
+        f"program cannot depend on data it reads back: move that line out of the compiled "
+        f"function (return the tensor and read it outside).")
 
-    def __enter__(self):
-        d = self.device
-        for name in PRIMS: setattr(d, name, self._wrap(name))
-        d.alloc, d.to_numpy = self._alloc, self._read
-        return self
-    def __exit__(self, *exc):
-        for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
+@patch
+def __enter__(self: Recorder):
+    d = self.device
+    for name in PRIMS: setattr(d, name, self._wrap(name))
+    d.alloc, d.to_numpy = self._alloc, self._read
+    return self
+
+@patch
+def __exit__(self: Recorder, *exc):
+    for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-# Randomness enters through a few functions that draw on the host and copy to the device. While capturing we wrap
-# them: the draw still happens, and the recorder learns which `from_numpy` copies random numbers, and how to draw
-# them again, so that a replay draws fresh numbers from the same generator, in the same order as eager code.
+# Randomness enters through a few functions that draw on the host and copy to the device. While
+# capturing we wrap them: the draw still happens, and the recorder learns which `from_numpy` copies
+# random numbers, and how to draw them again, so that a replay draws fresh numbers from the same
+# generator, in the same order as eager code.
 def _random_sources():
     from minima import init
     from minima.ops import losses, attention
@@ -188,12 +205,14 @@ def _random_sources():
             (losses, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
 
 class _Draw(np.ndarray):
-    "Host random numbers, or an array computed from them with ufuncs, that know how to compute themselves again."
+    """Host random numbers, or an array computed from them with ufuncs, that know how to compute
+    themselves again."""
     @staticmethod
     def wrap(a, again, rec):
         d = a.view(_Draw)
         d._again, d._rec = again, rec
-        for x in (d, a):   # numpy points a view's `base` at the array that owns the memory: remember both
+        # numpy points a view's `base` at the array that owns the memory: remember both
+        for x in (d, a):
             rec.random_arrays[id(x)] = (again, (), {}, 'array'); rec.keep.append(x)
         return d
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
@@ -203,15 +222,19 @@ class _Draw(np.ndarray):
         return _Draw.wrap(ufunc(*plain, **kw), again, self._rec)
 
 class _DrawingGenerator:
-    "A generator whose `random` draws are `_Draw`s (attention's dropout draws `rng.random(shape) >= p`)."
+    """A generator whose `random` draws are `_Draw`s (attention's dropout draws
+    `rng.random(shape) >= p`)."""
     def __init__(self, gen, rec, fresh=None): self.gen, self.rec, self.fresh = gen, rec, fresh
     def random(self, size=None):
         again = lambda: (self.fresh() if self.fresh else self.gen).random(size)
         return _Draw.wrap(self.gen.random(size), again, self.rec)
     def __getattr__(self, name): return getattr(self.gen, name)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 class _Tracked:
-    "A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an existing object's slot."
+    """A slot descriptor (`Value.cached_data`, `Tensor.grad`) that logs each reassignment of an
+    existing object's slot."""
     def __init__(self, md, attr, log, created):
         self.md, self.attr, self.log, self.created = md, attr, log, created
     def __get__(self, o, t=None): return self if o is None else self.md.__get__(o, t)
@@ -238,12 +261,30 @@ def _eq_state(a, b):
     return a == b
 
 class Capture:
-    "What one capture saw: the instructions, the buffers, the state that changed, the modules and the result."
+    """What one capture saw: the instructions, the buffers, the state that changed, the modules and
+    the result."""
     def __init__(self, rec, writes, created, modules, args, result):
         self.instrs, self.bufs, self.rec = rec.instrs, rec.bufs, rec
         self.writes = [w for k, w in writes.items() if k[0] not in created]
         self.modules, self.args, self.result = modules, args, result
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+def _wrap_random(orig, kind, rec):
+    """A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what
+    it drew."""
+    def f(*a, **k):
+        r = orig(*a, **k)
+        if kind == 'generator':   # a seeded call makes a new generator each time: so does a replay
+            fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
+            return _DrawingGenerator(r, rec, fresh)
+        if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
+        else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
+        return r
+    return f
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
     from minima.nn.modules import Module
@@ -254,22 +295,12 @@ def capture(fn, args, kwargs, device):
     def call(m, *a, **k):
         modules.setdefault(id(m), m)
         return mod_call(m, *a, **k)
-    def wrap_random(orig, kind):
-        def f(*a, **k):
-            r = orig(*a, **k)
-            if kind == 'generator':   # a seeded call makes a new generator each time: so does the replay
-                fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
-                return _DrawingGenerator(r, rec, fresh)
-            if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
-            else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
-            return r
-        return f
     bg = np.random.get_bit_generator()
     state0 = bg.state
     try:
         for mod, name, kind in srcs:
             saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, wrap_random(getattr(mod, name), kind))
+            setattr(mod, name, _wrap_random(getattr(mod, name), kind, rec))
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
         Module.__call__ = call
@@ -280,14 +311,15 @@ def capture(fn, args, kwargs, device):
     finally:
         Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
         for mod, name, f in saved: setattr(mod, name, f)
-    for ins in rec.instrs:   # a random tensor from init.*: its from_numpy wrote the handle it returned
+    for ins in rec.instrs:   # a random tensor from init.*: from_numpy wrote the handle returned
         if ins.prim == 'from_numpy' and id(ins.args[1].handle) in rec.random_handles:
             ins.random, ins.args = rec.random_handles[id(ins.args[1].handle)], (None, ins.args[1])
     n_random = sum(i.random is not None for i in rec.instrs)
     if not n_random and not _eq_state(bg.state, state0):
-        raise CaptureError("compile: the function drew random numbers through a path the tracer does not know "
-                           "(minima.init.rand/randn/randb, dropout and attention's dropout are captured); a replay "
-                           "would reuse the same numbers. Draw them outside and pass them in as an argument.")
+        raise CaptureError("compile: the function drew random numbers through a path the tracer "
+                           "does not know (minima.init.rand/randn/randb, dropout and attention's "
+                           "dropout are captured); a replay would reuse the same numbers. Draw "
+                           "them outside and pass them in as an argument.")
     return Capture(rec, writes, created, modules, (args, kwargs), result)
 
 # %% ../nbs/21b_compile.ipynb
@@ -295,7 +327,8 @@ def capture(fn, args, kwargs, device):
 def _meta(d: NDArray): return (d._shape, d._strides, d._offset, d._dtype)
 
 class _Slot:
-    "A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set at the end."
+    """A piece of state that the step replaces (`p.cached_data`, `p.grad`): read at the start, set
+    at the end."""
     def __init__(self, obj, attr, in_buf, in_meta, out_buf, out_meta):
         self.obj, self.attr, self.in_buf, self.in_meta = obj, attr, in_buf, in_meta
         self.out_buf, self.out_meta = out_buf, out_meta
@@ -307,41 +340,17 @@ _ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None
 _NP_EWISE, _NP_UNARY, _REFL = _devmod._NP_EWISE, _devmod._NP_UNARY, _devmod._SCALAR_REFLECTED
 _view = _devmod._view
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 class Program:
     """A captured step, ready to replay: `instrs` (after the passes), `captured` (as recorded), `kernels` (the
     generated sources), `stats`. `print(program)` lists it."""
     def __init__(self, cap: Capture, device, fuse=True, backend='c'):
         self.device, self.captured = device, list(cap.instrs)
-        bufs = list(cap.bufs.values())
-        # 1. where each buffer's storage comes from
-        leaves = _leaves(cap.args, [])
-        self.arg_bufs = []
-        for i, a in enumerate(leaves):
-            d = a.cached_data if isinstance(a, Tensor) else a
-            b = cap.bufs[id(d._handle)]
-            if b.kind == 'extern': b.kind, b.src = 'arg', i
-            self.arg_bufs.append((i, b))
-        read = {b for ins in cap.instrs for b in ins.reads()}
-        self.slots = []
-        for o, attr, old in cap.writes:
-            new = getattr(o, attr)
-            od = None if old is None else (old if attr == 'cached_data' else old.cached_data)
-            nd = None if new is None else (new if attr == 'cached_data' else new.cached_data)
-            ib = cap.bufs.get(id(od._handle)) if od is not None else None
-            if ib is not None and (ib not in read or ib.kind != 'extern'): ib = None
-            if ib is not None: ib.kind = 'state'
-            ob = cap.bufs.get(id(nd._handle)) if nd is not None else None
-            self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), ob if ob is not None else nd,
-                                    None if nd is None else _meta(nd)))
-        for b in bufs:
-            if b.kind == 'extern': b.kind = 'fixed'   # bound by identity: optimizer state updated in place, masks, ...
-        self.result = cap.result
-        res = [(x.cached_data if isinstance(x, Tensor) else x) for x in _leaves(cap.result, [])]
-        self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
+        bufs, leaves = list(cap.bufs.values()), _leaves(cap.args, [])
+        self._bind(cap, leaves, bufs)   # 1. where each buffer's storage comes from
         instrs = list(cap.instrs)
         # 2. the final value of a replaced state goes straight into its own buffer when that is safe
-        arg_ids = {id(a): i for i, a in enumerate(leaves)}
-        for s in self.slots: s.arg = arg_ids.get(id(s.obj))   # `x.grad` of an argument: set on the new argument
         for s in self.slots:
             if s.in_buf is not None and isinstance(s.out_buf, Buf) and s.out_buf is not s.in_buf:
                 instrs = self._retarget(instrs, s)
@@ -369,25 +378,74 @@ class Program:
         for b in bufs:   # let the capture's own arrays (and the autograd graph of its result) go
             if b.kind == 'temp': b.handle = None
         self.result = self.res_bufs = None
-        self.stats = dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live, final=len(instrs),
-                          kernels=sum(i.prim == 'fused' for i in instrs), distinct_kernels=len(self.kernels),
-                          temp_buffers=self.n_temps, planned_buffers=self.n_phys,
-                          temp_bytes=self.temp_bytes, planned_bytes=self.phys_bytes)
+        self.stats = self._stats(instrs)
 
-    _ELEMENTWISE = ('ewise', 'scalar', 'unary', 'where', 'cast')
-    def _retarget(self, instrs, s):
-        "Write the state's new value into the buffer that held its old value, if nothing reads the old one later."
-        X, Y = s.in_buf, s.out_buf
-        if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype or s.out_meta[:3] != s.in_meta[:3]: return instrs
-        first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
-        if first is None or instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
-            return instrs
-        if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
-        sub = lambda a: X if a is Y else a
-        out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin)
-                                for i in instrs[first:]]
-        s.out_buf = X
-        return out
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+@patch
+def _bind(self: Program, cap, leaves, bufs):
+    """Step 1 of the build: which buffers are arguments, which hold state the step replaces, which
+    are fixed."""
+    self.arg_bufs = []
+    for i, a in enumerate(leaves):
+        d = a.cached_data if isinstance(a, Tensor) else a
+        b = cap.bufs[id(d._handle)]
+        if b.kind == 'extern': b.kind, b.src = 'arg', i
+        self.arg_bufs.append((i, b))
+    read = {b for ins in cap.instrs for b in ins.reads()}
+    self.slots = []
+    for o, attr, old in cap.writes:
+        new = getattr(o, attr)
+        od = None if old is None else (old if attr == 'cached_data' else old.cached_data)
+        nd = None if new is None else (new if attr == 'cached_data' else new.cached_data)
+        ib = cap.bufs.get(id(od._handle)) if od is not None else None
+        if ib is not None and (ib not in read or ib.kind != 'extern'): ib = None
+        if ib is not None: ib.kind = 'state'
+        ob = cap.bufs.get(id(nd._handle)) if nd is not None else None
+        out = ob if ob is not None else nd
+        self.slots.append(_Slot(o, attr, ib, None if od is None else _meta(od), out,
+                                None if nd is None else _meta(nd)))
+    for b in bufs:
+        # bound by identity: optimizer state updated in place, masks, ...
+        if b.kind == 'extern': b.kind = 'fixed'
+    self.result = cap.result
+    res = [(x.cached_data if isinstance(x, Tensor) else x) for x in _leaves(cap.result, [])]
+    self.res_bufs = [(cap.bufs.get(id(d._handle)), d) for d in res]
+    arg_ids = {id(a): i for i, a in enumerate(leaves)}
+    # `x.grad` of an argument: set on the new argument
+    for s in self.slots: s.arg = arg_ids.get(id(s.obj))
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+Program._ELEMENTWISE = ('ewise', 'scalar', 'unary', 'where', 'cast')
+
+@patch
+def _retarget(self: Program, instrs, s):
+    """Write the state's new value into the buffer that held its old value, if nothing reads the old
+    one later."""
+    X, Y = s.in_buf, s.out_buf
+    if Y.kind != 'temp' or Y.size != X.size or Y.dtype != X.dtype: return instrs
+    if s.out_meta[:3] != s.in_meta[:3]: return instrs
+    first = next((i for i, ins in enumerate(instrs) if Y in ins.writes() or Y in ins.reads()), None)
+    if first is None: return instrs
+    if instrs[first].prim not in self._ELEMENTWISE or Y not in instrs[first].writes():
+        return instrs
+    if any(X in ins.reads() or X in ins.writes() for ins in instrs[first + 1:]): return instrs
+    sub = lambda a: X if a is Y else a
+    out = instrs[:first] + [Instr(i.prim, [sub(a) for a in i.args], i.where, i.random, i.origin)
+                            for i in instrs[first:]]
+    s.out_buf = X
+    return out
+
+@patch
+def _stats(self: Program, instrs):
+    """What the passes did: instruction counts after each, kernels, and temporary memory before and
+    after the plan."""
+    return dict(captured=self.n_captured, constants=self.n_const, after_dce=self.n_live,
+                final=len(instrs), kernels=sum(i.prim == 'fused' for i in instrs),
+                distinct_kernels=len(self.kernels),
+                temp_buffers=self.n_temps, planned_buffers=self.n_phys,
+                temp_bytes=self.temp_bytes, planned_bytes=self.phys_bytes)
 
 # %% ../nbs/21b_compile.ipynb
 @patch
@@ -462,7 +520,7 @@ def _plan(self: Program, instrs, liveout):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Expression templates and loading compiled kernels"
+#| code-summary: "Expression templates, the numba/C backends and the kernel cache"
 # Each elementwise primitive as an expression, in Python (numba) and in C (CPU C and CUDA C share it)
 _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', eq='({} == {})', ne='({} != {})',
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
@@ -489,26 +547,32 @@ def _have_numba() -> bool:
     return importlib.util.find_spec('numba') is not None
 
 def _backend(want):
-    "The kernel backend to use: `want` ('c' or 'numba') if it works here, else the other one, else None (no fusion)."
+    "The kernel backend: `want` ('c' or 'numba') if it works here, else the other, else None."
     import shutil
     ok = dict(c=shutil.which(os.environ.get('CC', 'cc')) is not None, numba=_have_numba())
     return want if ok.get(want) else next((b for b in ('c', 'numba') if ok[b]), None)
 
 def cache_dir() -> str:
-    "Where generated kernels (and their compiled code) are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
+    "Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
     d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
     os.makedirs(d, exist_ok=True)
     return d
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Writing a kernel's source once"
 def _write_once(path, text):
     if not os.path.exists(path):
         tmp = f'{path}.{os.getpid()}.tmp'
         with open(tmp, 'w') as f: f.write(text)
         os.replace(tmp, path)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Loading compiled kernels"
 class Kernel:
-    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, loaded from the disk cache
-    when it is there (numba keeps machine code next to the source; C is compiled once to a shared library)."""
+    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
+    disk cache if there (numba keeps machine code beside the source; C is compiled to a library)."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
@@ -523,7 +587,8 @@ class Kernel:
             if not os.path.exists(lib):
                 tmp = f'{lib}.{os.getpid()}.tmp'
                 cc = os.environ.get('CC', 'cc')
-                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src], capture_output=True, text=True)
+                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src],
+                                   capture_output=True, text=True)
                 if r.returncode: raise CaptureError(f'compile: {cc} failed on {src}:\n{r.stderr}')
                 os.replace(tmp, lib)
             fn = ctypes.CDLL(lib).kernel
@@ -531,7 +596,8 @@ class Kernel:
         else:
             path = os.path.join(d, self.name + '.py')
             _write_once(path, self.source)
-            name = f'_minima_kernel_{self.name}'   # numba's disk cache imports the module by name when it loads
+            # numba's disk cache imports the module by name when it loads
+            name = f'_minima_kernel_{self.name}'
             spec = importlib.util.spec_from_file_location(name, path)
             mod = sys.modules[name] = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -539,7 +605,8 @@ class Kernel:
         self._loaded[self.name] = fn
         return fn
     def __repr__(self): return f'Kernel({self.name}, {self.lang})'
-    def _repr_markdown_(self): return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
+    def _repr_markdown_(self):
+        return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -548,108 +615,143 @@ def _rowmajor(shape):
     return tuple(reversed(st))
 
 def _member(ins):
-    "(loop shape or None, [(operand buf, strides or None, offset)], output buf, (op, reflected), scalar)."
+    """(loop shape or None, [(operand buf, strides or None, offset)], output buf, (op, reflected),
+    scalar)."""
     p, a = ins.prim, ins.args
     if p == 'ewise': return None, [(a[1], None, 0), (a[2], None, 0)], a[3], (a[0], False), None
     if p == 'scalar':
         v = np.asarray(a[2]).astype(a[1].dtype)[()]
         return None, [(a[1], None, 0)], a[3], (_REFLECT.get(a[0], a[0]), a[0] in _REFLECT), v
     if p == 'unary': return None, [(a[1], None, 0)], a[2], (a[0], False), None
-    if p == 'where': return None, [(a[0], None, 0), (a[1], None, 0), (a[2], None, 0)], a[3], ('where', False), None
+    if p == 'where':
+        return None, [(a[k], None, 0) for k in range(3)], a[3], ('where', False), None
     if p == 'cast': return None, [(a[0], None, 0)], a[1], ('cast', False), None
     if p == 'ewise_strided':
         shape = tuple(a[8])
-        return shape, [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])], a[7], (a[0], False), None
-    if p == 'compact':   # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+        opnds = [(a[1], tuple(a[2]), a[3]), (a[4], tuple(a[5]), a[6])]
+        return shape, opnds, a[7], (a[0], False), None
+    # a copy through strides (a broadcast row max, a transpose): a strided load in a kernel
+    if p == 'compact':
         return tuple(a[2]), [(a[0], tuple(a[3]), a[4])], a[1], ('cast', False), None
 
+# %% ../nbs/21b_compile.ipynb
+class _Body:
+    """One loop iteration's statements, built member by member: each buffer becomes a kernel argument `b<i>`, each
+    distinct read one local `l<i>` (strides and offsets as int arguments `o<i>`), each member a local `t<m>`."""
+    def __init__(self, shape, py):
+        self.shape, self.py, self.spec = shape, py, [('dim', n) for n in shape]
+        self.arrays, self.regs, self.loads, self.body, self.mem, self.ints, self.scalars = {}, {}, {}, [], {}, [], []
+    def arr(self, b):
+        if b not in self.arrays: self.arrays[b] = f'b{len(self.arrays)}'; self.spec.append(('buf', b))
+        return self.arrays[b]
+    def let(self, name, dtype, expr):
+        return f'{name} = {expr}' if self.py else f'const {_CTYPE[dtype]} {name} = {expr};'
+    def load(self, b, strides, off):
+        """The local that holds operand `b`, read compactly or through `strides` from `off`; loaded
+        on first use."""
+        if strides is None or (strides == _rowmajor(self.shape) and off == 0 and b.size == int(np.prod(self.shape))):
+            if b in self.regs: return self.regs[b]
+            key = (b, None)
+            if key not in self.loads:
+                self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
+                self.body.append(self.let(self.loads[key], b.dtype, f'{self.arr(b)}[k]'))
+            return self.loads[key]
+        key = (b, strides, off)
+        if key not in self.loads:
+            idx = [f'o{len(self.ints)}']; self.ints.append(off)
+            for d, s in enumerate(strides):
+                if s: idx.append(f'i{d} * o{len(self.ints)}'); self.ints.append(s)
+            self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
+            self.body.append(self.let(self.loads[key], b.dtype, f"{self.arr(b)}[{' + '.join(idx)}]"))
+        return self.loads[key]
+    def member(self, m, opnds, out, op, refl, scal):
+        """Member `m`: `op` of its loaded operands (and scalar), rounded to its output's dtype, into
+        local `t<m>`."""
+        xs = [self.load(b, st, off) for b, st, off in opnds]
+        if scal is not None: xs.append(f's{len(self.scalars)}'); self.scalars.append(scal)
+        if refl: xs = xs[::-1]
+        e = xs[0] if op == 'cast' else (_PY if self.py else _C)[op].format(*xs)
+        cast = f'{_np_type(out.dtype)}({e})' if self.py else f'({_CTYPE[out.dtype]})({e})'
+        self.body.append(self.let(f't{m}', out.dtype, cast))
+        self.regs[out] = f't{m}'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The generator: one loop's source from the members"
 def _codegen(shape, members, outs, lang='numba'):
     """Source of one loop over `shape` computing every member, in `lang` ('numba', 'c' or 'cuda'); returns
     (source, call spec, buffers read). The call spec lists the kernel's arguments: dims, buffers, strides, scalars."""
     nd, py = len(shape), lang == 'numba'
     red = members[-1] if members and members[-1][3][0] in ('sum', 'max') and members[-1][4] == 'reduce' else None
     if red is not None: members, outs = members[:-1], [b for b in outs if b is not red[2]]
-    spec, arrays, regs, loads, body, mem = [], {}, {}, {}, [], {}
-    for i, n in enumerate(shape): spec.append(('dim', n))
-    def arr(b):
-        if b not in arrays: arrays[b] = f'b{len(arrays)}'; spec.append(('buf', b))
-        return arrays[b]
-    def let(name, dtype, expr):
-        return f'{name} = {expr}' if py else f'const {_CTYPE[dtype]} {name} = {expr};'
-    ints, scalars = [], []
-    def load(b, strides, off):
-        if strides is None or (strides == _rowmajor(shape) and off == 0 and b.size == int(np.prod(shape))):
-            if b in regs: return regs[b]
-            key = (b, None)
-            if key not in loads:
-                loads[key] = f'l{len(loads)}'; mem[b] = 1
-                body.append(let(loads[key], b.dtype, f'{arr(b)}[k]'))
-            return loads[key]
-        key = (b, strides, off)
-        if key not in loads:
-            idx = [f'o{len(ints)}']; ints.append(off)
-            for d, s in enumerate(strides):
-                if s: idx.append(f'i{d} * o{len(ints)}'); ints.append(s)
-            loads[key] = f'l{len(loads)}'; mem[b] = 1
-            body.append(let(loads[key], b.dtype, f"{arr(b)}[{' + '.join(idx)}]"))
-        return loads[key]
-    for m, (mshape, opnds, out, (op, refl), scal) in enumerate(members):
-        xs = [load(b, st, off) for b, st, off in opnds]
-        if scal is not None: xs.append(f's{len(scalars)}'); scalars.append(scal)
-        if refl: xs = xs[::-1]
-        if op == 'cast': e = xs[0]
-        else: e = (_PY if py else _C)[op].format(*xs)
-        body.append(let(f't{m}', out.dtype, f'{_np_type(out.dtype)}({e})' if py else f'({_CTYPE[out.dtype]})({e})'))
-        regs[out] = f't{m}'
-    for b in outs: body.append(f'{arr(b)}[k] = {regs[b]}' + ('' if py else ';'))
+    k = _Body(shape, py)
+    for m, (mshape, opnds, out, (op, refl), scal) in enumerate(members): k.member(m, opnds, out, op, refl, scal)
+    for b in outs: k.body.append(f'{k.arr(b)}[k] = {k.regs[b]}' + ('' if py else ';'))
+    acc = None
     if red is not None:   # the row's sum or max accumulates in a register (a float32 sum in double)
         kind, a, o = red[3][0], red[1][0][0], red[2]
         acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
-        init, store = ('0' if kind == 'sum' else '-INFINITY'), f'{arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
-        body.append(f'acc = acc + {regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {regs[a]});')
-    spec += [('int', v) for v in ints] + [('scalar', v) for v in scalars]
-    dims, bufs = [f'd{i}' for i in range(nd)], list(arrays.values())
-    os_, ss = [f'o{i}' for i in range(len(ints))], [f's{i}' for i in range(len(scalars))]
-    if py:
-        lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)',
-                 f"def kernel({', '.join(dims + bufs + os_ + ss)}):"]
-        if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
-        else:
-            lines.append('    k = 0')
-            for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
-            ind = '    ' * (nd + 1)
-            body.append('k += 1')
-        return '\n'.join(lines + [ind + s for s in body]) + '\n', spec, list(mem)
-    types = {b: _CTYPE[b.dtype] for b in arrays}
-    params = ([f'int64_t {d}' for d in dims] + [f'{types[b]} *{n}' for b, n in arrays.items()] +
-              [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, scalars)])
-    if lang == 'c' and red is not None:   # the last loop runs over one row, then its result is stored
-        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
-                 f"void kernel({', '.join(params)}) {{", '    int64_t k = 0, ro = 0;']
+        acc = acc_t, ('0' if kind == 'sum' else '-INFINITY'), f'{k.arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
+        k.body.append(f'acc = acc + {k.regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {k.regs[a]});')
+    spec = k.spec + [('int', v) for v in k.ints] + [('scalar', v) for v in k.scalars]
+    dims, bufs = [f'd{i}' for i in range(nd)], list(k.arrays.values())
+    os_, ss = [f'o{i}' for i in range(len(k.ints))], [f's{i}' for i in range(len(k.scalars))]
+    if py: return _emit_numba(nd, dims + bufs + os_ + ss, k.body), spec, list(k.mem)
+    params = ([f'int64_t {d}' for d in dims] + [f'{_CTYPE[b.dtype]} *{n}' for b, n in k.arrays.items()] +
+              [f'int64_t {o}' for o in os_] + [f'{_CTYPE[np.dtype(type(v)).name]} {s}' for s, v in zip(ss, k.scalars)])
+    emit = _emit_c if lang == 'c' else _emit_cuda
+    return emit(nd, params, k.body, acc, ', '.join(dims + bufs + os_ + ss)), spec, list(k.mem)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The numba and C loops around the body"
+def _emit_numba(nd, args, body):
+    "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
+    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
+    if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
+    else:
+        lines.append('    k = 0')
+        for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
+        ind = '    ' * (nd + 1)
+        body = body + ['k += 1']
+    return '\n'.join(lines + [ind + s for s in body]) + '\n'
+
+def _emit_c(nd, params, body, acc, args):
+    """A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then
+    stores its result."""
+    lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
+             f"void kernel({', '.join(params)}) {{"]
+    if acc is not None:
+        acc_t, init, store = acc
+        lines.append('    int64_t k = 0, ro = 0;')
         for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
         ind = '    ' * nd
         last = nd - 1
         lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
-        return '\n'.join(lines) + '\n', spec, list(mem)
-    if lang == 'c':
-        lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
-                 f"void kernel({', '.join(params)}) {{"]
-        if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
-        else:
-            lines.append('    int64_t k = 0;')
-            for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-            ind = '    ' * (nd + 1)
-            body.append('k++;')
-            close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
-        return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n', spec, list(mem)
-    # CUDA: one thread per element; the loop indices come from the thread's flat index
+        return '\n'.join(lines) + '\n'
+    if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
+    else:
+        lines.append('    int64_t k = 0;')
+        for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+        ind = '    ' * (nd + 1)
+        body = body + ['k++;']
+        close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
+    return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The CUDA C kernel and its launcher"
+def _emit_cuda(nd, params, body, acc, args):
+    """CUDA C: one thread per element, its loop indices recovered from the flat thread index; with a row reduction
+    (`acc`), one thread per row, looping over the row's elements and storing their sum or max."""
     idx = []
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
-    args = ', '.join(dims + bufs + os_ + ss)
-    if red is not None:   # one thread per row: it loops over the row's elements and stores their sum or max
+    dims = [f'd{i}' for i in range(nd)]
+    if acc is not None:
+        acc_t, init, store = acc
         R = f'd{nd - 1}'
         lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
                  f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
@@ -660,7 +762,7 @@ def _codegen(shape, members, outs, lang='numba'):
                   f"extern \"C\" void kernel({', '.join(params)}) {{",
                   f"    const int64_t n = {' * '.join(dims[:-1])};",
                   '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
-        return '\n'.join(lines) + '\n', spec, list(mem)
+        return '\n'.join(lines) + '\n'
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
              '    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (k >= n) return;',
@@ -668,8 +770,9 @@ def _codegen(shape, members, outs, lang='numba'):
              f"extern \"C\" void kernel({', '.join(params)}) {{",
              f"    const int64_t n = {' * '.join(dims)};",
              '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
-    return '\n'.join(lines) + '\n', spec, list(mem)
+    return '\n'.join(lines) + '\n'
 
+# %% ../nbs/21b_compile.ipynb
 def cuda_source(ins: Instr) -> str:
     "The CUDA C source of a fused instruction's kernel (a `__global__` body and an `extern \"C\"` launcher)."
     k, shape, _, outs, spec, members = ins.args
@@ -686,15 +789,30 @@ def _simd_wins(ins) -> bool:
 
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
-    "Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the group computed."
+    """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
+    group computed."""
     a, o, R = ins.args
     if lang == 'numba' or not group or a not in written or a.dtype not in ('float32', 'float64') or o.dtype != a.dtype:
         return False
     n = group[0].writes()[0].size
     return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
 
+def _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o):
+    """Whether an elementwise member joins the group: it covers the group's elements, reads through strides no
+    buffer the group wrote, and writes no buffer the group reads through strides."""
+    n = o.size
+    ok = bool(group) and n == group[0].writes()[0].size
+    if ok and mshape is not None and gshape is not None and mshape != gshape: ok = False
+    shape = mshape or gshape or (n,)
+    for b, st, off in opnds:
+        if st is not None and (st != _rowmajor(shape) or off or b.size != n):
+            if b in written: ok = False
+    return ok and o not in strided_read
+
+# %% ../nbs/21b_compile.ipynb
 def _fuse(instrs, needed_after, lang='numba'):
-    "Replace runs of consecutive elementwise instructions over the same elements by one `fused` instruction."
+    """Replace runs of consecutive elementwise instructions over the same elements by one `fused`
+    instruction."""
     out, group, gshape, written, strided_read = [], [], None, set(), set()
     def close(end, red=None):
         nonlocal group, gshape, written, strided_read
@@ -702,7 +820,8 @@ def _fuse(instrs, needed_after, lang='numba'):
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
-            if red is not None:   # a reduction over the last axis of what the group computes: its last member
+            # a reduction over the last axis of what the group computes: its last member
+            if red is not None:
                 a, o, R = red.args
                 shape = gshape or (a.size // R, R)
                 members.append((None, [(a, None, 0)], o, (_REDUCE[red.prim], False), 'reduce'))
@@ -710,8 +829,9 @@ def _fuse(instrs, needed_after, lang='numba'):
                 group = group + [red]
             src, spec, ins = _codegen(shape, members, outs, lang)
             o0, o1 = group[0].origin, group[-1].origin
-            out.append(Instr('fused', (Kernel(src, lang), shape, ins, outs, spec, members), group[0].where, None,
-                             o0 if o0 == o1 else f'{o0} .. {o1}'))
+            args = (Kernel(src, lang), shape, ins, outs, spec, members)
+            where = o0 if o0 == o1 else f'{o0} .. {o1}'
+            out.append(Instr('fused', args, group[0].where, None, where))
         else: out.extend(group)
         group, gshape, written, strided_read = [], None, set(), set()
     for idx, ins in enumerate(instrs):
@@ -720,25 +840,19 @@ def _fuse(instrs, needed_after, lang='numba'):
         if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
-        ok = bool(group) and n == group[0].writes()[0].size
-        if ok and mshape is not None and gshape is not None and mshape != gshape: ok = False
-        shape = mshape or gshape or (n,)
-        for b, st, off in opnds:
-            if st is not None and (st != _rowmajor(shape) or off or b.size != n):
-                if b in written: ok = False
-        if o in strided_read: ok = False
-        if not ok: close(idx - 1)
+        if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
         group.append(ins)
         if mshape is not None: gshape = mshape
         written.add(o)
         for b, st, off in opnds:
-            if st is not None and (st != _rowmajor(mshape) or off or b.size != n): strided_read.add(b)
+            if st is not None and (st != _rowmajor(mshape) or off or b.size != n):
+                strided_read.add(b)
     close(len(instrs) - 1)
     return out
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Lowering each primitive to a numpy call, and the replay"
+#| code-summary: "Replay helpers: results, kernel arguments, random draws"
 def _rebuild(x, it):
     if isinstance(x, (Tensor, NDArray)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
@@ -775,6 +889,9 @@ def _random_call(rnd, h):
         np.copyto(h, (r if kind == 'array' else r.cached_data._handle).reshape(-1), casting='unsafe')
     return draw
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering each primitive to a numpy call"
 def _lower_one(ins, P):
     "One numpy call with every array bound."
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
@@ -788,8 +905,10 @@ def _lower_one(ins, P):
         if ins.random is not None: return _random_call(ins.random, a[1])
         return part(np.copyto, a[1], a[0].reshape(-1), casting='unsafe')
     if p == 'compact': return part(np.copyto, a[1].reshape(a[2]), _view(a[0], a[2], a[3], a[4]))
-    if p == 'ewise_setitem': return part(np.copyto, _view(a[1], a[2], a[3], a[4]), a[0].reshape(a[2]))
-    if p == 'scalar_setitem': return part(np.copyto, _view(a[2], a[3], a[4], a[5]), a[1], casting='unsafe')
+    if p == 'ewise_setitem':
+        return part(np.copyto, _view(a[1], a[2], a[3], a[4]), a[0].reshape(a[2]))
+    if p == 'scalar_setitem':
+        return part(np.copyto, _view(a[2], a[3], a[4], a[5]), a[1], casting='unsafe')
     if p == 'ewise': return part(_NP_EWISE[a[0]], a[1], a[2], out=a[3])
     if p == 'scalar':
         try: v = np.asarray(a[2], dtype=a[1].dtype)
@@ -801,6 +920,15 @@ def _lower_one(ins, P):
         c, x, y, o = a
         return lambda: np.copyto(o, np.where(c, x, y))
     if p == 'cast': return part(np.copyto, a[1], a[0], casting='unsafe')
+    return _lower_indexed(p, a)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering reductions, products, gathers and scatters"
+def _lower_indexed(p, a):
+    """The rest of the primitives: row reductions, matrix products, gathers and scatters, and the
+    strided forms."""
+    part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
         return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
@@ -829,9 +957,13 @@ def _lower_one(ins, P):
                     axis=tuple(range(nd - k, nd)), out=o.reshape(tuple(shape[:nd - k])))
     raise CaptureError(f'compile: no lowering for primitive {p}')
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Binding every call's arrays"
 @patch
 def _lower(self: Program, instrs):
-    "Turn every instruction into a call with its arrays bound (the buffers never move, so neither do views)."
+    """Turn every instruction into a call with its arrays bound (the buffers never move, so neither
+    do views)."""
     P, calls = self.P, []
     for ins in instrs:
         calls.append(_lower_one(ins, P))
@@ -850,9 +982,13 @@ def _lower(self: Program, instrs):
     outs = []
     for b, d in self.res_bufs:
         h = P[b] if b is not None else d._handle
-        outs.append(Tensor.make_const(NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)))
+        arr = NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)
+        outs.append(Tensor.make_const(arr))
     self.outputs = _rebuild(self.result, iter(outs))
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The replay"
 @patch
 def __call__(self: Program, args, kwargs):
     leaves = _leaves((args, kwargs), [])
@@ -863,8 +999,9 @@ def __call__(self: Program, args, kwargs):
         d = s.get(None if s.arg is None else leaves[s.arg])
         if d is None or d._handle is not h:
             if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
-                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed outside the "
-                                   f"compiled function (now {None if d is None else _meta(d)}); call it again "
+                now = None if d is None else _meta(d)
+                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
+                                   f"outside the compiled function (now {now}); call it again "
                                    "after compile(...).reset()")
             np.copyto(h, d._handle)
     tok = _ERR.set(_IGNORE) if _ERR is not None else None
@@ -877,21 +1014,25 @@ def __call__(self: Program, args, kwargs):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Listing and drawing a program"
+#| code-summary: "Listing a program"
 @patch
 def listing(self: Program, stage='final') -> str:
-    "The program as text: 'captured' (as recorded) or 'final' (after constants, dead code and fusion)."
+    "The program as text: 'captured' (as recorded) or 'final' (after folding, dead code, fusion)."
     instrs = self.captured if stage == 'captured' else self.instrs
     return '\n'.join(f'{i:3d}  {ins!r:60s} # {ins.origin}' for i, ins in enumerate(instrs))
 
 @patch
 def __repr__(self: Program):
     s = self.stats
-    return (f"Program({s['captured']} primitives captured -> {s['final']} calls, {s['kernels']} fused kernels, "
-            f"{s['temp_buffers']} temporaries in {s['planned_buffers']} buffers)")
+    return (f"Program({s['captured']} primitives captured -> {s['final']} calls, "
+            f"{s['kernels']} fused kernels, {s['temp_buffers']} temporaries in "
+            f"{s['planned_buffers']} buffers)")
 
 _COLORS = dict(fused='#c8ecd4', matmul='#cfe0f7', matmul_strided='#cfe0f7', random='#fbdcb8')
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Drawing a program"
 @patch
 def draw(self: Program, stage='final', width=720):
     """An SVG of the program: one box per instruction in program order, an arc from each instruction to the later
@@ -926,11 +1067,14 @@ def draw(self: Program, stage='final', width=720):
 
 # %% ../nbs/21b_compile.ipynb
 def _sig(x):
-    "What a compiled program assumes about an argument: layout, dtype and device for arrays, the value otherwise."
+    """What a compiled program assumes about an argument: layout, dtype and device for arrays, the
+    value otherwise."""
     if isinstance(x, Tensor):
         d = x.cached_data
-        return ('T', d._shape, d._strides, d._offset, d._dtype, d._device.name, d._handle.size, x.requires_grad)
-    if isinstance(x, NDArray): return ('A', x._shape, x._strides, x._offset, x._dtype, x._device.name, x._handle.size)
+        return ('T', d._shape, d._strides, d._offset, d._dtype, d._device.name, d._handle.size,
+                x.requires_grad)
+    if isinstance(x, NDArray):
+        return ('A', x._shape, x._strides, x._offset, x._dtype, x._device.name, x._handle.size)
     if isinstance(x, (tuple, list)): return (type(x).__name__,) + tuple(_sig(y) for y in x)
     if isinstance(x, dict): return ('d',) + tuple((k, _sig(v)) for k, v in sorted(x.items()))
     try: hash(x); return ('v', type(x).__name__, x)
@@ -940,53 +1084,68 @@ class _Entry:
     def __init__(self): self.calls, self.first, self.program, self.modules = 0, None, None, ()
     def flags_ok(self): return all(m.training == t for m, t in self.modules)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The compiled function"
 class Compiled:
-    """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later calls with the same
-    guards (argument shapes, dtypes and devices, grad mode, the modules' train/eval flags) replay the program."""
+    """`fn` compiled: the first call runs eagerly, the next two capture (and run) it, and later
+    calls with the same guards (argument shapes, dtypes and devices, grad mode, the modules'
+    train/eval flags) replay the program."""
     def __init__(self, fn, fuse=True, cache_size=8, warmup=1, backend='c'):
-        self.fn, self.fuse, self.cache_size, self.warmup, self.backend = fn, fuse, cache_size, warmup, backend
+        self.fn, self.fuse, self.cache_size = fn, fuse, cache_size
+        self.warmup, self.backend = warmup, backend
         self.cache, self.captures = {}, 0
         functools.update_wrapper(self, fn)
 
     def reset(self): "Forget every program."; self.cache.clear()
     @property
-    def programs(self): return [e.program for es in self.cache.values() for e in es if e.program is not None]
+    def programs(self):
+        return [e.program for es in self.cache.values() for e in es if e.program is not None]
     @property
     def program(self):
         ps = self.programs
         return ps[-1] if ps else None
 
-    def _device(self, args, kwargs):
-        from minima.backend_ndarray.device import cpu
-        for a in _leaves((args, kwargs), []): return a.device
-        return cpu()
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The compiled function's call: guards, capture, replay"
+@patch
+def _device(self: Compiled, args, kwargs):
+    from minima.backend_ndarray.device import cpu
+    for a in _leaves((args, kwargs), []): return a.device
+    return cpu()
 
-    def __call__(self, *args, **kwargs):
-        key = (is_grad_enabled(), _sig(args), _sig(kwargs))
-        entries = self.cache.get(key)
-        if entries is None:
-            entries = self.cache[key] = []
-            if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
-        e = next((e for e in entries if e.flags_ok()), None)
-        if e is None: e = _Entry(); entries.append(e)
-        if e.program is not None: return e.program(args, kwargs)
-        e.calls += 1
-        if e.calls <= self.warmup: return self.fn(*args, **kwargs)
-        dev = self._device(args, kwargs)
-        if not isinstance(dev, NumpyDevice):
-            raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
-        cap = capture(self.fn, args, kwargs, dev)
-        self.captures += 1
-        e.modules = tuple((m, m.training) for m in cap.modules.values())
-        if e.first is None:
-            e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
-            return cap.result
-        _same(e.first, cap.instrs)
-        e.program = Program(cap, dev, self.fuse, self.backend)
+@patch
+def __call__(self: Compiled, *args, **kwargs):
+    key = (is_grad_enabled(), _sig(args), _sig(kwargs))
+    entries = self.cache.get(key)
+    if entries is None:
+        entries = self.cache[key] = []
+        if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
+    e = next((e for e in entries if e.flags_ok()), None)
+    if e is None: e = _Entry(); entries.append(e)
+    if e.program is not None: return e.program(args, kwargs)
+    e.calls += 1
+    if e.calls <= self.warmup: return self.fn(*args, **kwargs)
+    dev = self._device(args, kwargs)
+    if not isinstance(dev, NumpyDevice):
+        raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
+    cap = capture(self.fn, args, kwargs, dev)
+    self.captures += 1
+    e.modules = tuple((m, m.training) for m in cap.modules.values())
+    if e.first is None:
+        e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
         return cap.result
+    _same(e.first, cap.instrs)
+    e.program = Program(cap, dev, self.fuse, self.backend)
+    return cap.result
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "compile"
 def _same(first, instrs):
-    "Two captures of the same step must record the same work; a difference means the step depends on Python state."
+    """Two captures of the same step must record the same work; a difference means the step depends
+    on Python state."""
     if len(first) != len(instrs):
         raise CaptureError(f"compile: two calls of the function ran different work ({len(first)} then {len(instrs)} "
                            "device primitives); a Python branch or loop depends on something other than the "
@@ -1008,6 +1167,8 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     return Compiled(fn, fuse, cache_size, warmup, backend)
 
 # %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The static KV cache"
 class StaticKVCache:
     """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
     each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
@@ -1019,7 +1180,8 @@ class StaticKVCache:
         self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
         self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
         self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
-        self.n, self.mask = 0, None   # `n`: the position as a Python number, kept by the caller (bounds only)
+        # `n`: the position as a Python number, kept by the caller (bounds only)
+        self.n, self.mask = 0, None
 
     @property
     def pos(self) -> int: return self.n
@@ -1029,12 +1191,12 @@ class StaticKVCache:
         self.pos_d.fill(0); self.n = 0
 
     def begin(self):
-        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written so far and the new one."
+        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written and the new one."
         keep = self.slots <= self.pos_d
         self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
 
     def update(self, layer, k: NDArray, v: NDArray):
-        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the whole cache."
+        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the cache."
         dev, n = self.pos_d.device, self.B * self.H
         for c, x in ((self.k[layer], k), (self.v[layer], v)):
             dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
@@ -1072,7 +1234,8 @@ class StaticDecoder:
     def _step(self, idx):
         m, c = self.model, self.cache
         c.begin()
-        w = m.wpe.weight.cached_data   # the positional embedding's row at the device position, gathered
+        # the positional embedding's row at the device position, gathered
+        w = m.wpe.weight.cached_data
         pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
         w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
         x = m.drop(m.wte(idx) + Tensor.make_const(pe))
@@ -1082,38 +1245,55 @@ class StaticDecoder:
         c.advance()
         return m.lm_head(m.ln_f(x))
 
-    def __call__(self, idx):
-        if self.cache.n >= self.cache.max_len:
-            raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all are used; "
-                             "call .reset() to start a new sequence")
-        if not isinstance(idx, Tensor):
-            idx = Tensor(np.asarray(idx, dtype='int64'), device=self.model.wte.weight.device, requires_grad=False)
-        if idx.shape != (self.B, 1):
-            raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), got {idx.shape}")
-        from minima.autograd import no_grad
-        with no_grad(): out = self.step(idx)
-        self.cache.n += 1
-        return out
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: one token per call"
+@patch
+def __call__(self: StaticDecoder, idx):
+    if self.cache.n >= self.cache.max_len:
+        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all "
+                         "are used; call .reset() to start a new sequence")
+    if not isinstance(idx, Tensor):
+        dev = self.model.wte.weight.device
+        idx = Tensor(np.asarray(idx, dtype='int64'), device=dev, requires_grad=False)
+    if idx.shape != (self.B, 1):
+        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), "
+                         f"got {idx.shape}")
+    from minima.autograd import no_grad
+    with no_grad(): out = self.step(idx)
+    self.cache.n += 1
+    return out
 
-    def reset(self): "Start a new sequence (the compiled program is kept)."; self.cache.reset()
+@patch
+def reset(self: StaticDecoder):
+    "Start a new sequence (the compiled program is kept)."
+    self.cache.reset()
 
-    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, seed=None) -> np.ndarray:
-        "Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate` does."
-        from minima.nn.transformer import _sample
-        idx = np.asarray(prompt, dtype='int64')
-        squeeze = idx.ndim == 1
-        if squeeze: idx = idx[None]
-        if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
-            need = idx.shape[1] + max_new_tokens - 1
-            raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and {max_new_tokens} new ones "
-                             f"need {need} positions; the cache holds {self.cache.max_len}")
-        rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
-        self.model.eval(); self.reset()
-        try:
-            for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])   # the prompt, one token at a time
-            for _ in range(max_new_tokens):
-                nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
-                idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
-                if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
-        finally: self.model.train(was)
-        return idx[0] if squeeze else idx
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: greedy generation"
+@patch
+def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None,
+             seed=None) -> np.ndarray:
+    """Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate`
+    does."""
+    from minima.nn.transformer import _sample
+    idx = np.asarray(prompt, dtype='int64')
+    squeeze = idx.ndim == 1
+    if squeeze: idx = idx[None]
+    if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
+        need = idx.shape[1] + max_new_tokens - 1
+        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and "
+                         f"{max_new_tokens} new ones need {need} positions; the cache holds "
+                         f"{self.cache.max_len}")
+    rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
+    self.model.eval(); self.reset()
+    try:
+        # the prompt, one token at a time
+        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])
+        for _ in range(max_new_tokens):
+            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+            idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
+            if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
+    finally: self.model.train(was)
+    return idx[0] if squeeze else idx

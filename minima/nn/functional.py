@@ -30,6 +30,6 @@ from ..ops.nn_extras import (leaky_relu, group_norm, conv1d, max_pool1d, avg_poo
 _all_ = ['leaky_relu', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',
          'smooth_l1_loss', 'huber_loss', 'kl_div']
 
-# %% ../../nbs/15_attention.ipynb 30
+# %% ../../nbs/15_attention.ipynb 35
 from ..ops.attention import scaled_dot_product_attention, layer_norm
 _all_ = ['scaled_dot_product_attention', 'layer_norm']

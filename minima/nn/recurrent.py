@@ -10,6 +10,7 @@ import minima.init as init
 from .. import ops
 from ..autograd import Tensor
 from .modules import Module, Parameter
+from fastcore.basics import patch
 from ..ops.fused import linear
 from ..ops.recurrent import GATES_PER_MODE as _GATES, recurrence, cell_step, split, sigmoid, tanh
 
@@ -23,12 +24,14 @@ def _uniform(shape, k, device, dtype) -> Parameter:
     return Parameter(init.rand(*shape, low=-k, high=k, device=device, dtype=dtype))
 
 def _project(x, w, b):
-    "`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or None (one fused op)."
+    """`x @ w.T + b` over the last axis of `x`, torch's layout: `w` `(out, in)`, `b` `(out,)` or
+    None (one fused op)."""
     return linear(x, w, b)
 
 def _lstm_projected(gx, h0, c0, w_hh, b_hh, w_hr):
-    """An LSTM layer with torch's projection (`proj_size`), step by step: the gates read the projected state
-    `h_{t-1}` `(B, P)`, and `h_t = (o * tanh(c_t)) W_hr^T`. Returns `(out (T, B, P), h_n, c_n)`."""
+    """An LSTM layer with torch's projection (`proj_size`), step by step: the gates read the projected
+    state `h_{t-1}` `(B, P)`, and `h_t = (o * tanh(c_t)) W_hr^T`. Returns
+    `(out (T, B, P), h_n, c_n)`."""
     H, h, c, outs = c0.shape[-1], h0, c0, []
     for gx_t in split(gx, 0):
         i, f, g, o = split(gx_t + _project(h, w_hh, b_hh), 1, H)
@@ -37,6 +40,10 @@ def _lstm_projected(gx, h0, c0, w_hh, b_hh, w_hr):
         outs.append(h)
     return ops.stack(outs, 0), h, c
 
+# %% auto 0
+__all__ = ['RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU']
+
+# %% ../../nbs/14b_recurrent_lm.ipynb
 def _check_input(layer, x, n_in, ndims):
     if not isinstance(x, Tensor):
         raise TypeError(f"{layer}: input must be a Tensor, got {type(x).__name__}")
@@ -44,9 +51,10 @@ def _check_input(layer, x, n_in, ndims):
         want = ' or '.join({1: f'({n_in},)', 2: f'(B, {n_in})' if 1 in ndims else f'(T, {n_in})',
                             3: f'(T, B, {n_in})'}[d] for d in ndims)
         raise ValueError(f"{layer}: expected input of shape {want}, got {x.shape}")
-    if 3 in ndims and 0 in x.shape[:-1]:   # a sequence layer over an empty sequence (or batch): nothing to run
-        raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than 0, got input of "
-                         f"shape {x.shape}")
+    # a sequence layer over an empty sequence (or batch): nothing to run
+    if 3 in ndims and 0 in x.shape[:-1]:
+        raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than "
+                         f"0, got input of shape {x.shape}")
     if x.dtype not in ('float32', 'float64'):
         raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
 
@@ -57,9 +65,6 @@ def _check_state(layer, name, s, shape, x):
         raise ValueError(f"{layer}: expected {name} of shape {tuple(shape)}, got {s.shape}")
     if s.dtype != x.dtype:
         raise TypeError(f"{layer}: {name} has dtype {s.dtype} but the input has {x.dtype}")
-
-# %% auto 0
-__all__ = ['RNNCell', 'LSTMCell', 'GRUCell', 'RNN', 'LSTM', 'GRU']
 
 # %% ../../nbs/14b_recurrent_lm.ipynb
 class _CellBase(Module):
@@ -97,6 +102,7 @@ class _CellBase(Module):
 
     def _out(self, h, unbatched): return h.reshape((self.hidden_size,)) if unbatched else h
 
+# %% ../../nbs/14b_recurrent_lm.ipynb
 class RNNCell(_CellBase):
     "Elman's cell: `h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)` (or relu). `RNNCell(10, 20)(x, h)`."
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity='tanh', device=None, dtype="float32"):
@@ -154,7 +160,8 @@ class _RNNBase(Module):
         D = 2 if self.bidirectional else 1
         for l in range(self.num_layers):
             n_in = self.input_size if l == 0 else R * D
-            for sfx in ('', '_reverse')[:D]:   # torch's names: the reverse direction has its own weights
+            # torch's names: the reverse direction has its own weights
+            for sfx in ('', '_reverse')[:D]:
                 setattr(self, f'weight_ih_l{l}{sfx}', _uniform((G, n_in), k, device, dtype))
                 setattr(self, f'weight_hh_l{l}{sfx}', _uniform((G, R), k, device, dtype))
                 if bias:
@@ -168,53 +175,62 @@ class _RNNBase(Module):
         names, sfx = ('weight_ih', 'weight_hh', 'bias_ih', 'bias_hh'), '_reverse' if reverse else ''
         return tuple(getattr(self, f'{n}_l{l}{sfx}', None) for n in names)
 
-    def extra_repr(self):
-        s = f'{self.input_size}, {self.hidden_size}'
-        if getattr(self, 'proj_size', 0): s += f', proj_size={self.proj_size}'
-        if self.num_layers != 1: s += f', num_layers={self.num_layers}'
-        if not self.bias: s += ', bias=False'
-        if self.batch_first: s += ', batch_first=True'
-        if self.dropout: s += f', dropout={self.dropout}'
-        if self.bidirectional: s += ', bidirectional=True'
-        return s
+# %% ../../nbs/14b_recurrent_lm.ipynb
+@patch
+def extra_repr(self: _RNNBase):
+    s = f'{self.input_size}, {self.hidden_size}'
+    if getattr(self, 'proj_size', 0): s += f', proj_size={self.proj_size}'
+    if self.num_layers != 1: s += f', num_layers={self.num_layers}'
+    if not self.bias: s += ', bias=False'
+    if self.batch_first: s += ', batch_first=True'
+    if self.dropout: s += f', dropout={self.dropout}'
+    if self.bidirectional: s += ', bidirectional=True'
+    return s
 
-    def _states(self, s, name, x, unbatched, H=None) -> list:
-        "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
-        L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], H or self.hidden_size
-        if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
-        _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
-        return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
+@patch
+def _states(self: _RNNBase, s, name, x, unbatched, H=None) -> list:
+    "The initial state of each layer, `(B, H)` each: zeros, or the slices of `s` `(L, B, H)`."
+    L, B, H = self.num_layers * (2 if self.bidirectional else 1), x.shape[1], H or self.hidden_size
+    if s is None: return [init.zeros(B, H, device=x.device, dtype=x.dtype)] * L
+    _check_state(type(self).__name__, name, s, (L, H) if unbatched else (L, B, H), x)
+    return list(ops.split(s.reshape((L, B, H)), 0)) if L > 1 else [s.reshape((B, H))]
 
-    def _run(self, input, h0, c0=None):
-        name, lstm = type(self).__name__, self.mode == 'LSTM'
-        _check_input(name, input, self.input_size, (2, 3))
-        ub = input.ndim == 2
-        if ub: x = input.reshape((input.shape[0], 1, self.input_size))
-        else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
-        P = getattr(self, 'proj_size', 0)
-        hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
-        cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * (self.num_layers * (2 if self.bidirectional else 1))
-        h_n, c_n, D = [], [], 2 if self.bidirectional else 1
-        for l in range(self.num_layers):
-            outs = []
-            for d in range(D):   # direction 1 reads the sequence backwards: flip, run, flip its outputs back
-                w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
-                xd = ops.flip(x, (0,)) if d else x
-                gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
-                res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, getattr(self, f"weight_hr_l{l}{'_reverse' * d}")) \
-                    if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
-                outs.append(ops.flip(res[0], (0,)) if d else res[0])
-                h_n.append(res[1])
-                if lstm: c_n.append(res[2])
-            x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
-            if self.dropout and self.training and l < self.num_layers - 1:
-                from minima.nn.functional import dropout
-                x = dropout(x, self.dropout)
-        T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
-        fin = lambda ss, n: ops.stack(ss, 0).reshape((L, n)) if ub else ops.stack(ss, 0)
-        out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
-        return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
+# %% ../../nbs/14b_recurrent_lm.ipynb
+@patch
+def _run(self: _RNNBase, input, h0, c0=None):
+    name, lstm = type(self).__name__, self.mode == 'LSTM'
+    _check_input(name, input, self.input_size, (2, 3))
+    ub = input.ndim == 2
+    if ub: x = input.reshape((input.shape[0], 1, self.input_size))
+    else: x = ops.transpose(input, (0, 1)) if self.batch_first else input
+    P = getattr(self, 'proj_size', 0)
+    hs = self._states(h0, 'h_0' if lstm else 'hx', x, ub, P)
+    n_states = self.num_layers * (2 if self.bidirectional else 1)
+    cs = self._states(c0, 'c_0', x, ub) if lstm else [None] * n_states
+    h_n, c_n, D = [], [], 2 if self.bidirectional else 1
+    for l in range(self.num_layers):
+        outs = []
+        # direction 1 reads the sequence backwards: flip, run, flip its outputs back
+        for d in range(D):
+            w_ih, w_hh, b_ih, b_hh = self.layer_parameters(l, reverse=d == 1)
+            xd = ops.flip(x, (0,)) if d else x
+            gx, h0_, c0_ = _project(xd, w_ih, b_ih), hs[l * D + d], cs[l * D + d]
+            w_hr = getattr(self, f"weight_hr_l{l}{'_reverse' * d}", None)
+            res = _lstm_projected(gx, h0_, c0_, w_hh, b_hh, w_hr) \
+                if P else recurrence(self.mode, gx, h0_, w_hh, b_hh, c0=c0_)
+            outs.append(ops.flip(res[0], (0,)) if d else res[0])
+            h_n.append(res[1])
+            if lstm: c_n.append(res[2])
+        x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
+        if self.dropout and self.training and l < self.num_layers - 1:
+            from minima.nn.functional import dropout
+            x = dropout(x, self.dropout)
+    T, L, H = x.shape[0], self.num_layers * D, x.shape[2]
+    fin = lambda ss, n: ops.stack(ss, 0).reshape((L, n)) if ub else ops.stack(ss, 0)
+    out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
+    return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
 
+# %% ../../nbs/14b_recurrent_lm.ipynb
 class RNN(_RNNBase):
     """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`
     with `x` `(T, B, 10)`, `output` `(T, B, 20)`, `h_n` `(2, B, 20)`."""

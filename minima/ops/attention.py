@@ -27,7 +27,8 @@ def _swap(x):
 def _rowsum(x): return x.sum(x.ndim - 1, keepdims=True)
 
 def _sdpa_vjp(q, k, v, p, g, scale, keep):
-    "The adjoints of q, k, v and of the scores S: the derivation's formulas on Tensors or NDArrays alike."
+    """The adjoints of q, k, v and of the scores S: the derivation's formulas on Tensors or NDArrays
+    alike."""
     a = p if keep is None else p * keep
     gv = _swap(a) @ g
     gp = g @ _swap(v)
@@ -38,12 +39,13 @@ def _sdpa_vjp(q, k, v, p, g, scale, keep):
 def _sum_to(x, shape):
     "Sum `x` (Tensor or NDArray) over the axes along which `shape` was broadcast to `x.shape`."
     lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and x.shape[lead + i] != 1)
     return x.sum(axes, keepdims=True).reshape(shape) if axes else x
 
 def _softmax_nd(s: NDArray):
-    """Row softmax, and where every key of a row is masked (`-inf`), zeros as torch's `_safe_softmax`; also the
-    0/1 `live` column of rows that have a key (None when all do)."""
+    """Row softmax, and where every key of a row is masked (`-inf`), zeros as torch's
+    `_safe_softmax`; also the 0/1 `live` column of rows that have a key (None when all do)."""
     m = s.max(s.ndim - 1, keepdims=True)
     dead = m == -math.inf
     if not dead.astype('int64').sum().item():
@@ -54,6 +56,7 @@ def _softmax_nd(s: NDArray):
     t = e.sum(s.ndim - 1, keepdims=True)
     return e / NDArray.where(dead, zero + 1, t), NDArray.where(dead, zero, zero + 1)
 
+# %% ../../nbs/15_attention.ipynb
 class ScaledDotProductAttention(TensorOp):
     """`softmax(q @ k^T * scale + mask) @ v` for q `(..., L, E)`, k `(..., S, E)`, v `(..., S, Ev)`. `mask` is an
     additive NDArray broadcastable to `(..., L, S)`, or, if None, a fourth input (a mask that needs its gradient);
@@ -116,6 +119,7 @@ def _rng(generator, seed):
     from minima.init import generator as _global
     return _global()
 
+# %% ../../nbs/15_attention.ipynb
 def _check_sdpa(q, k, v):
     for n, t in (('query', q), ('key', k), ('value', v)):
         if not isinstance(t, Tensor): raise TypeError(f"scaled_dot_product_attention: {n} must be a Tensor, got {type(t).__name__}")
@@ -132,6 +136,7 @@ def _check_sdpa(q, k, v):
     # as torch, the batch dims broadcast; broadcast_to's adjoint sums the gradient back to each input's shape
     return tuple(t if t.shape[:-2] == batch else t.broadcast_to(batch + t.shape[-2:]) for t in (q, k, v))
 
+# %% ../../nbs/15_attention.ipynb
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  generator=None, seed=None) -> Tensor:
     """Fused `softmax(q k^T * scale + mask) v`, torch's signature. With q, k, v of shape `(B, H, T, d)`,
@@ -172,7 +177,8 @@ def _sdpa_inputs(rng, shapes, mask=None, **kw):
     out = [rng.standard_normal(s) for s in (q, k, v)]
     if mask == 'bool':
         m = rng.random(shapes[3]) > 0.3
-        m[..., 0] = True     # every row keeps one key: no all-masked rows (their softmax is 0/0 in torch too)
+        # every row keeps one key: no all-masked rows (their softmax is 0/0 in torch too)
+        m[..., 0] = True
         out.append(m)
     elif mask == 'dead':   # some query rows may attend to no key: torch's safe softmax gives them 0
         m = rng.random(shapes[3]) > 0.3
@@ -185,13 +191,16 @@ def _sdpa_inputs(rng, shapes, mask=None, **kw):
 def _sdpa_ref(T, q, k, v, m=None, mask=None, is_causal=False, dropout_p=0.0, seed=None):
     if dropout_p == 0:   # torch's math kernel: its fused CPU kernel has no second derivative
         with T.nn.attention.sdpa_kernel(T.nn.attention.SDPBackend.MATH):
-            return T.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal)
+            F = T.nn.functional
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
-    keep = T.from_numpy(np.random.default_rng(seed).random(tuple(q.shape[:-2]) + (L, S)) >= dropout_p).to(q.device, q.dtype)
+    u = np.random.default_rng(seed).random(tuple(q.shape[:-2]) + (L, S))
+    keep = T.from_numpy(u >= dropout_p).to(q.device, q.dtype)
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if is_causal: s = s.masked_fill(~T.ones(L, S, dtype=T.bool, device=q.device).tril(), -math.inf)
     return (T.softmax(s, -1) * keep / (1 - dropout_p)) @ v
 
+# %% ../../nbs/15_attention.ipynb
 register_op('scaled_dot_product_attention',
             lambda q, k, v, m=None, mask=None, **kw: scaled_dot_product_attention(q, k, v, m, **kw), _sdpa_ref,
             [case((4, 3), (5, 3), (5, 2)), case((2, 3, 4), (2, 3, 4), (2, 3, 4), is_causal=True),
@@ -305,6 +314,7 @@ def _affine_default(shape, v, like):
         _ONE_ZERO[key] = Tensor.make_const(NDArray.make(shape, device=like.device, dtype=like.dtype).fill(v))
     return _ONE_ZERO[key]
 
+# %% ../../nbs/15_attention.ipynb
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     """torch's `layer_norm`: normalise `x` over its trailing `normalized_shape` dims, then `* weight + bias`
     (each optional, of shape `normalized_shape`). `layer_norm(x, x.shape[-1:])` normalises each row."""

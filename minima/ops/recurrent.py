@@ -10,7 +10,8 @@ from ..autograd import Tensor, TensorTupleOp, TensorTuple, NDArray, is_grad_enab
 from ..testing import register_op, case
 from .elementwise import tanh
 from .activations import sigmoid, relu, _sigmoid_nd
-from .movement import split, stack
+from .movement import split, stack, concatenate
+from fastcore.basics import patch
 
 GATES_PER_MODE = {'RNN_TANH': 1, 'RNN_RELU': 1, 'LSTM': 4, 'GRU': 3}
 
@@ -68,107 +69,184 @@ class Recurrence(TensorTupleOp):
         gx, h, c, w, b = _unpack(self.mode, self.has_bias, xs)
         return self._forward_lstm(gx, h, c, w, b) if self.mode == 'LSTM' else self._forward(gx, h, w, b)
 
-    def gradient(self, out_grad, node):
-        if is_grad_enabled(): return self._gradient_graph(out_grad, node)
-        gx, h0, c0, w, b = _unpack(self.mode, self.has_bias, [x.cached_data for x in node.inputs])
-        gs = out_grad.cached_data
-        if self.mode == 'LSTM': dgh, dh, dc = self._backward_lstm(gs[0], gs[1], gs[2], w)
-        else: dgx, dgh, dh = self._backward(gs[0], gs[1], w, h0.shape[1]); dc = None
-        (T, B, G), H = gx.shape, h0.shape[1]
-        hprev = NDArray.make((T, B, H), device=gx.device, dtype=gx.dtype)
-        hprev[0] = h0
-        if T > 1: hprev[1:] = node.cached_data[0][:T - 1]
-        dg2 = dgh.reshape((T * B, G))
-        dw = dg2.permute((1, 0)) @ hprev.reshape((T * B, H))
-        dgx = dgh if self.mode == 'LSTM' else dgx
-        grads = [dgx, dh] + ([dc] if dc is not None else []) + [dw] + ([dg2.sum(0)] if self.has_bias else [])
-        return tuple(Tensor.make_const(g) for g in grads)
+# %% ../../nbs/14_sequence.ipynb
+@patch
+def _forward_lstm(self: Recurrence, gx, h, c, w, b):
+    (T, B, G), H = gx.shape, h.shape[1]
+    wt, (scale, shift) = w.permute((1, 0)), _lstm_consts(H, gx.device, gx.dtype)
+    scale, shift = scale.broadcast_to((B, G)).compact(), shift.broadcast_to((B, G)).compact()
+    if b is not None: gx = gx + b
+    new = lambda *s: NDArray.make(s, device=gx.device, dtype=gx.dtype)
+    out, act, cs = new(T, B, H), new(T, B, G), new(T + 1, B, H)
+    cs[0] = c
+    for t in range(T):
+        a = h @ wt
+        a += gx[t]
+        a = (a * scale).tanh()
+        a *= scale
+        a += shift                      # columns: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+        c = a[:, H:2 * H] * c + a[:, :H] * a[:, 2 * H:3 * H]
+        h = a[:, 3 * H:] * c.tanh()
+        act[t], cs[t + 1], out[t] = a, c, h
+    self.save(act, cs)
+    return out, h, c
 
-    def _forward_lstm(self, gx, h, c, w, b):
-        (T, B, G), H = gx.shape, h.shape[1]
-        wt, (scale, shift) = w.permute((1, 0)), _lstm_consts(H, gx.device, gx.dtype)
-        scale, shift = scale.broadcast_to((B, G)).compact(), shift.broadcast_to((B, G)).compact()
-        if b is not None: gx = gx + b
-        new = lambda *s: NDArray.make(s, device=gx.device, dtype=gx.dtype)
-        out, act, cs = new(T, B, H), new(T, B, G), new(T + 1, B, H)
-        cs[0] = c
-        for t in range(T):
-            a = h @ wt
-            a += gx[t]
-            a = (a * scale).tanh()
-            a *= scale
-            a += shift                      # columns: sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
-            c = a[:, H:2 * H] * c + a[:, :H] * a[:, 2 * H:3 * H]
-            h = a[:, 3 * H:] * c.tanh()
-            act[t], cs[t + 1], out[t] = a, c, h
-        self.save(act, cs)
-        return out, h, c
+@patch
+def _forward(self: Recurrence, gx, h, w, b):
+    T, (B, H) = gx.shape[0], h.shape
+    wt, out, steps = w.permute((1, 0)), NDArray.make((T, B, H), device=h.device, dtype=h.dtype), []
+    for t in range(T):
+        z, gh = gx[t], h @ wt
+        if b is not None: gh = gh + b
+        if self.mode == 'RNN_TANH': h = (z + gh).tanh()
+        elif self.mode == 'RNN_RELU': h = (z + gh).maximum(0)
+        else:  # GRU: r and z see x and h; the candidate n sees r * (W_hn h + b_hn)
+            rz = _sigmoid_nd(z[:, :2 * H] + gh[:, :2 * H])
+            r, zt, ghn = rz[:, :H], rz[:, H:], gh[:, 2 * H:]
+            n = (z[:, 2 * H:] + r * ghn).tanh()
+            steps.append((r, zt, n, ghn, h))
+            h = n + zt * (h - n)
+        out[t] = h
+    self.save(*steps)
+    return out, h
 
-    def _backward_lstm(self, gout, dh, dc, w):
-        T, B, H = gout.shape
-        act, cs = self.saved
-        tc = cs[1:].tanh()
-        i, f, g, o = (act[:, :, k * H:(k + 1) * H] for k in range(4))
-        k = o * (1.0 - tc * tc)                      # dc_t += dh_t * k_t
-        d = NDArray.make((T, B, 4, H), device=gout.device, dtype=gout.dtype)   # the gates' local derivatives
-        d[:, :, 0] = g * i * (1.0 - i)
-        d[:, :, 1] = cs[:T] * f * (1.0 - f)
-        d[:, :, 2] = i * (1.0 - g * g)
-        d[:, :, 3] = tc * o * (1.0 - o)
-        f = f.compact()
-        for t in reversed(range(T)):
-            dh = dh + gout[t]
-            dc = dc + dh * k[t]
-            dt = d[t]
-            dt[:, :3] *= dc[:, None, :]
-            dt[:, 3] *= dh
-            dc = dc * f[t]
-            dh = dt.reshape((B, 4 * H)) @ w
-        return d.reshape((T, B, 4 * H)), dh, dc
+# %% ../../nbs/14_sequence.ipynb
+class _OnArrays:
+    "BPTT's layout steps on NDArrays (plain backward): results written into `(T, B, G)` buffers."
+    def __init__(self, T): self.T, self.bufs = T, {}
+    def put(self, k, t, *parts):
+        "Lay `parts` `(B, w_j)` side by side as row `t` of result `k`; returns that row."
+        if k not in self.bufs:
+            B, G, p = parts[0].shape[0], sum(p.shape[1] for p in parts), parts[0]
+            self.bufs[k] = NDArray.make((self.T, B, G), device=p.device, dtype=p.dtype)
+        row, j = self.bufs[k][t], 0
+        for p in parts: row[:, j:j + p.shape[1]], j = p, j + p.shape[1]
+        return row
+    def result(self, k): return self.bufs[k]
+    def cat(self, parts, axis):
+        "`parts` joined along an existing `axis` (a copy into one new array)."
+        p, n = parts[0], sum(p.shape[axis] for p in parts)
+        shape = p.shape[:axis] + (n,) + p.shape[axis + 1:]
+        out, j = NDArray.make(shape, device=p.device, dtype=p.dtype), 0
+        for p in parts:
+            out[(slice(None),) * axis + (slice(j, j + p.shape[axis]),)], j = p, j + p.shape[axis]
+        return out
+    def stack(self, parts, axis):
+        "`parts` of one shape stacked along a new `axis`."
+        return self.cat([p.reshape(p.shape[:axis] + (1,) + p.shape[axis:]) for p in parts], axis)
+    @staticmethod
+    def mask(x): return (x > 0).astype(x.dtype)
 
-    def _forward(self, gx, h, w, b):
-        T, (B, H) = gx.shape[0], h.shape
-        wt, out, steps = w.permute((1, 0)), NDArray.make((T, B, H), device=gx.device, dtype=gx.dtype), []
-        for t in range(T):
-            z, gh = gx[t], h @ wt
-            if b is not None: gh = gh + b
-            if self.mode == 'RNN_TANH': h = (z + gh).tanh(); steps.append(h)
-            elif self.mode == 'RNN_RELU': h = (z + gh).maximum(0); steps.append(h)
-            else:  # GRU: r and z see x and h; the candidate n sees r * (W_hn h + b_hn)
-                rz = _sigmoid_nd(z[:, :2 * H] + gh[:, :2 * H])
-                r, zt, ghn = rz[:, :H], rz[:, H:], gh[:, 2 * H:]
-                n = (z[:, 2 * H:] + r * ghn).tanh()
-                steps.append((r, zt, n, ghn, h))
-                h = n + zt * (h - n)
-            out[t] = h
-        self.save(*steps)
-        return out, h
+class _OnTensors:
+    "The same steps on Tensors (`create_graph`): parts concatenated, steps stacked at the end."
+    def __init__(self, T): self.T, self.rows = T, {}
+    def put(self, k, t, *parts):
+        row = parts[0] if len(parts) == 1 else concatenate(parts, 1)
+        self.rows.setdefault(k, {})[t] = row
+        return row
+    def result(self, k): return stack([self.rows[k][t] for t in range(self.T)], 0)
+    def cat(self, parts, axis): return concatenate(parts, axis)
+    def stack(self, parts, axis): return stack(parts, axis)
+    @staticmethod
+    def mask(x): return Tensor.make_const((x.cached_data > 0).astype(x.dtype))   # a constant
 
-    def _backward(self, gout, dh, w, H):
-        T, B, G = gout.shape[0], gout.shape[1], w.shape[0]
-        dgx = NDArray.make((T, B, G), device=gout.device, dtype=gout.dtype)
-        dgh = NDArray.make((T, B, G), device=gout.device, dtype=gout.dtype) if self.mode == 'GRU' else dgx
-        for t in reversed(range(T)):
-            dh, sv, da = dh + gout[t], self.saved[t], dgx[t]
-            if self.mode == 'RNN_TANH': da[...] = dh * (1.0 - sv * sv)
-            elif self.mode == 'RNN_RELU': da[...] = dh * (sv > 0).astype(sv.dtype)
-            else:
-                r, zt, n, ghn, hp = sv
-                dan = dh * (1.0 - zt) * (1.0 - n * n)
-                dar = dan * ghn * r * (1.0 - r)
-                daz = dh * (hp - n) * zt * (1.0 - zt)
-                da[:, :H], da[:, H:2 * H], da[:, 2 * H:] = dar, daz, dan
-                dhh = dgh[t]
-                dhh[:, :H], dhh[:, H:2 * H], dhh[:, 2 * H:] = dar, daz, dan * r
-            dh_prev = dgh[t] @ w
-            dh = dh_prev + dh * zt if self.mode == 'GRU' else dh_prev
-        return dgx, dgh, dh
+# %% ../../nbs/14_sequence.ipynb
+def _lstm_bptt(gout, dh, dc, w, acts, on):
+    """BPTT through an LSTM layer, once for NDArrays and Tensors. `gout` `(T, B, H)`: the adjoint of
+    the outputs; `dh`, `dc`: of `h_T`, `c_T`; `acts = (i, f, g, o, c_prev, tanh_c)`, each
+    `(T, B, H)`. Returns the gate adjoints `(T, B, 4H)` and the adjoints of `h_0` and `c_0`."""
+    i, f, g, o, cp, tc = acts
+    T, B, H = i.shape
+    k = o * (1.0 - tc * tc)                                                    # dc_t += dh_t * k_t
+    # (T, B, 3, H): i, f, g
+    d3 = on.stack([g * i * (1.0 - i), cp * f * (1.0 - f), i * (1.0 - g * g)], 2)
+    do = tc * o * (1.0 - o)
+    for t in reversed(range(T)):
+        dh = dh + gout[t]
+        dc = dc + dh * k[t]
+        da = on.put(0, t, (d3[t] * dc.reshape((B, 1, H))).reshape((B, 3 * H)), do[t] * dh)
+        dc = dc * f[t]
+        dh = da @ w
+    return on.result(0), dh, dc
 
-    def _gradient_graph(self, out_grad, node):
-        "For higher-order derivatives: the gradient of the same computation written as a loop of Tensor ops."
+# %% ../../nbs/14_sequence.ipynb
+def _rnn_bptt(mode, gout, dh, w, acts, on):
+    """BPTT through an Elman or GRU layer, once for NDArrays and Tensors. `acts`: the outputs
+    `(T, B, H)` for an Elman cell, per step `(r, z, n, a^n_h, h_prev)` for the GRU. Returns the
+    adjoints of `gx`, of the recurrent pre-activations (the same array for an Elman cell) and of
+    `h_0`."""
+    if mode == 'RNN_TANH': slope = 1.0 - acts * acts
+    elif mode == 'RNN_RELU': slope = on.mask(acts)
+    for t in reversed(range(gout.shape[0])):
+        dh = dh + gout[t]
+        if mode != 'GRU':
+            dh = on.put(0, t, dh * slope[t]) @ w
+            continue
+        r, z, n, ghn, hp = acts[t]
+        dan = dh * (1.0 - z) * (1.0 - n * n)
+        dar = dan * ghn * r * (1.0 - r)
+        daz = dh * (hp - n) * z * (1.0 - z)
+        on.put(1, t, dar, daz, dan)
+        dh = on.put(0, t, dar, daz, dan * r) @ w + dh * z
+    return on.result(1 if mode == 'GRU' else 0), on.result(0), dh
+
+def _bptt(mode, grads, acts, h0, hs, w, has_bias, on):
+    """The adjoints of all the op's inputs, `[gx, h0, (c0,) w_hh, (b_hh)]`, from those of its
+    outputs `grads`."""
+    T, B, H = hs.shape
+    if mode == 'LSTM': (dgh, dh, dc), dgx = _lstm_bptt(*grads[:3], w, acts, on), None
+    else: (dgx, dgh, dh), dc = _rnn_bptt(mode, grads[0], grads[1], w, acts, on), None
+    hprev = h0.reshape((1, B, H)) if T == 1 else on.cat([h0.reshape((1, B, H)), hs[:T - 1]], 0)
+    dg2 = dgh.reshape((T * B, dgh.shape[2]))
+    dw = dg2.permute((1, 0)) @ hprev.reshape((T * B, H))
+    return ([dgh if dgx is None else dgx, dh] + ([dc] if dc is not None else []) + [dw]
+            + ([dg2.sum(0)] if has_bias else []))
+
+# %% ../../nbs/14_sequence.ipynb
+def _acts_graph(mode, gx, h, c, w, b):
+    """The activations the forward keeps, again in Tensor ops: `(acts, out)` in the layout `_bptt`
+    reads."""
+    H, outs, steps = h.shape[1], [], []
+    for gx_t in split(gx, 0):
+        gh = h @ w.transpose()
+        if b is not None: gh = gh + b
+        if mode == 'LSTM':
+            i, f, g, o = split(gx_t + gh, 1, H)
+            i, f, g, o = sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+            cp, c = c, f * c + i * g
+            tc = tanh(c)
+            h = o * tc
+            steps.append((i, f, g, o, cp, tc))
+        elif mode == 'GRU':
+            (xr, xz, xn), (hr, hz, hn) = split(gx_t, 1, H), split(gh, 1, H)
+            r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+            n = tanh(xn + r * hn)
+            steps.append((r, z, n, hn, h))
+            h = n + z * (h - n)
+        else: h = (tanh if mode == 'RNN_TANH' else relu)(gx_t + gh)
+        outs.append(h)
+    out = stack(outs, 0)
+    if mode == 'LSTM': return [stack(list(a), 0) for a in zip(*steps)], out
+    return (steps if mode == 'GRU' else out), out
+
+# %% ../../nbs/14_sequence.ipynb
+@patch
+def gradient(self: Recurrence, out_grad, node):
+    n_out, T = (3 if self.mode == 'LSTM' else 2), node.inputs[0].shape[0]
+    if is_grad_enabled():   # create_graph: the BPTT code on Tensors, recorded by autograd
         gx, h0, c0, w, b = _unpack(self.mode, self.has_bias, node.inputs)
-        outs = [o for o in recurrence_reference(self.mode, gx, h0, c0, w, b) if o is not None]
-        return grad(outs, list(node.inputs), [out_grad[k] for k in range(len(outs))], create_graph=True)
+        acts, out = _acts_graph(self.mode, gx, h0, c0, w, b)
+        return tuple(_bptt(self.mode, [out_grad[k] for k in range(n_out)], acts, h0, out, w, self.has_bias,
+                           _OnTensors(T)))
+    gx, h0, c0, w, b = _unpack(self.mode, self.has_bias, [x.cached_data for x in node.inputs])
+    out = node.cached_data[0]
+    if self.mode == 'LSTM':   # the gates' views into the kept (T, B, 4H) block; c_0..c_T
+        (act, cs), H = self.saved, h0.shape[1]
+        i, f, g, o = (act[:, :, k * H:(k + 1) * H] for k in range(4))
+        acts = (i, f.compact(), g, o, cs[:T], cs[1:].tanh())
+    else: acts = self.saved if self.mode == 'GRU' else out
+    grads = _bptt(self.mode, out_grad.cached_data, acts, h0, out, w, self.has_bias, _OnArrays(T))
+    return tuple(Tensor.make_const(g) for g in grads)
 
 # %% ../../nbs/14_sequence.ipynb
 def _check_t(name, x, shape, op='recurrence'):
@@ -207,6 +285,7 @@ def recurrence(mode, gx, h0, w_hh, b_hh=None, c0=None) -> TensorTuple:
             raise RuntimeError(f"recurrence: devices differ ({gx.device} and {x.device})")
     return Recurrence(mode, b_hh is not None)(*xs)
 
+# %% ../../nbs/14_sequence.ipynb
 def _rec_fn(*xs, mode, bias=True):
     gx, h0, c0, w, b = _unpack(mode, bias, xs)
     return recurrence(mode, gx, h0, w, b, c0=c0)
