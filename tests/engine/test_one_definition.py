@@ -11,9 +11,12 @@ PKG = Path(minima.__file__).parent
 
 
 def _defined_names(path: Path):
-    "Public names a module binds at its top level by `def`, `class` or assignment (imports are not definitions)."
+    """Public names a module binds at its top level by `def`, `class` or assignment (imports are not definitions;
+    a `def` under fastcore's `@patch` is a method of the class its first argument names, not a module's name)."""
     tree = ast.parse(path.read_text())
     for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                getattr(d, 'id', getattr(d, 'attr', None)) == 'patch' for d in node.decorator_list): continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): yield node.name
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
