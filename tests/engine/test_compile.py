@@ -185,6 +185,23 @@ def test_random_programs(ops, seed, fuse):
         for g, e in zip(got, want): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-5, atol=2e-5)
     assert f.program is not None
 
+def _fused_kernels_and_inputs():
+    """The distinct fused kernels of a captured CNN training step, each with random contents for its buffers; the
+    kernel's own (CPU) function has run on a copy of them, so the returned `cpu` arrays are the results to match."""
+    from minima.compile import _c_arg
+    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
+    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
+    assert len(fused) >= 4 and any(len(i.args[1]) > 1 for i in fused)   # strided (broadcast) loads included
+    rng, out = np.random.default_rng(0), []
+    for ins in fused:
+        spec = ins.args[4]
+        init_ = {v: (rng.random(v.size) > 0.5 if v.dtype == 'bool' else rng.standard_normal(v.size)).astype(v.dtype)
+                 for t, v in spec if t == 'buf'}
+        cpu = {b: a.copy() for b, a in init_.items()}
+        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
+        out.append((ins, init_, cpu))
+    return out
+
 def test_fused_kernels_on_the_cuda_emulator(tmp_path):
     "The CUDA C generated for each fused kernel of a training step computes what the CPU kernel computes."
     import ctypes, shutil, subprocess, sys
@@ -194,27 +211,19 @@ def test_fused_kernels_on_the_cuda_emulator(tmp_path):
     emu = Path(__file__).resolve().parents[2] / 'tools' / 'cuda_emu'
     sys.path.insert(0, str(emu))
     from build import translate
-    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
-    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
-    assert len(fused) >= 4 and any(len(i.args[1]) > 1 for i in fused)   # strided (broadcast) loads included
+    kernels = _fused_kernels_and_inputs()
     src = ['#include "cuda_runtime.h"']
-    for j, ins in enumerate(fused):
+    for j, (ins, _, _) in enumerate(kernels):
         cu = translate(cuda_source(ins))
         src.append(cu.replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}('))
     (tmp_path / 'k.cpp').write_text('\n'.join(src))
     subprocess.run(['g++', '-std=c++20', '-O1', '-shared', '-fPIC', '-w', f'-I{emu}', '-o', str(tmp_path / 'k.so'),
                     str(tmp_path / 'k.cpp')], check=True)
     lib = ctypes.CDLL(str(tmp_path / 'k.so'))
-    rng = np.random.default_rng(0)
-    for j, ins in enumerate(fused):
-        spec = ins.args[4]
-        bufs = [v for t, v in spec if t == 'buf']
-        init_ = {b: (rng.random(b.size) > 0.5 if b.dtype == 'bool' else rng.standard_normal(b.size)).astype(b.dtype)
-                 for b in bufs}
-        cpu, gpu = {b: a.copy() for b, a in init_.items()}, {b: a.copy() for b, a in init_.items()}
-        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
-        getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in spec])
-        for b in bufs: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
+    for j, (ins, init_, cpu) in enumerate(kernels):
+        gpu = {b: a.copy() for b, a in init_.items()}
+        getattr(lib, f'k{j}')(*[_c_arg(t, v, gpu) for t, v in ins.args[4]])
+        for b in gpu: np.testing.assert_allclose(gpu[b], cpu[b], rtol=1e-6, atol=1e-6, err_msg=ins.args[0].name)
 
 def test_fused_kernels_on_a_gpu(tmp_path):
     "The same CUDA C, compiled by nvcc and run on a real GPU (minima's CUDA device holds the buffers): the CPU's results."
@@ -223,29 +232,21 @@ def test_fused_kernels_on_a_gpu(tmp_path):
     from minima.backend_ndarray.cuda import find_nvcc
     dev = mi.cuda()
     if not dev.enabled(): pytest.skip(f'CUDA device not available: {dev.why_disabled()}')
-    _, _, f = train(cnn, (6, 1, 6, 6), True, steps=4)
-    fused = list({i.args[0].name: i for i in f.program.instrs if i.prim == 'fused'}.values())
-    assert len(fused) >= 4
+    kernels = _fused_kernels_and_inputs()
     src = [cuda_source(ins).replace('kernel_body', f'body{j}').replace('void kernel(', f'void k{j}(')
-           for j, ins in enumerate(fused)]
+           for j, (ins, _, _) in enumerate(kernels)]
     (tmp_path / 'k.cu').write_text('\n'.join(src))
     subprocess.run([find_nvcc(), '-O2', '-shared', '-Xcompiler', '-fPIC', '-w', '-o', str(tmp_path / 'k.so'),
                     str(tmp_path / 'k.cu')], check=True)
     lib = ctypes.CDLL(str(tmp_path / 'k.so'))
-    rng = np.random.default_rng(0)
-    for j, ins in enumerate(fused):
-        spec = ins.args[4]
-        bufs = [v for t, v in spec if t == 'buf']
-        init_ = {b: (rng.random(b.size) > 0.5 if b.dtype == 'bool' else rng.standard_normal(b.size)).astype(b.dtype)
-                 for b in bufs}
-        cpu = {b: a.copy() for b, a in init_.items()}
-        ins.args[0].fn(*[_c_arg(t, v, cpu) for t, v in spec])
+    for j, (ins, init_, cpu) in enumerate(kernels):
         on_gpu = {}
         for b, a in init_.items():
             on_gpu[b] = dev.alloc(a.size, a.dtype.name); dev.from_numpy(a, on_gpu[b])
-        getattr(lib, f'k{j}')(*[ctypes.c_void_p(on_gpu[v].ptr) if t == 'buf' else _c_arg(t, v, cpu) for t, v in spec])
+        args = [ctypes.c_void_p(on_gpu[v].ptr) if t == 'buf' else _c_arg(t, v, cpu) for t, v in ins.args[4]]
+        getattr(lib, f'k{j}')(*args)
         dev.synchronize()
-        for b in bufs:
+        for b in init_:
             got = dev.to_numpy(on_gpu[b], (b.size,), (1,), 0)
             np.testing.assert_allclose(got, cpu[b], rtol=1e-5, atol=1e-6, err_msg=ins.args[0].name)
 
