@@ -202,3 +202,17 @@ def test_fix_cell_ids(tmp_path):
     from execnb.nbio import write_nb
     n = json.loads(p.read_text()); clean_nb(n); write_nb(n, p)
     assert [c['id'] for c in json.loads(p.read_text())['cells']] == ids
+
+
+def test_a_stale_markdown_table_fails(tmp_path):
+    "A computed Markdown table is compared by its markdown (its text/plain is only `<...Markdown object>`)."
+    src = 'from IPython.display import Markdown\nn = 3\nMarkdown(f"| rows |\\n|---|\\n| {n} |")'
+    nb = execute(mk_nb(tmp_path / 'md.ipynb', ['x = 1', src]))
+    assert check(nb)[0] == 0
+    data = json.loads(nb.read_text())
+    data['cells'][1]['source'] = [l.replace('n = 3', 'n = 4') for l in data['cells'][1]['source']]
+    nb.write_text(json.dumps(data, indent=1))
+    rc, out = check(nb)
+    assert rc != 0 and 'md.ipynb' in out, out
+    md = dict(output_type='display_data', data={'text/markdown': '| 3 |', 'text/plain': '<Markdown object>'})
+    assert co.output_text([md]) == '| 3 |'
