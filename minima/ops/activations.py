@@ -272,17 +272,11 @@ register_op('where', where, lambda T, c, a, b: T.where(c, a, b),
             op=Where, make_inputs=_where_inputs, grad=(1, 2));
 
 # %% ../../nbs/03b_ops_activations.ipynb
-Tensor.sqrt = lambda self: sqrt(self)
-Tensor.square = lambda self: square(self)
-Tensor.sin = lambda self: sin(self)
-Tensor.cos = lambda self: cos(self)
-Tensor.tanh = lambda self: tanh(self)
 Tensor.sigmoid = lambda self: sigmoid(self)
 Tensor.silu = lambda self: silu(self)
 Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
 Tensor.erf = lambda self: erf(self)
 Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
-Tensor.pow = lambda self, other: power(self, other)
 Tensor.maximum = lambda self, other: maximum(self, other)
 Tensor.minimum = lambda self, other: minimum(self, other)
 Tensor.clamp = Tensor.clip = lambda self, lo=None, hi=None: clamp(self, lo, hi)

@@ -333,3 +333,11 @@ def tanh(a) -> Tensor: "Elementwise tanh. `tanh(Tensor([0.]))` is `[0.]`."; retu
 register_op('sin', sin, lambda T, a: T.sin(a), _UN, op=Sin)
 register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
 register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=TanhOp)
+
+# %% ../../nbs/03_ops_elementwise.ipynb
+Tensor.sqrt = lambda self: sqrt(self)
+Tensor.square = lambda self: square(self)
+Tensor.sin = lambda self: sin(self)
+Tensor.cos = lambda self: cos(self)
+Tensor.tanh = lambda self: tanh(self)
+Tensor.pow = lambda self, other: power(self, other)
