@@ -225,6 +225,7 @@ def test_stand_in_not_used_when_the_corpus_is_there(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', ['http://127.0.0.1:9/never-asked'])
     (tmp_path / 'tinyshakespeare').mkdir()
     (tmp_path / 'tinyshakespeare' / 'input.txt').write_text('First Citizen:\n')
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_SHA256', sha(b'First Citizen:\n'))   # the file is checked on use
     assert data.tiny_shakespeare_or_stand_in() == ('First Citizen:\n', True)
     assert capsys.readouterr().err == ''
 
