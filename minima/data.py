@@ -267,6 +267,7 @@ def _read_exactly(f, n, path, what):
         while got < n and (k := f.readinto(view[got:])): got += k
     return bytes(buf) if got == n else bytes(buf[:got])
 
+# %% ../nbs/12_data.ipynb
 def read_idx(path, expect_magic=None) -> np.ndarray:
     """Read an idx file (raw or gzipped) into a numpy array. The header is read first and checked against the file:
     a gzipped file is inflated as a stream, never beyond what its header promises (nor beyond `MAX_INFLATE_RATIO`

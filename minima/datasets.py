@@ -43,6 +43,7 @@ def _allowed(name):
     if name == '_frombuffer': return _numpy('numeric', '_frombuffer')    # frombuffer + reshape: checks the size
     return {'_reconstruct': _reconstruct, 'ndarray': _NDARRAY, 'dtype': np.dtype, 'encode': _latin1}[name]
 
+# %% ../nbs/12b_datasets.ipynb
 _ALLOWED = {('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
             ('numpy.core.numeric', '_frombuffer'), ('numpy._core.numeric', '_frombuffer'),
             ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode')}

@@ -357,6 +357,7 @@ def _new_file_mode(path: Path) -> int:
     mask = os.umask(0); os.umask(mask)
     return 0o666 & ~mask
 
+# %% ../../nbs/10_nn.ipynb
 @contextlib.contextmanager
 def atomic_write(path):
     """Open a binary file that replaces `path` all at once, when the `with` block ends without an error: the bytes go
@@ -396,6 +397,7 @@ def _npy_header(f, where):
         raise CorruptFileError(where, 'holds Python objects (a pickle); minima never loads pickles')
     return shape, fortran, dtype
 
+# %% ../../nbs/10_nn.ipynb
 def read_npz(file, what='load') -> dict:
     """The arrays of an `.npz` archive (`file` a path or a binary file), each checked before it is read: its `.npy`
     header's shape and dtype must account for exactly the member's size, and a compressed member may not inflate
@@ -1246,13 +1248,7 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
     def items(x):
         if not isinstance(x, list): bad(f"a {kind} node holds a JSON {type(x).__name__}, expected a list")
         return x
-    if kind in ('tensor', 'array'):
-        if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
-        if kind == 'array': return arrays[v]
-        if v not in memo:
-            cls = Parameter if d.get('parameter') is True else Tensor
-            memo[v] = cls(arrays[v], dtype=str(arrays[v].dtype), requires_grad=d.get('requires_grad') is True)
-        return memo[v]
+    if kind in ('tensor', 'array'): return _unflatten_array(d, kind, v, arrays, bad, memo)
     if kind == 'value':
         if v is not None and not isinstance(v, (bool, int, float, str)): bad(f'a value is a JSON {type(v).__name__}')
         return v
@@ -1279,6 +1275,15 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
     return _unflatten_module(d, kind, v, rec, bad, memo)
 
 # %% ../../nbs/10b_nn_more.ipynb 31
+def _unflatten_array(d, kind, v, arrays, bad, memo):
+    "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
+    if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
+    if kind == 'array': return arrays[v]
+    if v not in memo:
+        cls = Parameter if d.get('parameter') is True else Tensor
+        memo[v] = cls(arrays[v], dtype=str(arrays[v].dtype), requires_grad=d.get('requires_grad') is True)
+    return memo[v]
+
 def _unflatten_module(d, kind, v, rec, bad, memo):
     """A module rebuilt without running code from the file: its class must be an `nn.Module` subclass that is
     already imported; `cls.__new__` makes the object and its attributes are set from the file, as unpickling does."""
