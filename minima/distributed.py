@@ -43,6 +43,7 @@ class _Group:
     def __init__(self, comm, timeout, backend='mpi'):
         self.comm, self.rank, self.size, self.timeout = comm, comm.Get_rank(), comm.Get_size(), timeout
         self.backend, self.nccl, self.check, self.seq, self.pid = backend, None, False, 0, os.getpid()
+        self.ctl = comm.Dup() if self.size > 1 else None   # for the notices of ranks that end
 
 _WORLD = [None]
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)   # torch's CPU default is 30: too long to notice a stuck job
@@ -58,8 +59,10 @@ def _group(op) -> _Group:
 def _excepthook(tp, value, tb):
     "An uncaught exception on one rank ends every rank: print it with the rank, then MPI_Abort."
     g = _WORLD[0]
-    sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n")
-    traceback.print_exception(tp, value, tb)
+    # one write, then abort: another rank's MPI_Abort may end this process at any moment, and a message cut before
+    # its last line (the error itself) says nothing
+    sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n" +
+                     ''.join(traceback.format_exception(tp, value, tb)))
     sys.stderr.flush()
     _mpi().COMM_WORLD.Abort(1)
 
@@ -120,39 +123,47 @@ def destroy_process_group():
     if hasattr(g, 'prev_hook'): sys.excepthook = g.prev_hook
     if g.nccl is not None: g.nccl.destroy()
     g.comm.Free()
+    if g.ctl is not None: g.ctl.Free()
     _WORLD[0] = None
 
 # %% ../nbs/19_distributed.ipynb
-def _wait_all(reqs, op, g):
-    "Wait for MPI requests, but no longer than the group's timeout; then raise with what was waited for."
+def _wait_all(reqs, op, g, watch=True):
+    """Wait for MPI requests, but no longer than the group's timeout; then raise with what was waited for. A slow
+    wait also looks (`watch`) for the notice of a rank that has ended, which would leave it waiting in vain."""
     MPI, t0, spins = _mpi(), time.monotonic(), 0
     while not MPI.Request.Testall(reqs):
         spins += 1
         if spins < 200: continue
+        if watch and spins % 64 == 0 and g.ctl is not None: _ended_elsewhere(g, reqs, op)
         if time.monotonic() - t0 > g.timeout:
             raise TimeoutError(
                 f"{op}: rank {g.rank} of {g.size} waited {g.timeout:g} s and the collective did not complete; "
                 "another rank has not reached the same collective (it failed, hangs, or called a different one). "
                 "init_process_group(timeout=...) sets this limit")
-        time.sleep(2e-5 if spins < 5000 else 1e-3)
+        if spins < 5000: os.sched_yield()   # let the other ranks run: on a busy machine they may share our core
+        else: time.sleep(1e-3)
 
 class Work:
     """A collective in flight (`async_op=True`): `wait()` finishes it, within the process group's timeout, after
     the ranks' fingerprints of it (`check`) are found equal."""
     def __init__(self, reqs, op, g, finish=None, check=None):
         self.reqs, self.op, self.g, self.finish, self.done, self.check = reqs, op, g, finish, False, check
+    def _all(self): return ([self.check[0]] if self.check else []) + self.reqs
     def is_completed(self) -> bool:
-        if not self.done and self._checked() and _mpi().Request.Testall(self.reqs): self._finish()
+        if not self.done and self._settle(lambda: _mpi().Request.Testall(self._all())): self._finish()
         return self.done
-    def _checked(self) -> bool:
-        if self.check is not None and _mpi().Request.Test(self.check[0]): _verify(self.g, self.check); self.check = None
-        return self.check is None
     def wait(self):
         if not self.done:
-            _verify(self.g, self.check); self.check = None
-            _wait_all(self.reqs, self.op, self.g)
+            self._settle(lambda: _wait_all(self._all(), self.op, self.g))
             self._finish()
         return True
+    def _settle(self, wait):
+        """Wait for the fingerprints and the data together (one wait, not two), then compare the fingerprints: if
+        the ranks disagreed, that is the error to report, also when MPI itself failed on the mismatched data."""
+        try: done = wait()
+        except _mpi().Exception: _verify(self.g, self.check); raise
+        if done is not False: _verify(self.g, self.check); self.check = None
+        return done is not False
     def _finish(self):
         self.done = True
         if self.finish: self.finish()
@@ -202,7 +213,7 @@ def _run(reqs, op, g, finish, async_op, check=None):
 
 # %% ../nbs/19_distributed.ipynb
 _KINDS = ('all_reduce', 'broadcast', 'all_gather', 'reduce_scatter', 'barrier', 'all_gather_object',
-          'broadcast_object', 'end')
+          'broadcast_object')
 _REDUCE = (None, ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT)
 _DTYPES = ('float32', 'float64', 'float16', 'bfloat16', 'int8', 'int16', 'int32', 'int64', 'uint8', 'bool')
 _ENDS = ('destroy_process_group()', 'the end of the program', 'os._exit')
@@ -227,7 +238,6 @@ def _describe(fp) -> str:
     "A fingerprint in words: `all_reduce #12 (sum) of float32 (3, 4)`."
     seq, kind, op, dt, ndim, root, size = (int(v) for v in fp[:7])
     k = _KINDS[kind] if 0 <= kind < len(_KINDS) else f'unknown collective {kind}'
-    if k == 'end': return f'no more collectives (#{seq}: it reached {_ENDS[root]})'
     s = f'{k} #{seq}'
     if 0 < op < len(_REDUCE): s += f' ({_REDUCE[op]})'
     if dt >= 0: s += f" of {_DTYPES[dt] if dt < len(_DTYPES) else 'another dtype'} {tuple(int(v) for v in fp[7:7 + ndim])}"
@@ -250,7 +260,7 @@ def _verify(g, check):
     if recv.tobytes() == fp.tobytes() * g.size: return     # the usual case, in a microsecond
     for r in range(g.size):
         other = recv[r]
-        if np.array_equal(other, fp) or (other[1] == fp[1] == _KINDS.index('end')): continue
+        if np.array_equal(other, fp): continue
         field = next(i for i in range(_FP) if other[i] != fp[i])
         err = TypeError if field == 3 else ValueError if field >= 4 and other[1] == fp[1] else RuntimeError
         raise err(f"{kind}: the ranks disagree: rank {g.rank} calls {_describe(fp)}, rank {r} calls "
@@ -258,15 +268,36 @@ def _verify(g, check):
                   "op, dtype and shape (MINIMA_CHECK_COLLECTIVES=0 turns this check off)")
 
 # %% ../nbs/19_distributed.ipynb
+_END_TAG = 7100   # + how: the tag of the notice a rank sends every other rank, on the control communicator, as it ends
+
+def _ended_elsewhere(g, reqs, op):
+    """Called from a slow wait: has another rank announced its end? Then this collective can never complete, unless
+    it already has (the notice of a rank that finished the same last collective): give it a second, then raise."""
+    MPI, st = _mpi(), _mpi().Status()
+    if not g.ctl.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st) or not 0 <= st.Get_tag() - _END_TAG < len(_ENDS): return
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        if MPI.Request.Testall(reqs): return
+        os.sched_yield()
+    raise RuntimeError(f"{op}: rank {st.Get_source()} of {g.size} has ended ({_ENDS[st.Get_tag() - _END_TAG]}) while "
+                       f"rank {g.rank} waits in this collective: every rank must make the same collectives and end "
+                       "together")
+
 def _leave(g, how: int):
-    """This rank is done with collectives: say so to the others, and fail the job, naming this rank, if they are not
-    (one rank ending early would otherwise leave the others waiting, or end the job with status 0)."""
-    try: _verify(g, _agree(g, 'end', root=how))
-    except (RuntimeError, ValueError, TypeError, TimeoutError) as e:
-        sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} reached {_ENDS[how]} while another rank "
-                         f"still runs collectives; aborting every rank (MPI_Abort).\n  {e}\n")
+    """This rank is done with collectives: tell every other rank (a notice that a rank still waiting in a collective
+    sees at once), then wait, within the timeout, until all have ended too; if they do not, fail the job, naming this
+    rank (one rank ending early would otherwise leave the others waiting, or end the job with status 0)."""
+    MPI, others = _mpi(), [r for r in range(g.size) if r != g.rank]
+    sends = [g.ctl.Isend(np.array([how], np.int64), dest=r, tag=_END_TAG + how) for r in others]
+    every = np.empty(g.size, np.int64)
+    try: _wait_all([g.ctl.Iallgather(np.array([how], np.int64), every)] + sends, 'the end', g, watch=False)
+    except TimeoutError:
+        sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} reached {_ENDS[how]} but another rank did "
+                         f"not end within {g.timeout:g} s; aborting every rank (MPI_Abort)\n")
         sys.stderr.flush()
-        _mpi().COMM_WORLD.Abort(1)
+        MPI.COMM_WORLD.Abort(1)
+    for r in others: g.ctl.Recv(np.empty(1, np.int64), source=r, tag=MPI.ANY_TAG)   # every rank's notice, read
+
 
 def _at_exit():
     "Registered by `init_process_group`: a program that ends without `destroy_process_group` still says so."
