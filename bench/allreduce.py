@@ -13,10 +13,10 @@ The script launches itself with the mpiexec next to this Python (the mpich wheel
      `--repeat` rounds of 10 steps.
 Both parts also time minima with its agreement check off (every collective first exchanges a 16-integer fingerprint
 of itself, `MINIMA_CHECK_COLLECTIVES`), interleaved with the checked runs, to give the check's cost. The tables and the
-machine (CPU, load average, date, commit) go to bench/results/allreduce_<date>.json (or `--json PATH`).
+machine (CPU, load average, date, commit) go to bench/results/allreduce_<date>.json (`_common.write_results`).
 Each rank uses one BLAS thread (2 ranks on this 2-core machine).
 """
-import argparse, datetime, json, os, platform, socket, subprocess, sys, time
+import argparse, json, os, socket, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 
@@ -137,9 +137,11 @@ def main():
     ap.add_argument('--repeat', type=int, default=5)
     ap.add_argument('--max-mb', type=int, default=64)
     ap.add_argument('--worker', choices=['comm', 'cnn'])
-    ap.add_argument('--json', help='where to write the results (default bench/results/allreduce_<date>.json)')
     args = ap.parse_args()
     if args.worker: return {'comm': comm, 'cnn': cnn}[args.worker](args)
+    sys.path.insert(0, str(HERE.parent))
+    from _common import machine
+    start = machine()
     print('All-reduce of float32 on 2 ranks, best time (ms) and algorithm bandwidth N/T (GB/s); "check" is the cost of '
           "minima's agreement check (the median over alternating calls of checked / unchecked - 1)\n")
     print('| size | ring ms | ring GB/s | minima all_reduce (MPI) ms | MPI GB/s | unchecked ms | check | torch gloo ms | '
@@ -172,24 +174,18 @@ def main():
               f"{row['torch'] * 1e3:.2f} | {row['minima'] / row['torch']:.2f} |")
     print(f'\nOne check: {per_check * 1e6:.1f} us (median over all-reduces up to 64 KB). With one rank there is no check, '
           'so that row\'s "measured" column is the noise of this machine.')
-    write_results(args, comm_rows, cnn_rows, per_check)
+    save_results(args, comm_rows, cnn_rows, per_check, start)
 
 
-def write_results(args, comm_rows, cnn_rows, per_check):
-    "The rows and the machine they were measured on, as JSON under bench/results/."
-    cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
-               platform.processor()) if os.path.exists('/proc/cpuinfo') else platform.processor()
-    commit = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True, cwd=HERE.parent).stdout.strip()
-    now = datetime.datetime.now(datetime.timezone.utc)
-    out = dict(bench='allreduce', machine=platform.node(), cpu=cpu, cores=os.cpu_count(), load_average=os.getloadavg(),
-               date=now.isoformat(timespec='seconds'), commit=commit, repeat=args.repeat, all_reduce=comm_rows,
-               ddp_step=cnn_rows, seconds_per_check=per_check,
-               note='2 ranks, 1 BLAS thread each; times in seconds (best of repeats); "_unchecked" with the agreement '
-                    'check off, interleaved with the checked runs')
-    path = Path(args.json) if args.json else HERE.parent / 'results' / f'allreduce_{now:%Y-%m-%d}.json'
-    path.write_text(json.dumps(out, indent=1) + '\n')
-    print(f'\nwritten to {path}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores')
-
+def save_results(args, comm_rows, cnn_rows, per_check, start):
+    "The rows and the machine they were measured on, through `_common.write_results` (bench/results/allreduce_DATE.json)."
+    sys.path.insert(0, str(HERE.parent))
+    from _common import write_results
+    write_results('allreduce', comm_rows, ddp_step=cnn_rows, seconds_per_check=per_check, repeat=args.repeat,
+                  load_1m_at_start=start['load_1m'],
+                  note='2 ranks, 1 BLAS thread each; times in seconds (best of repeats); "_unchecked": with the '
+                       'agreement check off, alternating with the checked runs; paired_ratio_median: the median of '
+                       'checked / unchecked over those pairs')
 
 if __name__ == '__main__':
     main()

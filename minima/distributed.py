@@ -66,6 +66,7 @@ def _excepthook(tp, value, tb):
     sys.stderr.flush()
     _mpi().COMM_WORLD.Abort(1)
 
+# %% ../nbs/19_distributed.ipynb
 def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size=None):
     """Join the world of processes that `mpiexec -n N` started: rank and world size come from the launcher.
     `timeout` (seconds or a timedelta, default 5 minutes) bounds every collective. With more than one rank, an
@@ -143,6 +144,7 @@ def _wait_all(reqs, op, g, watch=True):
         if spins < 5000: os.sched_yield()   # let the other ranks run: on a busy machine they may share our core
         else: time.sleep(1e-3)
 
+# %% ../nbs/19_distributed.ipynb
 class Work:
     """A collective in flight (`async_op=True`): `wait()` finishes it, within the process group's timeout, after
     the ranks' fingerprints of it (`check`) are found equal."""
@@ -283,6 +285,7 @@ def _ended_elsewhere(g, reqs, op):
                        f"rank {g.rank} waits in this collective: every rank must make the same collectives and end "
                        "together")
 
+# %% ../nbs/19_distributed.ipynb
 def _leave(g, how: int):
     """This rank is done with collectives: tell every other rank (a notice that a rank still waiting in a collective
     sees at once), then wait, within the timeout, until all have ended too; if they do not, fail the job, naming this
