@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .autograd import Tensor
-from .nn.modules import CorruptFileError, MAX_INFLATE_RATIO, atomic_write
+from .nn.modules import CorruptFileError, MAX_INFLATE_RATIO, atomic_write, _stale_temporaries
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'STAND_IN_TEXT', 'Transform', 'RandomFlipHorizontal', 'RandomCrop',
@@ -372,9 +372,10 @@ def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True)
     urls = [urls] if isinstance(urls, str) else list(urls)
     if not urls: raise ValueError(f'download_url: no URLs given for {dest}')
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for p in _stale_temporaries(dest): p.unlink(missing_ok=True)      # left by a download that was killed
     failures = []
     for url in urls:
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f'.{dest.name}.', suffix='.part')
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f'.{dest.name}.{os.getpid()}.', suffix='.minima-tmp')
         try:
             with os.fdopen(fd, 'wb') as out: _fetch(url, out, timeout, progress and dest.name)
             _check_hashes(tmp, md5, sha256)

@@ -46,7 +46,7 @@ def server():
 
 def sha(b): return hashlib.sha256(b).hexdigest()
 def md5(b): return hashlib.md5(b).hexdigest()
-def leftovers(folder): return [p.name for p in Path(folder).iterdir() if p.name.endswith('.part')]
+def leftovers(folder): return [p.name for p in Path(folder).iterdir() if p.name.endswith(('.part', '.minima-tmp'))]
 
 BODY = b'To be, or not to be, that is the question.\n' * 3000   # 132 kB: several read blocks
 

@@ -65,3 +65,14 @@ MNIST_DIR = data.data_dir('mnist')
 def test_real_recompressed_mnist_copy_passes_by_content():
     ds = data.MNIST(MNIST_DIR, train=False)
     assert len(ds) == 10_000
+
+def test_download_removes_what_a_killed_download_left(tmp_path):
+    "A download killed mid-way leaves its temporary; the next download of that file removes it (audit D3.3's pattern)."
+    pid = os.fork()
+    if pid == 0: os._exit(0)
+    os.waitpid(pid, 0)                                       # a process that has ended
+    stale = tmp_path / f'.input.txt.{pid}.abcd1234.minima-tmp'
+    stale.write_bytes(b'half a download')
+    with pytest.raises(data.DownloadError): data.download_url('http://127.0.0.1:9/nothing', tmp_path / 'input.txt',
+                                                              timeout=2, progress=False)
+    assert os.listdir(tmp_path) == []
