@@ -92,7 +92,7 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
     if comm.Get_size() > 1:
         g.prev_hook, sys.excepthook = sys.excepthook, _excepthook
         _agree_to_check(g)
-        atexit.register(_at_exit); os._exit = _os_exit
+        atexit.unregister(_at_exit); atexit.register(_at_exit); os._exit = _os_exit   # once, however many inits
     if backend == 'nccl':
         try: g.nccl = _nccl_connect(g)
         except BaseException:
