@@ -4,7 +4,7 @@
 
 # %% ../nbs/21b_compile.ipynb 8
 from __future__ import annotations
-import ctypes, functools, hashlib, importlib.util, linecache, os, sys
+import ctypes, functools, hashlib, importlib.util, linecache, os, sys, warnings
 import numpy as np
 from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
@@ -263,10 +263,11 @@ def _eq_state(a, b):
 class Capture:
     """What one capture saw: the instructions, the buffers, the state that changed, the modules and
     the result."""
-    def __init__(self, rec, writes, created, modules, args, result):
+    def __init__(self, rec, writes, created, modules, args, result, optims=None):
         self.instrs, self.bufs, self.rec = rec.instrs, rec.bufs, rec
         self.writes = [w for k, w in writes.items() if k[0] not in created]
         self.modules, self.args, self.result = modules, args, result
+        self.optims = optims or {}
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -288,13 +289,25 @@ def _wrap_random(orig, kind, rec):
 def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
     from minima.nn.modules import Module
-    rec, writes, created, modules = Recorder(device), {}, {}, {}
+    from minima.optim import Optimizer
+    rec, writes, created, modules, optims = Recorder(device), {}, {}, {}, {}
     cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
     srcs, saved = _random_sources(), []
     mod_call = Module.__call__
     def call(m, *a, **k):
         modules.setdefault(id(m), m)
         return mod_call(m, *a, **k)
+    def stepper(f):   # every optimizer class's own `step`: which optimizers the function steps
+        def step(o, *a, **k):
+            optims.setdefault(id(o), o)
+            return f(o, *a, **k)
+        return functools.wraps(f)(step)
+    steps = [(c, c.__dict__['step']) for c in _subclasses(Optimizer) if 'step' in c.__dict__]
+    from minima import autograd
+    topo, walks = autograd.find_topo_sort, []
+    def walk(*a, **k):   # backward() and grad() order the graph first: did the function differentiate?
+        walks.append(1)
+        return topo(*a, **k)
     bg = np.random.get_bit_generator()
     state0 = bg.state
     try:
@@ -304,12 +317,16 @@ def capture(fn, args, kwargs, device):
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
         Module.__call__ = call
+        for c, f in steps: c.step = stepper(f)
+        autograd.find_topo_sort = walk
         for a in _leaves((args, kwargs), []):
             d = a.cached_data if isinstance(a, Tensor) else a
             rec.buf(d._handle)
         with rec: result = fn(*args, **kwargs)
     finally:
         Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
+        for c, f in steps: c.step = f
+        autograd.find_topo_sort = topo
         for mod, name, f in saved: setattr(mod, name, f)
     for ins in rec.instrs:   # a random tensor from init.*: from_numpy wrote the handle returned
         if ins.prim == 'from_numpy' and id(ins.args[1].handle) in rec.random_handles:
@@ -320,7 +337,15 @@ def capture(fn, args, kwargs, device):
                            "does not know (minima.init.rand/randn/randb, dropout and attention's "
                            "dropout are captured); a replay would reuse the same numbers. Draw "
                            "them outside and pass them in as an argument.")
-    return Capture(rec, writes, created, modules, (args, kwargs), result)
+    cap = Capture(rec, writes, created, modules, (args, kwargs), result, optims)
+    cap.differentiated = bool(walks)
+    return cap
+
+def _subclasses(c):
+    "`c` and every class derived from it."
+    out = [c]
+    for s in c.__subclasses__(): out += _subclasses(s)
+    return out
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -708,7 +733,7 @@ def _codegen(shape, members, outs, lang='numba'):
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
     lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
-    if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
+    if nd == 1: lines += ['    for i0 in range(d0):', '        k = i0']; ind = '        '
     else:
         lines.append('    k = 0')
         for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
@@ -731,7 +756,9 @@ def _emit_c(nd, params, body, acc, args):
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n'
-    if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
+    if nd == 1:   # a strided load names the loop index i0; contiguous ones use k
+        lines += ['    for (int64_t i0 = 0; i0 < d0; i0++) {', '        const int64_t k = i0;']
+        ind, close = '        ', ['    }']
     else:
         lines.append('    int64_t k = 0;')
         for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
@@ -853,8 +880,12 @@ def _fuse(instrs, needed_after, lang='numba'):
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Replay helpers: results, kernel arguments, random draws"
+class _Hole:
+    "Where a result's tensor goes in the nest of the function's return value."
+_HOLE = _Hole()
+
 def _rebuild(x, it):
-    if isinstance(x, (Tensor, NDArray)): return next(it)
+    if isinstance(x, (Tensor, NDArray, _Hole)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
     if isinstance(x, list): return [_rebuild(y, it) for y in x]
     if isinstance(x, dict): return {k: _rebuild(v, it) for k, v in x.items()}
@@ -979,12 +1010,10 @@ def _lower(self: Program, instrs):
             if s.attr == 'grad': v = Tensor.make_const(v)
         else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
         self.slot_out.append((s.obj, s.arg, s.attr, v))
-    outs = []
-    for b, d in self.res_bufs:
-        h = P[b] if b is not None else d._handle
-        arr = NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)
-        outs.append(Tensor.make_const(arr))
-    self.outputs = _rebuild(self.result, iter(outs))
+    # each result is copied out at every replay (a held result is never overwritten by a later call)
+    self.out_specs = [(_view(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset),
+                       d._dtype) for b, d in self.res_bufs]
+    self.out_tree = _rebuild(self.result, iter([_HOLE] * len(self.res_bufs)))
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1010,7 +1039,9 @@ def __call__(self: Program, args, kwargs):
     finally:
         if tok is not None: _ERR.reset(tok)
     for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
-    return self.outputs
+    dev, make = self.device, NDArray.make
+    outs = [Tensor.make_const(make(v.shape, None, dev, v.copy().reshape(-1), 0, dt)) for v, dt in self.out_specs]
+    return _rebuild(self.out_tree, iter(outs))
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1081,8 +1112,68 @@ def _sig(x):
     except TypeError: return ('id', id(x))
 
 class _Entry:
-    def __init__(self): self.calls, self.first, self.program, self.modules = 0, None, None, ()
-    def flags_ok(self): return all(m.training == t for m, t in self.modules)
+    def __init__(self): self.calls, self.first, self.program, self.guard, self.eager = 0, None, None, None, False
+    def ok(self): return self.guard is None or self.guard.ok()
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Guards on what the step reads besides its arguments"
+_PLAIN = frozenset((bool, int, float, complex, str, bytes, type(None)))
+
+def _snap(v, keep=None, depth=2):
+    """What a guard remembers of a value: numbers and strings by value, tensors by identity and
+    `requires_grad`, short lists, tuples and dicts by content, anything else by identity."""
+    t = type(v)
+    if t in _PLAIN or isinstance(v, np.generic): return v
+    if keep is not None: keep.append(v)   # an id stays unique while the guard holds the object
+    if isinstance(v, Tensor): return ('T', id(v), v.requires_grad)
+    if t in (list, tuple) and depth and len(v) <= 64:
+        return (t.__name__,) + tuple(_snap(x, keep, depth - 1) for x in v)
+    if t is dict and depth and len(v) <= 64:
+        return ('d',) + tuple((k, _snap(x, keep, depth - 1)) for k, x in v.items())
+    return ('id', id(v))
+
+def _names(code, out):
+    "The global names a function's code (and the functions defined in it) reads."
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, 'co_names'): _names(c, out)
+    return out
+
+def _reads(fn):
+    """The values `fn` reaches by name: its closure cells, defaults, the globals it names (not
+    modules, functions or classes) and, for a bound method, its object."""
+    f = getattr(fn, '__func__', fn)
+    code, out = getattr(f, '__code__', None), []
+    if code is None: return out
+    for c in f.__closure__ or (): out.append(c.cell_contents)
+    out += list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
+    g = f.__globals__
+    for n in sorted(_names(code, set())):
+        v = g.get(n, _HOLE)
+        if v is not _HOLE and not callable(v) and type(v).__name__ != 'module': out.append(v)
+    if hasattr(fn, '__self__'): out.append(fn.__self__)
+    return out
+
+class _Guard:
+    """What a program assumes beyond its arguments, checked before each replay: the values its
+    function reaches by name, every attribute of the modules it called (`training`, `Dropout.p`, which
+    parameter, `requires_grad`), and the hyperparameters and parameters of the optimizers it stepped."""
+    def __init__(self, fn, modules, optims):
+        self.fn, self.modules, self.keep = fn, list(modules), []
+        reads = _reads(fn)
+        self.optims = list({id(o): o for o in list(optims) + [v for v in reads if hasattr(v, 'param_groups')]}.values())
+        self.value = self.snapshot(self.keep)
+    def snapshot(self, keep=None):
+        s = [_snap(v, keep) for v in _reads(self.fn)]
+        for m in self.modules:
+            s.append(tuple((k, _snap(v, keep, 1)) for k, v in m.__dict__.items()))
+        for o in self.optims:
+            for g in o.param_groups:
+                s.append(tuple((k, _snap(v, keep, 1)) for k, v in g.items() if k != 'params'))
+                s.append(tuple((id(p), p.requires_grad) for p in g['params']))
+        return s
+    def ok(self) -> bool: return self.snapshot() == self.value
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1094,8 +1185,15 @@ class Compiled:
     def __init__(self, fn, fuse=True, cache_size=8, warmup=1, backend='c'):
         self.fn, self.fuse, self.cache_size = fn, fuse, cache_size
         self.warmup, self.backend = warmup, backend
-        self.cache, self.captures = {}, 0
-        functools.update_wrapper(self, fn)
+        self.cache, self.captures, self.warned = {}, 0, set()
+        # a module's own attributes are read through it (below), not copied
+        functools.update_wrapper(self, fn, updated=())
+
+    def __getattr__(self, name):
+        "A compiled module answers for its module: `parameters()`, `state_dict()`, `train()`, `eval()`, ..."
+        fn = self.__dict__.get('fn')
+        if fn is None or name.startswith('__'): raise AttributeError(name)
+        return getattr(fn, name)
 
     def reset(self): "Forget every program."; self.cache.clear()
     @property
@@ -1122,23 +1220,65 @@ def __call__(self: Compiled, *args, **kwargs):
     if entries is None:
         entries = self.cache[key] = []
         if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
-    e = next((e for e in entries if e.flags_ok()), None)
-    if e is None: e = _Entry(); entries.append(e)
+    e = next((e for e in entries if e.ok()), None)
+    if e is None: e = self._new_entry(entries)
     if e.program is not None: return e.program(args, kwargs)
     e.calls += 1
-    if e.calls <= self.warmup: return self.fn(*args, **kwargs)
+    if e.calls <= self.warmup or e.eager: return self.fn(*args, **kwargs)
     dev = self._device(args, kwargs)
     if not isinstance(dev, NumpyDevice):
         raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
     cap = capture(self.fn, args, kwargs, dev)
     self.captures += 1
-    e.modules = tuple((m, m.training) for m in cap.modules.values())
+    e.guard = _Guard(self.fn, cap.modules.values(), cap.optims.values())
+    if _backward_outside(cap):
+        e.eager = True
+        self._warn('grad', "compile: the function returns a tensor that requires grad but runs no "
+                   "backward (backward() is called outside it); it runs eagerly. Compile the whole "
+                   "step (forward, backward, optimizer) or call it under no_grad().")
+        return cap.result
     if e.first is None:
         e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
         return cap.result
     _same(e.first, cap.instrs)
+    _state_replaced(cap)
     e.program = Program(cap, dev, self.fuse, self.backend)
     return cap.result
+
+@patch
+def _new_entry(self: Compiled, entries):
+    "A new program slot for changed guards; the oldest is dropped beyond `cache_size`."
+    e = _Entry(); entries.append(e)
+    if len(entries) > self.cache_size:
+        entries.pop(0)
+        self._warn('guards', f"compile: more than {self.cache_size} programs for the same argument "
+                   "shapes: a value the step reads (a learning rate, a module attribute, a closure "
+                   "variable) changes from call to call, so each call runs eagerly and captures again")
+    return e
+
+@patch
+def _warn(self: Compiled, kind, msg):
+    if kind not in self.warned: self.warned.add(kind); warnings.warn(msg, stacklevel=3)
+
+def _backward_outside(cap) -> bool:
+    """Whether the result carries an autograd graph that the function did not run backward on (a
+    compiled forward whose backward is eager)."""
+    return is_grad_enabled() and not cap.differentiated and any(
+        isinstance(t, Tensor) and t.requires_grad and t.op is not None for t in _leaves(cap.result, []))
+
+def _state_replaced(cap):
+    """Refuse an optimizer whose step rebinds its state to new tensors (the program would keep reading
+    the old ones): its state must be updated in place."""
+    for o in cap.optims.values():
+        for p, st in getattr(o, 'state', {}).items():
+            for k, v in (st.items() if isinstance(st, dict) else ()):
+                d = v.cached_data if isinstance(v, Tensor) else v
+                b = cap.bufs.get(id(d._handle)) if isinstance(d, NDArray) else None
+                if b is not None and b.kind == 'temp':
+                    raise CaptureError(
+                        f"compile: {type(o).__name__}.step replaces its state '{k}' with a new tensor "
+                        "instead of updating it in place; a replay would keep reading the old one. "
+                        "Keep the optimizer step out of the compiled function.")
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
