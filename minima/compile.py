@@ -112,6 +112,8 @@ class Instr:
         return f"{', '.join(outs)} = {self.prim}({', '.join(rest)})"
 
 def _short(a):
+    if isinstance(a, tuple) and len(a) == 4 and a[0] == 'arr': return f'array{a[1]}'   # a frozen array
+    if isinstance(a, tuple): return '(' + ', '.join(_short(x) for x in a) + (',)' if len(a) == 1 else ')')
     if isinstance(a, np.ndarray): return f'array{a.shape}' if a.size > 4 else repr(a.tolist())
     if isinstance(a, (float, np.floating)): return f'{float(a):.6g}'
     return repr(a)
@@ -128,7 +130,7 @@ class Recorder:
     `instrs`; allocations are remembered, and reading a value back (`to_numpy`) is a `CaptureError`."""
     def __init__(self, device):
         self.device, self.instrs, self.bufs, self.keep, self.depth = device, [], {}, [], 0
-        self.random_arrays, self.random_handles, self.assumptions = {}, {}, []
+        self.random_arrays, self.assumptions = {}, []
 
     def buf(self, h, kind='extern'):
         b = self.bufs.get(id(h))
@@ -194,16 +196,10 @@ def __exit__(self: Recorder, *exc):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-# Randomness enters through a few functions that draw on the host and copy to the device. While
-# capturing we wrap them: the draw still happens, and the recorder learns which `from_numpy` copies
-# random numbers, and how to draw them again, so that a replay draws fresh numbers from the same
-# generator, in the same order as eager code.
-def _random_sources():
-    from minima import init
-    from minima.ops import losses, attention
-    return [(init, 'rand', 'tensor'), (init, 'randn', 'tensor'), (init, 'randb', 'tensor'),
-            (losses, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
-
+# Randomness enters through functions declared with `@draws_random(kind)` where they are defined
+# (chapter 01). While capturing, the recorder's hook runs each declared draw: the draw still happens,
+# and the recorder learns which `from_numpy` copies random numbers and how to draw them again, so that
+# a replay draws fresh numbers from the same generator, in the same order as eager code.
 class _Draw(np.ndarray):
     """Host random numbers, or an array computed from them with ufuncs, that know how to compute
     themselves again."""
@@ -271,18 +267,25 @@ class Capture:
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-def _wrap_random(orig, kind, rec):
-    """A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what
-    it drew."""
-    def f(*a, **k):
-        r = orig(*a, **k)
+def _draw_hook(rec):
+    """The hook that runs a declared random draw `f(*a, **k)` of `kind` while `rec` records, and tells
+    `rec` how to draw again."""
+    def hook(f, kind, a, k):
         if kind == 'generator':   # a seeded call makes a new generator each time: so does a replay
-            fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
-            return _DrawingGenerator(r, rec, fresh)
-        if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
-        else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
+            return _DrawingGenerator(f(*a, **k), rec, lambda: f(*a, **k))
+        if kind == 'array':
+            r = f(*a, **k)
+            rec.random_arrays[id(r)] = (f, a, k, kind); rec.keep.append(r)
+            return r
+        n0 = len(rec.instrs)
+        r = f(*a, **k)
+        new = [i for i in rec.instrs[n0:] if i.prim == 'from_numpy']
+        if len(new) != 1:
+            raise CaptureError(f"compile: {f.__qualname__} is declared to draw random numbers but copied "
+                               f"{len(new)} host arrays to the device (one expected)")
+        new[0].random, new[0].args = (f, a, k, kind), (None, new[0].args[1])
         return r
-    return f
+    return hook
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -292,7 +295,7 @@ def capture(fn, args, kwargs, device):
     from minima.optim import Optimizer
     rec, writes, created, modules, optims = Recorder(device), {}, {}, {}, {}
     cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
-    srcs, saved = _random_sources(), []
+    from minima import autograd
     mod_call = Module.__call__
     def call(m, *a, **k):
         modules.setdefault(id(m), m)
@@ -303,7 +306,6 @@ def capture(fn, args, kwargs, device):
             return f(o, *a, **k)
         return functools.wraps(f)(step)
     steps = [(c, c.__dict__['step']) for c in _subclasses(Optimizer) if 'step' in c.__dict__]
-    from minima import autograd
     topo, walks = autograd.find_topo_sort, []
     def walk(*a, **k):   # backward() and grad() order the graph first: did the function differentiate?
         walks.append(1)
@@ -311,9 +313,7 @@ def capture(fn, args, kwargs, device):
     bg = np.random.get_bit_generator()
     state0 = bg.state
     try:
-        for mod, name, kind in srcs:
-            saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, _wrap_random(getattr(mod, name), kind, rec))
+        autograd.draw_hooks.append(_draw_hook(rec))
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
         Module.__call__ = call
@@ -327,16 +327,14 @@ def capture(fn, args, kwargs, device):
         Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
         for c, f in steps: c.step = f
         autograd.find_topo_sort = topo
-        for mod, name, f in saved: setattr(mod, name, f)
-    for ins in rec.instrs:   # a random tensor from init.*: from_numpy wrote the handle returned
-        if ins.prim == 'from_numpy' and id(ins.args[1].handle) in rec.random_handles:
-            ins.random, ins.args = rec.random_handles[id(ins.args[1].handle)], (None, ins.args[1])
+        autograd.draw_hooks.pop()
     n_random = sum(i.random is not None for i in rec.instrs)
     if not n_random and not _eq_state(bg.state, state0):
-        raise CaptureError("compile: the function drew random numbers through a path the tracer "
-                           "does not know (minima.init.rand/randn/randb, dropout and attention's "
-                           "dropout are captured); a replay would reuse the same numbers. Draw "
-                           "them outside and pass them in as an argument.")
+        raise CaptureError("compile: the function drew random numbers from numpy's global stream "
+                           "outside a function declared with @draws_random (minima's random "
+                           "tensors, initializers and dropout are declared); a replay would reuse the "
+                           "same numbers. Declare the drawing function, or draw outside and pass the "
+                           "numbers in as an argument.")
     cap = Capture(rec, writes, created, modules, (args, kwargs), result, optims)
     cap.differentiated = bool(walks)
     return cap
@@ -914,10 +912,17 @@ def _c_arg(kind, v, P):
     return ctypes.c_int64(v)
 
 def _random_call(rnd, h):
-    orig, a, k, kind = rnd
+    "A replay's fresh draw into buffer `h`: the declared function `f` runs again on the host."
+    f, a, k, kind = rnd
     def draw():
-        r = orig(*a, **k)
-        np.copyto(h, (r if kind == 'array' else r.cached_data._handle).reshape(-1), casting='unsafe')
+        if kind == 'array': r = f(*a, **k)
+        elif kind == 'tensor': r = f(*a, **k).cached_data.compact()._handle
+        else:   # 'inplace': fill a scratch tensor like the argument
+            t = a[0]
+            s = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype))
+            f(s, *a[1:], **k)
+            r = s.cached_data.compact()._handle
+        np.copyto(h, r.reshape(-1)[:h.size], casting='unsafe')
     return draw
 
 # %% ../nbs/21b_compile.ipynb

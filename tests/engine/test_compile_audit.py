@@ -224,3 +224,35 @@ def test_optimizer_that_replaces_its_state_is_refused():
     with pytest.raises(CaptureError, match="Rebinding.step replaces its state 'avg'.*in place"):
         run(True, Rebinding, steps=4)
     run(False, Rebinding, steps=4)   # eager runs
+
+@pytest.mark.parametrize('draw', ['randn', 'rand', 'randint', 'normal_', 'uniform_', 'init_randn', 'randn_like'])
+def test_torch_face_random_draws_inside_a_compiled_step(draw):
+    "`import minima as torch`: torch.randn/rand/randint/normal_/uniform_ in a compiled step draw afresh on each replay."
+    import minima as torch
+    def noise(x):
+        if draw == 'randn': return torch.randn(*x.shape)
+        if draw == 'rand': return torch.rand(x.shape)
+        if draw == 'randint': return torch.randint(0, 100, x.shape).float()
+        if draw == 'normal_': return torch.empty(*x.shape).normal_(0.0, 2.0)
+        if draw == 'uniform_': return torch.zeros(x.shape).uniform_(-1.0, 1.0)
+        if draw == 'init_randn': return init.randn(*x.shape, std=3.0)
+        return torch.randn_like(x)
+    fn = lambda x: x * 2.0 + noise(x)
+    f = torch.compile(fn)
+    x = torch.ones(5, 4)
+    def outs(g):
+        torch.manual_seed(0)
+        with torch.no_grad(): return [g(x).numpy().copy() for _ in range(7)]
+    got, want = outs(f), outs(fn)
+    assert f.program is not None and any(i.random is not None for i in f.program.instrs)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-6)
+    assert not np.array_equal(got[5], got[6])   # fresh on every replay
+
+def test_undeclared_random_source_is_refused_in_words():
+    from minima.compile import CaptureError
+    lin = nn.Linear(3, 3)
+    f = mi.compile(lambda x: lin(x) + mi.Tensor(np.random.rand(3).astype('float32')))
+    x = mi.Tensor(np.ones((2, 3), 'float32'))
+    with mi.no_grad(), pytest.raises(CaptureError, match='@draws_random') as e:
+        for _ in range(3): f(x)
+    assert "b'" not in str(e.value)
