@@ -392,7 +392,12 @@ class Program:
             last = {}
             for i, ins in enumerate(instrs):
                 for b in ins.reads(): last[b] = i
-            instrs = _fuse(instrs, lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end, backend)
+            needed = lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
+            try: instrs = _fuse(instrs, needed, backend)
+            except _CompilerFailed as e:   # as if there were no C compiler
+                _compiler_failed(e)
+                self.backend = backend = _backend(backend)
+                if backend is not None: instrs = _fuse(instrs, needed, backend)
         self.instrs = instrs
         self.kernels = list({i.args[0].name: i.args[0] for i in instrs if i.prim == 'fused'}.values())
         # 6. memory plan, 7. lowering
@@ -569,67 +574,167 @@ def _have_numba() -> bool:
     "Whether numba is installed (found, not imported: importing it costs a second)."
     return importlib.util.find_spec('numba') is not None
 
+_FAILED = set()   # backends whose compiler failed in this process
+
 def _backend(want):
     "The kernel backend: `want` ('c' or 'numba') if it works here, else the other, else None."
     import shutil
-    ok = dict(c=shutil.which(os.environ.get('CC', 'cc')) is not None, numba=_have_numba())
+    ok = dict(c='c' not in _FAILED and shutil.which(os.environ.get('CC', 'cc')) is not None,
+              numba='numba' not in _FAILED and _have_numba())
     return want if ok.get(want) else next((b for b in ('c', 'numba') if ok[b]), None)
 
+class _CompilerFailed(CaptureError):
+    "The C compiler failed (or its library would not load): fused kernels fall back."
+
+def _compiler_failed(e):
+    "Stop using C for this process, with one warning; what is left: numba, else numpy calls."
+    if 'c' in _FAILED: return
+    _FAILED.add('c')
+    rest = _backend('numba') or 'unfused numpy calls'
+    warnings.warn(f"{e}\ncompile: kernels fall back to {rest} for this process", stacklevel=3)
+
+def _cc(): return os.environ.get('CC', 'cc')
+
+# -O3 and the host's vector instructions; no -ffast-math (NaN and inf keep their IEEE meaning);
+# -fno-math-errno only lets sqrt and friends skip setting errno, which nothing reads
+_CFLAGS = ('-O3', '-march=native', '-fno-math-errno', '-shared', '-fPIC')
+
+@functools.lru_cache(None)
+def _toolchain(cc) -> str:
+    "What a C kernel's machine code depends on besides its source: the compiler, its flags and the CPU."
+    import platform, shutil, subprocess
+    try: ver = subprocess.run([cc, '--version'], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError): ver = ''
+    cpu = [platform.machine()]
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu += sorted({l.split(':', 1)[1].strip() for l in f if l.startswith(('model name', 'flags'))})
+    except OSError: cpu.append(platform.processor())
+    return '\n'.join([str(shutil.which(cc)), ver.split('\n')[0], ' '.join(_CFLAGS)] + cpu)
+
+_CACHE_DIRS = {}
+
 def cache_dir() -> str:
-    "Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
-    d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
-    os.makedirs(d, exist_ok=True)
+    """Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`,
+    created private (0700). A directory that others can write, or that cannot be written, is not used:
+    a private temporary one is, with one warning."""
+    want = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
+    if want not in _CACHE_DIRS: _CACHE_DIRS[want] = _checked_dir(want)
+    return _CACHE_DIRS[want]
+
+def _checked_dir(want):
+    import stat, tempfile
+    try:
+        os.makedirs(want, mode=0o700, exist_ok=True)
+        st = os.stat(want)
+        if st.st_uid != os.getuid(): why = 'it belongs to another user'
+        elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH): why = f'others can write it (mode {st.st_mode & 0o777:o})'
+        else:
+            fd, probe = tempfile.mkstemp(dir=want)   # a read-only mount passes the mode checks
+            os.close(fd); os.remove(probe)
+            return want
+    except OSError as e: why = f'it cannot be written ({e.strerror or e})'
+    import atexit, shutil
+    d = tempfile.mkdtemp(prefix='minima-kernels-')
+    atexit.register(shutil.rmtree, d, True)
+    warnings.warn(f"compile: not using the kernel cache {want}: {why}; this process keeps its kernels in "
+                  f"{d} (set MINIMA_CACHE to a private directory)", stacklevel=4)
     return d
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Writing a kernel's source once"
-def _write_once(path, text):
-    if not os.path.exists(path):
-        tmp = f'{path}.{os.getpid()}.tmp'
-        with open(tmp, 'w') as f: f.write(text)
-        os.replace(tmp, path)
+#| code-summary: "Files written atomically, hashes"
+def _sha256(path) -> str:
+    with open(path, 'rb') as f: return hashlib.sha256(f.read()).hexdigest()
+
+def _save(path, data: bytes):
+    "Write `path` atomically: a temporary file, fsync, rename."
+    tmp = f'{path}.{os.getpid()}.tmp'
+    with open(tmp, 'wb') as f:
+        f.write(data); f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+def _same_text(path, text) -> bool:
+    try:
+        with open(path) as f: return f.read() == text
+    except (OSError, UnicodeDecodeError): return False
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Loading compiled kernels"
 class Kernel:
     """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
-    disk cache if there (numba keeps machine code beside the source; C is compiled to a library)."""
+    disk cache if there (numba keeps machine code beside the source; C is compiled to a library).
+    The name is the SHA-256 of the source (and, for C, of the compiler, flags and CPU); a cached
+    library is loaded only if its content matches the hash recorded beside it when it was built."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
-        self.name = 'k_' + hashlib.sha1(f'{lang}\n{source}'.encode()).hexdigest()[:10]
+        tool = _toolchain(_cc()) if lang == 'c' else ''
+        self.name = 'k_' + hashlib.sha256(f'{lang}\n{tool}\n{source}'.encode()).hexdigest()
         self.fn = self._loaded.get(self.name) or self._load()
     def _load(self):
         d = cache_dir()
-        if self.lang == 'c':
-            import ctypes, subprocess
-            src, lib = os.path.join(d, self.name + '.c'), os.path.join(d, self.name + '.so')
-            _write_once(src, self.source)
-            if not os.path.exists(lib):
-                tmp = f'{lib}.{os.getpid()}.tmp'
-                cc = os.environ.get('CC', 'cc')
-                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src],
-                                   capture_output=True, text=True)
-                if r.returncode: raise CaptureError(f'compile: {cc} failed on {src}:\n{r.stderr}')
-                os.replace(tmp, lib)
-            fn = ctypes.CDLL(lib).kernel
-            fn.restype = None
-        else:
-            path = os.path.join(d, self.name + '.py')
-            _write_once(path, self.source)
-            # numba's disk cache imports the module by name when it loads
-            name = f'_minima_kernel_{self.name}'
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = sys.modules[name] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            fn = mod.kernel
+        fn = self._load_c(d) if self.lang == 'c' else self._load_numba(d)
         self._loaded[self.name] = fn
         return fn
-    def __repr__(self): return f'Kernel({self.name}, {self.lang})'
+    def _load_numba(self, d):
+        path = os.path.join(d, self.name + '.py')
+        if not _same_text(path, self.source): _save(path, self.source.encode())
+        # numba's disk cache imports the module by name when it loads
+        name = f'_minima_kernel_{self.name}'
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.kernel
+    def __repr__(self): return f'Kernel({self.name[:12]}, {self.lang})'
     def _repr_markdown_(self):
         return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "A C kernel: verified from the cache, or built"
+@patch
+def _load_c(self: Kernel, d):
+    lib = os.path.join(d, self.name + '.so')
+    try:
+        with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
+    except OSError: ok = False
+    if ok:
+        try: return _entry(lib)
+        except OSError: pass   # verified yet unloadable: build it again
+    self._build(lib)
+    try: return _entry(lib)
+    except OSError as e: raise _CompilerFailed(f"compile: the library {_cc()} built does not load: {e}") from None
+
+def _entry(lib):
+    fn = ctypes.CDLL(lib).kernel
+    fn.restype = None
+    return fn
+
+@patch
+def _build(self: Kernel, lib):
+    """Compile the source into `lib`, and record the library's SHA-256 beside it (both written
+    atomically; a reader that sees one without the other builds again)."""
+    import subprocess
+    cc, pid, base = _cc(), os.getpid(), lib[:-3]
+    src, tmp = f'{base}.{pid}.c', f'{lib}.{pid}.tmp'
+    try:
+        with open(src, 'w') as f: f.write(self.source)
+        try: r = subprocess.run([cc, *_CFLAGS, '-o', tmp, src, '-lm'], capture_output=True, text=True)
+        except OSError as e: raise _CompilerFailed(f'compile: {cc} could not run: {e}') from None
+        if r.returncode:
+            raise _CompilerFailed(f'compile: {cc} failed (exit {r.returncode}) on a generated kernel:'
+                                  f'\n{r.stderr[-2000:]}')
+        with open(tmp, 'rb') as f: data = f.read()
+        _save(lib, data)
+        _save(lib + '.sha256', hashlib.sha256(data).hexdigest().encode())
+        os.replace(src, base + '.c')   # the source beside it, for reading
+    except OSError as e:
+        raise _CompilerFailed(f'compile: could not write a kernel into {os.path.dirname(lib)}: {e}') from None
+    finally:
+        for p in (src, tmp):
+            if os.path.exists(p): os.remove(p)
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -977,7 +1082,8 @@ def _lower_indexed(p, a):
         outer, al, inner, k = a[3:]
         if a[0].dtype == np.float32 and a[1].dtype == np.int64 and _backend('c') == 'c':
             ct = [ctypes.c_void_p(x.ctypes.data) for x in (a[2], a[1], a[0])] + [ctypes.c_int64(v) for v in a[3:]]
-            return part(Kernel(_SCATTER_ADD_C, 'c').fn, *ct)
+            try: return part(Kernel(_SCATTER_ADD_C, 'c').fn, *ct)
+            except _CompilerFailed as e: _compiler_failed(e)
         return part(np.add.at, a[2].reshape(outer, al, inner), (slice(None), a[1]), a[0].reshape(outer, k, inner))
     if p == 'ewise_strided':
         shape = tuple(a[8])
