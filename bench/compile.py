@@ -7,9 +7,10 @@ with `capturable=True` in the compiled step and the default in the eager one) pe
 `--repeat` interleaved rounds of `--steps` steps (`--only mlp gpt ...` picks rows). Then GPT KV-cached decoding
 (batch 1, the mean time per token over positions 1..256, best of 3 rounds; `--no-decode` skips it), and the compile time (the first four calls: one eager, two
 captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
-from the disk cache. Never gates CI.
+from the disk cache. Writes the table to `bench/results/compile_<date>.json` (machine, CPU model, load average before
+and after, date, commit; `--json PATH` elsewhere). Never gates CI.
 """
-import argparse, os, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, platform, subprocess, sys, tempfile, time
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import blas_threads, timeit_pair
@@ -18,7 +19,7 @@ LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch
           'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
           'lstm': 'LSTM LM step (bench/lstm.py model), Adam',
           'gpt': 'GPT train step (bench/gpt.py model), AdamW'}
-TARGETS = {'mlp': '0.8x', 'cnn': '1.5x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '1.2x', 'gpt': '1.0x'}
+TARGETS = {'mlp': '0.4x', 'cnn': '1.0x', 'mlp_big': '-', 'mlp_drop': '-', 'lstm': '1.2x', 'gpt': '0.8x', 'decode': '0.6x'}
 HEAVY = ('lstm', 'gpt')   # fewer, longer steps
 
 def build(name, nn, tnn):
@@ -109,7 +110,7 @@ def decode_row(torch, clock, rounds=3):
     minima compiled (`StaticDecoder`: one program for every token), torch eager (a concatenating cache)."""
     import gpt as G
     import minima as mi
-    from minima.compile import StaticDecoder
+    from minima.nn import StaticDecoder
     _, _, _, m, t = G.build(torch)
     m.eval(); t.eval()
     n, V = G.BLOCK, G.V
@@ -146,6 +147,18 @@ def compile_time(name):
     assert f.program is not None
     print(f'{dt:.3f} | {dc:.3f}')
 
+def machine() -> dict:
+    "Where and when the numbers were measured."
+    cpu = platform.processor()
+    try:
+        with open('/proc/cpuinfo') as f: cpu = next(l.split(':', 1)[1].strip() for l in f if l.startswith('model name'))
+    except (OSError, StopIteration): pass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try: commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True).stdout.strip()
+    except OSError: commit = '?'
+    return dict(machine=platform.node(), cpu_model=cpu, cpus=os.cpu_count(), load_average=list(os.getloadavg()),
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), commit=commit)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--repeat', type=int, default=7)
@@ -156,12 +169,14 @@ def main():
                     help='the GPT decoding row (StaticDecoder); --no-decode skips it')
     ap.add_argument('--no-compile-time', action='store_true')
     ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop', 'lstm', 'gpt'])
+    ap.add_argument('--json', help='where to write the results (default bench/results/compile_<date>.json)')
     args = ap.parse_args()
     if args.compile_time: return compile_time(args.compile_time)
     import torch, minima as mi
     from minima.compile import CaptureError
     nt = blas_threads()
     torch.set_num_threads(nt)
+    info, rows = dict(machine(), threads=nt, clock='process CPU time'), []
     clock = time.process_time
     print(f"one training step, {nt} thread(s), best of {args.repeat} x {args.steps} steps, process CPU time\n")
     print('| workload | minima eager ms | minima compiled ms | torch eager ms | compiled / torch | eager / torch '
@@ -187,20 +202,37 @@ def main():
             tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
             row += f' {tcc * 1e3:.3f} |'
         print(row, flush=True)
+        rows.append(dict(workload=name, label=LABELS[name], eager_ms=ce * 1e3, compiled_ms=tc * 1e3, torch_ms=tt * 1e3,
+                         compiled_over_torch=tc / tt, eager_over_torch=ce / tt, target=TARGETS[name],
+                         captured=s['captured'], final=s['final'], kernels=s['kernels']))
     if args.decode:
         b, st = decode_row(torch, clock)
         print(f"| GPT KV-cached decoding per token (bench/gpt.py model, batch 1, positions 1-256; compiled: "
               f"StaticDecoder) | {b['eager'] * 1e3:.3f} | {b['compiled'] * 1e3:.3f} | {b['torch'] * 1e3:.3f} "
-              f"| {b['compiled'] / b['torch']:.2f}x | {b['eager'] / b['torch']:.2f}x | 1.5x "
+              f"| {b['compiled'] / b['torch']:.2f}x | {b['eager'] / b['torch']:.2f}x | {TARGETS['decode']} "
               f"| {st['captured']} -> {st['final']} ({st['kernels']} fused) |", flush=True)
-    if args.no_compile_time: return
+        rows.append(dict(workload='decode', eager_ms=b['eager'] * 1e3, compiled_ms=b['compiled'] * 1e3,
+                         torch_ms=b['torch'] * 1e3, compiled_over_torch=b['compiled'] / b['torch'],
+                         eager_over_torch=b['eager'] / b['torch'], target=TARGETS['decode']))
+    if not args.no_compile_time: rows += compile_times()
+    info['load_average_after'] = list(os.getloadavg())
+    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results',
+                                    f"compile_{info['date'][:10]}.json")
+    with open(out, 'w') as f: json.dump(dict(info, rows=rows), f, indent=1)
+    print(f'\nwritten to {out} (load average {info["load_average"]} before, {info["load_average_after"]} after)')
+
+def compile_times():
     print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
     print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')
+    rows = []
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, MINIMA_CACHE=d)
         for what in ('cold (empty kernel cache)', 'from the disk cache'):
             r = subprocess.run([sys.executable, __file__, '--compile-time', 'mlp'], env=env, capture_output=True,
                                text=True, check=True)
             print(f'| {what} | {r.stdout.strip()} |')
+            wall, cpu_s = (float(v) for v in r.stdout.strip().split('|'))
+            rows.append(dict(workload='compile_time_mlp', cache=what, wall_s=wall, cpu_s=cpu_s, target='2 s'))
+    return rows
 
 if __name__ == '__main__': main()

@@ -271,7 +271,7 @@ def test_attention_dropout_draws_like_eager():
 
 def test_static_kv_cache_decoding():
     "Every decoded token replays one program; tokens and logits are those of eager decoding and the full forward."
-    from minima.compile import StaticDecoder
+    from minima.nn import StaticDecoder
     init.manual_seed(0)
     gpt = nn.GPT(13, 16, n_layer=2, n_head=2, n_embd=16)
     dec = StaticDecoder(gpt, B=2)
