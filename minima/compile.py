@@ -4,7 +4,7 @@
 
 # %% ../nbs/21b_compile.ipynb 8
 from __future__ import annotations
-import ctypes, functools, hashlib, importlib.util, linecache, os, sys, warnings
+import ctypes, functools, hashlib, importlib.util, linecache, os, sys, warnings, weakref
 import numpy as np
 from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
@@ -130,13 +130,21 @@ class Recorder:
     `instrs`; allocations are remembered, and reading a value back (`to_numpy`) is a `CaptureError`."""
     def __init__(self, device):
         self.device, self.instrs, self.bufs, self.keep, self.depth = device, [], {}, [], 0
+        self.all_bufs = []
         self.random_arrays, self.assumptions = {}, []
 
     def buf(self, h, kind='extern'):
+        """The `Buf` of handle `h`. A temporary is held weakly: when the step lets it go, its memory
+        goes (a capture needs no more memory than the eager step) and its id may be reused."""
         b = self.bufs.get(id(h))
         if b is None:
-            b = self.bufs[id(h)] = Buf(len(self.bufs), self.device.handle_size(h), self.device.handle_dtype(h), kind, h)
-            self.keep.append(h)
+            d = self.device
+            b = self.bufs[id(h)] = Buf(len(self.all_bufs), d.handle_size(h), d.handle_dtype(h), kind, h)
+            self.all_bufs.append(b)
+            if kind == 'temp':
+                b.handle = None
+                weakref.finalize(h, self.bufs.pop, id(h), None)
+            else: self.keep.append(h)
         return b
 
     def _wrap(self, name):
@@ -237,9 +245,10 @@ class _Tracked:
     def __set__(self, o, v):
         try: old = self.md.__get__(o)
         except AttributeError:   # the first value of an object made during capture
-            if self.attr == 'cached_data': self.created[id(o)] = o
+            if self.attr == 'cached_data': self.created.add(id(o))
             return self.md.__set__(o, v)
-        self.log.setdefault((id(o), self.attr), (o, self.attr, old))
+        if id(o) not in self.created:   # (an object made during capture is not state: not kept)
+            self.log.setdefault((id(o), self.attr), (o, self.attr, old))
         self.md.__set__(o, v)
 
 def _leaves(x, out):
@@ -260,8 +269,8 @@ class Capture:
     """What one capture saw: the instructions, the buffers, the state that changed, the modules and
     the result."""
     def __init__(self, rec, writes, created, modules, args, result, optims=None):
-        self.instrs, self.bufs, self.rec = rec.instrs, rec.bufs, rec
-        self.writes = [w for k, w in writes.items() if k[0] not in created]
+        self.instrs, self.bufs, self.all_bufs, self.rec = rec.instrs, rec.bufs, rec.all_bufs, rec
+        self.writes = list(writes.values())
         self.modules, self.args, self.result = modules, args, result
         self.optims = optims or {}
 
@@ -293,7 +302,7 @@ def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
     from minima.nn.modules import Module
     from minima.optim import Optimizer
-    rec, writes, created, modules, optims = Recorder(device), {}, {}, {}, {}
+    rec, writes, created, modules, optims = Recorder(device), {}, set(), {}, {}
     cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
     from minima import autograd
     mod_call = Module.__call__
@@ -370,7 +379,7 @@ class Program:
     generated sources), `stats`. `print(program)` lists it."""
     def __init__(self, cap: Capture, device, fuse=True, backend='c'):
         self.device, self.captured = device, list(cap.instrs)
-        bufs, leaves = list(cap.bufs.values()), _leaves(cap.args, [])
+        bufs, leaves = list(cap.all_bufs), _leaves(cap.args, [])
         self._bind(cap, leaves, bufs)   # 1. where each buffer's storage comes from
         instrs = list(cap.instrs)
         # 2. the final value of a replaced state goes straight into its own buffer when that is safe
@@ -1353,6 +1362,9 @@ def __call__(self: Compiled, *args, **kwargs):
         return cap.result
     _same(e.first, cap.instrs)
     _state_replaced(cap)
+    # the result without its autograd graph: the step's activations go before the program's buffers come
+    cap.result = _rebuild(cap.result, iter([Tensor.make_const(t.cached_data) if isinstance(t, Tensor) else t
+                                            for t in _leaves(cap.result, [])]))
     e.program = Program(cap, dev, self.fuse, self.backend)
     return cap.result
 
