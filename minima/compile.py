@@ -576,6 +576,21 @@ _C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b)
 #define SIGN(a) (((a) > 0) - ((a) < 0))
 '''
 
+@functools.lru_cache(None)
+def _vector_math() -> str:
+    """C declarations that let the compiler call glibc's vector exp, log, tanh, ... (libmvec, glibc >= 2.35 on x86-64)
+    from a kernel's loop, eight or sixteen elements at a time, as numpy does; '' elsewhere (scalar libm calls)."""
+    import platform
+    lib, ver = platform.libc_ver()
+    try: new = lib == 'glibc' and tuple(int(v) for v in ver.split('.')[:2]) >= (2, 35)
+    except ValueError: new = False
+    if platform.machine() != 'x86_64' or not new: return ''
+    simd = '__attribute__((simd("notinbranch")))'
+    # (the name in parentheses: tgmath.h's macros do not expand)
+    one = [f'{t} ({f}{s})({t}) {simd};' for f in ('exp', 'log', 'sin', 'cos', 'tanh')
+           for t, s in (('float', 'f'), ('double', ''))]
+    return '\n'.join(one + [f'{t} (pow{s})({t}, {t}) {simd};' for t, s in (('float', 'f'), ('double', ''))]) + '\n'
+
 def _np_type(dtype) -> str: return 'np.bool_' if dtype == 'bool' else f'np.{dtype}'
 
 @functools.lru_cache(None)
@@ -619,7 +634,7 @@ def _toolchain(cc) -> str:
         with open('/proc/cpuinfo') as f:
             cpu += sorted({l.split(':', 1)[1].strip() for l in f if l.startswith(('model name', 'flags'))})
     except OSError: cpu.append(platform.processor())
-    return '\n'.join([str(shutil.which(cc)), ver.split('\n')[0], ' '.join(_CFLAGS)] + cpu)
+    return '\n'.join([str(shutil.which(cc)), ver.split('\n')[0], ' '.join(_CFLAGS), _vector_math()] + cpu)
 
 _CACHE_DIRS = {}
 
@@ -729,7 +744,9 @@ def _build(self: Kernel, lib):
     cc, pid, base = _cc(), os.getpid(), lib[:-3]
     src, tmp = f'{base}.{pid}.c', f'{lib}.{pid}.tmp'
     try:
-        with open(src, 'w') as f: f.write(self.source)
+        # glibc's vector math declared after the includes (the shown source is the same on every machine)
+        text = self.source.replace('#include <tgmath.h>\n', '#include <tgmath.h>\n' + _vector_math(), 1)
+        with open(src, 'w') as f: f.write(text)
         try: r = subprocess.run([cc, *_CFLAGS, '-o', tmp, src, '-lm'], capture_output=True, text=True)
         except OSError as e: raise _CompilerFailed(f'compile: {cc} could not run: {e}') from None
         if r.returncode:
@@ -918,11 +935,12 @@ def cuda_source(ins: Instr) -> str:
     return _codegen(shape, members, outs, 'cuda')[0]
 
 # %% ../nbs/21b_compile.ipynb
-# numpy's exp, log, tanh, ... are vectorised (SIMD); a C loop calls the scalar libm function per element. On big
-# arrays that costs more than fusion saves (the tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the
-# transcendental stays a numpy call and fusion works around it.
+# numpy's exp, log, tanh, ... are vectorised (SIMD). A C loop calls glibc's vector versions where `_vector_math`
+# declares them, else the scalar libm function per element: on big arrays that costs more than fusion saves (the
+# tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the transcendental stays a numpy call.
 _TRANSCENDENTAL, _SIMD_MIN = ('exp', 'log', 'tanh', 'sin', 'cos', 'pow', 'rpow', 'sqrt'), 1 << 15
-def _simd_wins(ins) -> bool:
+def _simd_wins(ins, lang) -> bool:
+    if lang == 'c' and _vector_math(): return False   # the C loop calls the vector functions too
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
@@ -976,7 +994,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     for idx, ins in enumerate(instrs):
         if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
             close(idx, ins); continue
-        if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
+        if ins.prim not in _FUSIBLE or _simd_wins(ins, lang): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
