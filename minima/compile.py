@@ -4,7 +4,7 @@
 
 # %% ../nbs/21b_compile.ipynb 8
 from __future__ import annotations
-import ctypes, functools, hashlib, importlib.util, linecache, os, sys, warnings, weakref
+import ctypes, functools, hashlib, importlib.util, linecache, operator, os, sys, warnings, weakref
 import numpy as np
 from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
@@ -1278,32 +1278,49 @@ def _names(code, out):
         if hasattr(c, 'co_names'): _names(c, out)
     return out
 
-def _reads(fn):
-    """The values `fn` reaches by name: its closure cells, defaults, the globals it names (not
-    modules, functions or classes) and, for a bound method, its object."""
+def _read_sources(fn):
+    """Where `fn` reads values by name: its closure cells, its defaults (and, for a bound method, its
+    object), and the globals it names that are not modules, functions or classes."""
     f = getattr(fn, '__func__', fn)
-    code, out = getattr(f, '__code__', None), []
-    if code is None: return out
-    for c in f.__closure__ or (): out.append(c.cell_contents)
-    out += list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
+    code = getattr(f, '__code__', None)
+    if code is None: return (), [], {}, ()
+    fixed = list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
+    if hasattr(fn, '__self__'): fixed.append(fn.__self__)
     g = f.__globals__
-    for n in sorted(_names(code, set())):
-        v = g.get(n, _HOLE)
-        if v is not _HOLE and not callable(v) and type(v).__name__ != 'module': out.append(v)
-    if hasattr(fn, '__self__'): out.append(fn.__self__)
-    return out
+    names = [n for n in sorted(_names(code, set())) if n in g and not callable(g[n])
+             and type(g[n]).__name__ != 'module']
+    return tuple(f.__closure__ or ()), fixed, g, names
+
+def _values(c): return c.values() if type(c) is dict else c
+
+def _same_values(c, seen) -> bool:
+    return len(c) == len(seen) and all(map(_is, _values(c), seen))
+
+_is = operator.is_
 
 class _Guard:
     """What a program assumes beyond its arguments, checked before each replay: the values its
     function reaches by name, every attribute of the modules it called (`training`, `Dropout.p`, which
-    parameter, `requires_grad`), and the hyperparameters and parameters of the optimizers it stepped."""
+    parameter, `requires_grad`), and the hyperparameters and parameters of the optimizers it stepped.
+    A quick check (the same objects, the same flags) passes most calls; the full one compares values."""
     def __init__(self, fn, modules, optims):
-        self.fn, self.modules, self.keep = fn, list(modules), []
-        reads = _reads(fn)
+        self.modules, self.keep = list(modules), []
+        self.cells, self.fixed, self.g, self.names = _read_sources(fn)
+        reads = self.reads()
         self.optims = list({id(o): o for o in list(optims) + [v for v in reads if hasattr(v, 'param_groups')]}.values())
+        self.read_value = [_snap(v, self.keep) for v in reads]
         self.value = self.snapshot(self.keep)
+        self.dicts = [m.__dict__ for m in self.modules] + [g for o in self.optims for g in o.param_groups]
+        self.tensors = [v for d in self.dicts for v in d.values() if isinstance(v, Tensor)]
+        self.tensors += [p for d in self.dicts for p in d.get('params', ()) if isinstance(p, Tensor)]
+        # and the lists and dicts they hold (a block list, a buffer dict): one level, as the snapshot
+        self.dicts += [v for d in self.dicts for v in d.values() if type(v) in (list, dict)]
+        self._refresh()
+    def reads(self):
+        g = self.g
+        return [c.cell_contents for c in self.cells] + self.fixed + [g.get(n, _HOLE) for n in self.names]
     def snapshot(self, keep=None):
-        s = [_snap(v, keep) for v in _reads(self.fn)]
+        s = []
         for m in self.modules:
             s.append(tuple((k, _snap(v, keep, 1)) for k, v in m.__dict__.items()))
         for o in self.optims:
@@ -1311,7 +1328,16 @@ class _Guard:
                 s.append(tuple((k, _snap(v, keep, 1)) for k, v in g.items() if k != 'params'))
                 s.append(tuple((id(p), p.requires_grad) for p in g['params']))
         return s
-    def ok(self) -> bool: return self.snapshot() == self.value
+    def _refresh(self):
+        self.seen = [tuple(_values(d)) for d in self.dicts]
+        self.flags = [t.requires_grad for t in self.tensors]
+    def ok(self) -> bool:
+        if [_snap(v) for v in self.reads()] != self.read_value: return False
+        if all(map(_same_values, self.dicts, self.seen)) and [t.requires_grad for t in self.tensors] == self.flags:
+            return True
+        if self.snapshot() != self.value: return False
+        self._refresh()   # equal values in new objects (a scheduler setting the same rate again)
+        return True
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true

@@ -256,3 +256,29 @@ def test_undeclared_random_source_is_refused_in_words():
     with mi.no_grad(), pytest.raises(CaptureError, match='@draws_random') as e:
         for _ in range(3): f(x)
     assert "b'" not in str(e.value)
+
+def test_module_list_element_replaced_after_capture():
+    "A block swapped inside a module's list (one level down) is seen by the guard's quick check too."
+    init.manual_seed(0)
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = [nn.Linear(3, 3), nn.Linear(3, 3)]
+        def forward(self, x):
+            for b in self.blocks: x = b(x)
+            return x.sum()
+    net = Net()
+    f = mi.compile(net)
+    x = mi.Tensor(np.ones((2, 3), 'float32'))
+    with mi.no_grad():
+        for _ in range(4): f(x)
+        assert f.program is not None
+        net.blocks[1] = nn.Linear(3, 3)
+        for _ in range(4): np.testing.assert_allclose(f(x).numpy(), net(x).numpy(), rtol=1e-6)
+
+def test_guard_quick_check_after_equal_value_rebinding():
+    "A scheduler that sets the same learning rate again (a new float object) keeps the program."
+    def after(i, m, opt):
+        opt.param_groups[0]['lr'] = float(str(opt.param_groups[0]['lr']))   # equal value, new object
+    f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
+    assert f.captures == 2
