@@ -7,13 +7,12 @@ with `capturable=True` in the compiled step and the default in the eager one) pe
 `--repeat` interleaved rounds of `--steps` steps (`--only mlp gpt ...` picks rows). Then GPT KV-cached decoding
 (batch 1, the mean time per token over positions 1..256, best of 3 rounds; `--no-decode` skips it), and the compile time (the first four calls: one eager, two
 captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
-from the disk cache. Writes the table to `bench/results/compile_<date>.json` (machine, CPU model, load average before
-and after, date, commit; `--json PATH` elsewhere). Never gates CI.
+from the disk cache. Never gates CI.
 """
-import argparse, datetime, json, os, platform, subprocess, sys, tempfile, time
+import argparse, os, subprocess, sys, tempfile, time
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import blas_threads, timeit_pair
+from _common import blas_threads, machine, timeit_pair, write_results
 
 LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch norm), batch 64',
           'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
@@ -147,18 +146,6 @@ def compile_time(name):
     assert f.program is not None
     print(f'{dt:.3f} | {dc:.3f}')
 
-def machine() -> dict:
-    "Where and when the numbers were measured."
-    cpu = platform.processor()
-    try:
-        with open('/proc/cpuinfo') as f: cpu = next(l.split(':', 1)[1].strip() for l in f if l.startswith('model name'))
-    except (OSError, StopIteration): pass
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try: commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True).stdout.strip()
-    except OSError: commit = '?'
-    return dict(machine=platform.node(), cpu_model=cpu, cpus=os.cpu_count(), load_average=list(os.getloadavg()),
-                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'), commit=commit)
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--repeat', type=int, default=7)
@@ -169,15 +156,14 @@ def main():
                     help='the GPT decoding row (StaticDecoder); --no-decode skips it')
     ap.add_argument('--no-compile-time', action='store_true')
     ap.add_argument('--only', nargs='*', default=['mlp', 'cnn', 'mlp_big', 'mlp_drop', 'lstm', 'gpt'])
-    ap.add_argument('--json', help='where to write the results (default bench/results/compile_<date>.json)')
     args = ap.parse_args()
     if args.compile_time: return compile_time(args.compile_time)
     import torch, minima as mi
     from minima.compile import CaptureError
     nt = blas_threads()
     torch.set_num_threads(nt)
-    info, rows = dict(machine(), threads=nt, clock='process CPU time'), []
     clock = time.process_time
+    start, rows = machine(), []
     print(f"one training step, {nt} thread(s), best of {args.repeat} x {args.steps} steps, process CPU time\n")
     print('| workload | minima eager ms | minima compiled ms | torch eager ms | compiled / torch | eager / torch '
           '| target | calls (captured -> replayed) |' + (' torch.compile ms |' if args.torch_compile else ''))
@@ -202,37 +188,27 @@ def main():
             tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
             row += f' {tcc * 1e3:.3f} |'
         print(row, flush=True)
-        rows.append(dict(workload=name, label=LABELS[name], eager_ms=ce * 1e3, compiled_ms=tc * 1e3, torch_ms=tt * 1e3,
-                         compiled_over_torch=tc / tt, eager_over_torch=ce / tt, target=TARGETS[name],
-                         captured=s['captured'], final=s['final'], kernels=s['kernels']))
+        rows.append(dict(key=name, workload=LABELS[name], eager_ms=ce * 1e3, compiled_ms=tc * 1e3, torch_ms=tt * 1e3,
+                         compiled_ratio=tc / tt, eager_ratio=ce / tt, target=TARGETS[name]))
     if args.decode:
         b, st = decode_row(torch, clock)
         print(f"| GPT KV-cached decoding per token (bench/gpt.py model, batch 1, positions 1-256; compiled: "
               f"StaticDecoder) | {b['eager'] * 1e3:.3f} | {b['compiled'] * 1e3:.3f} | {b['torch'] * 1e3:.3f} "
               f"| {b['compiled'] / b['torch']:.2f}x | {b['eager'] / b['torch']:.2f}x | {TARGETS['decode']} "
               f"| {st['captured']} -> {st['final']} ({st['kernels']} fused) |", flush=True)
-        rows.append(dict(workload='decode', eager_ms=b['eager'] * 1e3, compiled_ms=b['compiled'] * 1e3,
-                         torch_ms=b['torch'] * 1e3, compiled_over_torch=b['compiled'] / b['torch'],
-                         eager_over_torch=b['eager'] / b['torch'], target=TARGETS['decode']))
-    if not args.no_compile_time: rows += compile_times()
-    info['load_average_after'] = list(os.getloadavg())
-    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results',
-                                    f"compile_{info['date'][:10]}.json")
-    with open(out, 'w') as f: json.dump(dict(info, rows=rows), f, indent=1)
-    print(f'\nwritten to {out} (load average {info["load_average"]} before, {info["load_average_after"]} after)')
-
-def compile_times():
+        rows.append(dict(key='decode', workload='GPT KV-cached decoding, per token (StaticDecoder)',
+                         eager_ms=b['eager'] * 1e3, compiled_ms=b['compiled'] * 1e3, torch_ms=b['torch'] * 1e3,
+                         compiled_ratio=b['compiled'] / b['torch'], eager_ratio=b['eager'] / b['torch'], target=TARGETS['decode']))
+    settings = dict(repeat=args.repeat, steps=args.steps, clock='process CPU time', stat='best of interleaved rounds')
+    write_results('compile', rows, load_1m_at_start=start['load_1m'], settings=settings)
+    if args.no_compile_time: return
     print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
     print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')
-    rows = []
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, MINIMA_CACHE=d)
         for what in ('cold (empty kernel cache)', 'from the disk cache'):
             r = subprocess.run([sys.executable, __file__, '--compile-time', 'mlp'], env=env, capture_output=True,
                                text=True, check=True)
             print(f'| {what} | {r.stdout.strip()} |')
-            wall, cpu_s = (float(v) for v in r.stdout.strip().split('|'))
-            rows.append(dict(workload='compile_time_mlp', cache=what, wall_s=wall, cpu_s=cpu_s, target='2 s'))
-    return rows
 
 if __name__ == '__main__': main()
