@@ -49,7 +49,7 @@ _PKG += os.sep
 # .item(), .numpy(), ...
 _ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))
 # this chapter's own frames (by qualified name)
-_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')
+_OWN = ('Recorder.', 'capture', '_hooks', 'Compiled.', '_Tracked.')
 
 def _skip(f, files) -> bool:
     return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
@@ -133,20 +133,6 @@ class Recorder:
         self.all_bufs = []
         self.random_arrays, self.assumptions = {}, []
 
-    def buf(self, h, kind='extern'):
-        """The `Buf` of handle `h`. A temporary is held weakly: when the step lets it go, its memory
-        goes (a capture needs no more memory than the eager step) and its id may be reused."""
-        b = self.bufs.get(id(h))
-        if b is None:
-            d = self.device
-            b = self.bufs[id(h)] = Buf(len(self.all_bufs), d.handle_size(h), d.handle_dtype(h), kind, h)
-            self.all_bufs.append(b)
-            if kind == 'temp':
-                b.handle = None
-                weakref.finalize(h, self.bufs.pop, id(h), None)
-            else: self.keep.append(h)
-        return b
-
     def _wrap(self, name):
         real = getattr(type(self.device), name).__get__(self.device)
         hpos = PRIMS[name][0]
@@ -165,6 +151,24 @@ class Recorder:
                 a[0] = None if rnd else np.array(args[0], copy=True)
             self.instrs.append(Instr(name, a, _line(_user_frame()), rnd, _origin()))
         return prim
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The recorder's buffers"
+@patch
+def buf(self: Recorder, h, kind='extern'):
+    """The `Buf` of handle `h`. A temporary is held weakly: when the step lets it go, its memory
+    goes (a capture needs no more memory than the eager step) and its id may be reused."""
+    b = self.bufs.get(id(h))
+    if b is None:
+        d = self.device
+        b = self.bufs[id(h)] = Buf(len(self.all_bufs), d.handle_size(h), d.handle_dtype(h), kind, h)
+        self.all_bufs.append(b)
+        if kind == 'temp':
+            b.handle = None
+            weakref.finalize(h, self.bufs.pop, id(h), None)
+        else: self.keep.append(h)
+    return b
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -298,47 +302,53 @@ def _draw_hook(rec):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-def capture(fn, args, kwargs, device):
-    "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
+def _hooks(modules, optims, walks):
+    """Wrap `Module.__call__`, each optimizer class's own `step` and autograd's graph walk, to note which
+    modules ran, which optimizers stepped and whether the function differentiated; returns the undo."""
     from minima.nn.modules import Module
     from minima.optim import Optimizer
-    rec, writes, created, modules, optims = Recorder(device), {}, set(), {}, {}
-    cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
     from minima import autograd
-    mod_call = Module.__call__
+    mod_call, topo = Module.__call__, autograd.find_topo_sort
     def call(m, *a, **k):
         modules.setdefault(id(m), m)
         return mod_call(m, *a, **k)
-    def stepper(f):   # every optimizer class's own `step`: which optimizers the function steps
+    def stepper(f):
         def step(o, *a, **k):
             optims.setdefault(id(o), o)
             return f(o, *a, **k)
         return functools.wraps(f)(step)
-    steps = [(c, c.__dict__['step']) for c in _subclasses(Optimizer) if 'step' in c.__dict__]
-    topo, walks = autograd.find_topo_sort, []
-    def walk(*a, **k):   # backward() and grad() order the graph first: did the function differentiate?
+    def walk(*a, **k):   # backward() and grad() order the graph first
         walks.append(1)
         return topo(*a, **k)
+    steps = [(c, c.__dict__['step']) for c in _subclasses(Optimizer) if 'step' in c.__dict__]
+    Module.__call__, autograd.find_topo_sort = call, walk
+    for c, f in steps: c.step = stepper(f)
+    def undo():
+        Module.__call__, autograd.find_topo_sort = mod_call, topo
+        for c, f in steps: c.step = f
+    return undo
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+def capture(fn, args, kwargs, device):
+    "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
+    from minima import autograd
+    rec, writes, created, modules, optims, walks = Recorder(device), {}, set(), {}, {}, []
+    cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
     bg = np.random.get_bit_generator()
-    state0 = bg.state
+    state0, undo = bg.state, _hooks(modules, optims, walks)
+    autograd.draw_hooks.append(_draw_hook(rec))
     try:
-        autograd.draw_hooks.append(_draw_hook(rec))
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
-        Module.__call__ = call
-        for c, f in steps: c.step = stepper(f)
-        autograd.find_topo_sort = walk
         for a in _leaves((args, kwargs), []):
             d = a.cached_data if isinstance(a, Tensor) else a
             rec.buf(d._handle)
         with rec: result = fn(*args, **kwargs)
     finally:
-        Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
-        for c, f in steps: c.step = f
-        autograd.find_topo_sort = topo
-        autograd.draw_hooks.pop()
-    n_random = sum(i.random is not None for i in rec.instrs)
-    if not n_random and not _eq_state(bg.state, state0):
+        Value.cached_data, Tensor.grad = cd, gr
+        undo(); autograd.draw_hooks.pop()
+    if not any(i.random is not None for i in rec.instrs) and not _eq_state(bg.state, state0):
         raise CaptureError("compile: the function drew random numbers from numpy's global stream "
                            "outside a function declared with @draws_random (minima's random "
                            "tensors, initializers and dropout are declared); a replay would reuse the "
@@ -396,18 +406,7 @@ class Program:
         instrs = self._dce(instrs, liveout)
         self.n_live = len(instrs)
         # 5. fusion
-        self.backend = backend = _backend(backend)
-        if fuse and isinstance(device, NumpyDevice) and backend is not None:
-            last = {}
-            for i, ins in enumerate(instrs):
-                for b in ins.reads(): last[b] = i
-            needed = lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
-            try: instrs = _fuse(instrs, needed, backend)
-            except _CompilerFailed as e:   # as if there were no C compiler
-                _compiler_failed(e)
-                self.backend = backend = _backend(backend)
-                if backend is not None: instrs = _fuse(instrs, needed, backend)
-        self.instrs = instrs
+        self.instrs = instrs = self._fusion(instrs, liveout, fuse, backend)
         self.kernels = list({i.args[0].name: i.args[0] for i in instrs if i.prim == 'fused'}.values())
         # 6. memory plan, 7. lowering
         self._plan(instrs, liveout)
@@ -416,6 +415,23 @@ class Program:
             if b.kind == 'temp': b.handle = None
         self.result = self.res_bufs = None
         self.stats = self._stats(instrs)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+@patch
+def _fusion(self: Program, instrs, liveout, fuse, backend):
+    "Step 5 of the build: fuse with `backend` if it works here (a compiler that fails: the next backend)."
+    self.backend = backend = _backend(backend)
+    if not (fuse and isinstance(self.device, NumpyDevice) and backend is not None): return instrs
+    last = {}
+    for i, ins in enumerate(instrs):
+        for b in ins.reads(): last[b] = i
+    needed = lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
+    try: return _fuse(instrs, needed, backend)
+    except _CompilerFailed as e:   # as if there were no C compiler
+        _compiler_failed(e)
+        self.backend = backend = _backend(backend)
+        return instrs if backend is None else _fuse(instrs, needed, backend)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -576,6 +592,9 @@ _C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b)
 #define SIGN(a) (((a) > 0) - ((a) < 0))
 '''
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "glibc's vector math"
 @functools.lru_cache(None)
 def _vector_math() -> str:
     """C declarations that let the compiler call glibc's vector exp, log, tanh, ... (libmvec, glibc >= 2.35 on x86-64)
@@ -598,6 +617,9 @@ def _have_numba() -> bool:
     "Whether numba is installed (found, not imported: importing it costs a second)."
     return importlib.util.find_spec('numba') is not None
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Choosing the backend; a compiler that fails"
 _FAILED = set()   # backends whose compiler failed in this process
 
 def _backend(want):
@@ -619,6 +641,9 @@ def _compiler_failed(e):
 
 def _cc(): return os.environ.get('CC', 'cc')
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Compiler flags and what a kernel's code depends on"
 # -O3 and the host's vector instructions; no -ffast-math (NaN and inf keep their IEEE meaning);
 # -fno-math-errno only lets sqrt and friends skip setting errno, which nothing reads
 _CFLAGS = ('-O3', '-march=native', '-fno-math-errno', '-shared', '-fPIC')
@@ -636,6 +661,9 @@ def _toolchain(cc) -> str:
     except OSError: cpu.append(platform.processor())
     return '\n'.join([str(shutil.which(cc)), ver.split('\n')[0], ' '.join(_CFLAGS), _vector_math()] + cpu)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The cache directory: private, or a temporary one"
 _CACHE_DIRS = {}
 
 def cache_dir() -> str:
@@ -736,6 +764,9 @@ def _entry(lib):
     fn.restype = None
     return fn
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Building a C kernel into the cache"
 @patch
 def _build(self: Kernel, lib):
     """Compile the source into `lib`, and record the library's SHA-256 beside it (both written
@@ -1021,6 +1052,9 @@ def _rebuild(x, it):
     if isinstance(x, dict): return {k: _rebuild(v, it) for k, v in x.items()}
     return x
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The scatter-add kernel, kernel arguments, random draws"
 # np.add.at is slow (a max-pool's backward spends ~1 ms in it on the digits CNN); this loop adds in the same order
 _SCATTER_ADD_C = '''#include <stdint.h>
 void kernel(float *out, const int64_t *idx, const float *a, int64_t outer, int64_t axis_len, int64_t inner,
@@ -1278,6 +1312,9 @@ def _names(code, out):
         if hasattr(c, 'co_names'): _names(c, out)
     return out
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Where a function reads values by name"
 def _read_sources(fn):
     """Where `fn` reads values by name: its closure cells, its defaults (and, for a bound method, its
     object), and the globals it names that are not modules, functions or classes."""
@@ -1298,6 +1335,9 @@ def _same_values(c, seen) -> bool:
 
 _is = operator.is_
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The guard"
 class _Guard:
     """What a program assumes beyond its arguments, checked before each replay: the values its
     function reaches by name, every attribute of the modules it called (`training`, `Dropout.p`, which
@@ -1328,16 +1368,22 @@ class _Guard:
                 s.append(tuple((k, _snap(v, keep, 1)) for k, v in g.items() if k != 'params'))
                 s.append(tuple((id(p), p.requires_grad) for p in g['params']))
         return s
-    def _refresh(self):
-        self.seen = [tuple(_values(d)) for d in self.dicts]
-        self.flags = [t.requires_grad for t in self.tensors]
-    def ok(self) -> bool:
-        if [_snap(v) for v in self.reads()] != self.read_value: return False
-        if all(map(_same_values, self.dicts, self.seen)) and [t.requires_grad for t in self.tensors] == self.flags:
-            return True
-        if self.snapshot() != self.value: return False
-        self._refresh()   # equal values in new objects (a scheduler setting the same rate again)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The guard's check"
+@patch
+def _refresh(self: _Guard):
+    self.seen = [tuple(_values(d)) for d in self.dicts]
+    self.flags = [t.requires_grad for t in self.tensors]
+@patch
+def ok(self: _Guard) -> bool:
+    if [_snap(v) for v in self.reads()] != self.read_value: return False
+    if all(map(_same_values, self.dicts, self.seen)) and [t.requires_grad for t in self.tensors] == self.flags:
         return True
+    if self.snapshot() != self.value: return False
+    self._refresh()   # equal values in new objects (a scheduler setting the same rate again)
+    return True
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1371,12 +1417,6 @@ class Compiled:
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
-@patch
-def _device(self: Compiled, args, kwargs):
-    from minima.backend_ndarray.device import cpu
-    for a in _leaves((args, kwargs), []): return a.device
-    return cpu()
-
 @patch
 def __call__(self: Compiled, *args, **kwargs):
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
@@ -1412,6 +1452,15 @@ def __call__(self: Compiled, *args, **kwargs):
     e.program = Program(cap, dev, self.fuse, self.backend)
     return cap.result
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "New programs, warnings"
+@patch
+def _device(self: Compiled, args, kwargs):
+    from minima.backend_ndarray.device import cpu
+    for a in _leaves((args, kwargs), []): return a.device
+    return cpu()
+
 @patch
 def _new_entry(self: Compiled, entries):
     "A new program slot for changed guards; the oldest is dropped beyond `cache_size`."
@@ -1427,6 +1476,9 @@ def _new_entry(self: Compiled, entries):
 def _warn(self: Compiled, kind, msg):
     if kind not in self.warned: self.warned.add(kind); warnings.warn(msg, stacklevel=3)
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Refusals: a backward outside, an optimizer that replaces its state"
 def _backward_outside(cap) -> bool:
     """Whether the result carries an autograd graph that the function did not run backward on (a
     compiled forward whose backward is eager)."""
