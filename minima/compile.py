@@ -717,29 +717,31 @@ def _same_text(path, text) -> bool:
 class Kernel:
     """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
     disk cache if there (numba keeps machine code beside the source; C is compiled to a library).
-    The name is the SHA-256 of the source (and, for C, of the compiler, flags and CPU); a cached
-    library is loaded only if its content matches the hash recorded beside it when it was built."""
+    `key`, its file name in the cache, is the SHA-256 of the source and, for C, of the compiler, flags
+    and CPU; a cached library is loaded only if its content matches the hash recorded beside it when
+    it was built. `name`, shown in listings, comes from the source alone (the same on every machine)."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
         tool = _toolchain(_cc()) if lang == 'c' else ''
-        self.name = 'k_' + hashlib.sha256(f'{lang}\n{tool}\n{source}'.encode()).hexdigest()
-        self.fn = self._loaded.get(self.name) or self._load()
+        self.name = 'k_' + hashlib.sha256(f'{lang}\n{source}'.encode()).hexdigest()[:10]
+        self.key = 'k_' + hashlib.sha256(f'{lang}\n{tool}\n{source}'.encode()).hexdigest()
+        self.fn = self._loaded.get(self.key) or self._load()
     def _load(self):
         d = cache_dir()
         fn = self._load_c(d) if self.lang == 'c' else self._load_numba(d)
-        self._loaded[self.name] = fn
+        self._loaded[self.key] = fn
         return fn
     def _load_numba(self, d):
-        path = os.path.join(d, self.name + '.py')
+        path = os.path.join(d, self.key + '.py')
         if not _same_text(path, self.source): _save(path, self.source.encode())
         # numba's disk cache imports the module by name when it loads
-        name = f'_minima_kernel_{self.name}'
+        name = f'_minima_kernel_{self.key}'
         spec = importlib.util.spec_from_file_location(name, path)
         mod = sys.modules[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod.kernel
-    def __repr__(self): return f'Kernel({self.name[:12]}, {self.lang})'
+    def __repr__(self): return f'Kernel({self.name}, {self.lang})'
     def _repr_markdown_(self):
         return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
 
@@ -748,7 +750,7 @@ class Kernel:
 #| code-summary: "A C kernel: verified from the cache, or built"
 @patch
 def _load_c(self: Kernel, d):
-    lib = os.path.join(d, self.name + '.so')
+    lib = os.path.join(d, self.key + '.so')
     try:
         with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
     except OSError: ok = False

@@ -47,12 +47,12 @@ needs_cc = pytest.mark.skipif(shutil.which(os.environ.get('CC', 'cc')) is None, 
 @needs_cc
 def test_key_is_a_full_sha256_of_source_compiler_flags_and_cpu(fresh, monkeypatch):
     k = C.Kernel(SRC, 'c')
-    assert len(k.name) == 2 + 64 and int(k.name[2:], 16) >= 0
+    assert len(k.key) == 2 + 64 and int(k.key[2:], 16) >= 0 and k.key != k.name
     np.testing.assert_array_equal(call(k, [1, 2]), [3, 5])
     assert oct(os.stat(fresh).st_mode & 0o777) == '0o700'
     monkeypatch.setattr(C, '_CFLAGS', C._CFLAGS + ('-DX',))
     C._toolchain.cache_clear()
-    try: assert C.Kernel(SRC, 'c').name != k.name     # other flags: another kernel
+    try: assert C.Kernel(SRC, 'c').key != k.key     # other flags: another kernel
     finally: C._toolchain.cache_clear()
 
 @needs_cc
@@ -63,7 +63,7 @@ def test_planted_library_is_not_loaded(fresh, tmp_path):
     evil = tmp_path / 'evil.c'
     evil.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void m(void) {{ fclose(fopen("{mark}", "w")); }}\n'
                     'void kernel(float *a, long n) { }\n')
-    lib = fresh / (k.name + '.so')
+    lib = fresh / (k.key + '.so')
     subprocess.run(['cc', '-shared', '-fPIC', '-o', str(lib) + '.new', str(evil)], check=True)
     os.replace(str(lib) + '.new', lib)
     assert in_a_new_process(fresh) == [3, 5]
@@ -73,7 +73,7 @@ def test_planted_library_is_not_loaded(fresh, tmp_path):
 @pytest.mark.parametrize('size', [0, 100])
 def test_truncated_library_is_rebuilt(fresh, size):
     k = C.Kernel(SRC, 'c')
-    lib = fresh / (k.name + '.so')
+    lib = fresh / (k.key + '.so')
     data = lib.read_bytes()[:size]
     lib.with_suffix('.new').write_bytes(data)
     os.replace(lib.with_suffix('.new'), lib)   # (this process still maps the old file)
@@ -83,9 +83,9 @@ def test_truncated_library_is_rebuilt(fresh, size):
 @needs_cc
 def test_missing_hash_is_rebuilt(fresh):
     k = C.Kernel(SRC, 'c')
-    (fresh / (k.name + '.so.sha256')).unlink()
+    (fresh / (k.key + '.so.sha256')).unlink()
     assert in_a_new_process(fresh) == [3, 5]
-    assert (fresh / (k.name + '.so.sha256')).exists()
+    assert (fresh / (k.key + '.so.sha256')).exists()
 
 @needs_cc
 def test_cache_others_can_write_is_refused(fresh):
