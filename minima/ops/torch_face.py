@@ -28,7 +28,7 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
            'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
            'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
-           'allclose', 'equal']
+           'allclose', 'equal', 'device']
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -1147,3 +1147,47 @@ def _softmax_method(fn):
     return method
 Tensor.softmax, Tensor.log_softmax = _softmax_method(_sf.softmax), _softmax_method(_sf.log_softmax)
 TORCH_FUNCTIONS.update(softmax=softmax, log_softmax=log_softmax)
+
+# %% ../../nbs/18_torch_face.ipynb
+from ..backend_ndarray.device import BackendDevice
+
+class device(str):
+    """torch's `torch.device('cuda' if torch.cuda.is_available() else 'cpu')`: a device's name with torch's `type`
+    and `index`. It is a `str`, so whatever takes `'cpu'` or `'cuda'` (`.to`, `device=`) takes it."""
+    def __new__(cls, type, index=None):
+        if isinstance(type, device) and index is None: return type
+        if isinstance(type, numbers.Integral) and not isinstance(type, builtins.bool): type, index = 'cuda', type
+        if not isinstance(type, str): raise TypeError(f"device: expected a string such as 'cpu', got {type!r}")
+        kind, _, i = type.partition(':')
+        if kind not in ('cpu', 'cuda', 'mps', 'meta'):
+            raise RuntimeError(f"device: expected one of cpu, cuda, mps, meta at the start of the device string, "
+                               f"got {type!r}")
+        if i and index is not None:
+            raise RuntimeError(f"device: {type!r} includes an index, and index={index} was passed as well")
+        index = builtins.int(i) if i else index
+        self = super().__new__(cls, kind if index is None else f'{kind}:{index}')
+        self.type, self.index = kind, index
+        return self
+    def __repr__(self):
+        i = '' if self.index is None else f', index={self.index}'
+        return f"device(type='{self.type}'{i})"
+    def __eq__(self, other):
+        if isinstance(other, BackendDevice): return self.type == other.type
+        return str.__eq__(self, other)
+    __hash__ = str.__hash__
+TORCH_FUNCTIONS.update(device=device)
+
+# %% ../../nbs/18_torch_face.ipynb
+BackendDevice.type = property(lambda self: 'cuda' if self.name == 'cuda' else 'cpu',
+                              doc="torch's `device.type`: 'cpu' or 'cuda'.")
+BackendDevice.index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`.")
+Tensor.is_cuda = property(lambda self: self.device.name == 'cuda', doc="Whether the tensor lives on the GPU.")
+Tensor.is_cpu = property(lambda self: self.device.name != 'cuda', doc="Whether the tensor lives in host memory.")
+
+def _format(self, spec):
+    "`f'{loss:.4f}'`: a 0-d tensor formats as its value, as in torch; other tensors take no format spec."
+    if self.ndim == 0: return format(self.item(), spec)
+    if spec: raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ for a tensor of shape "
+                             f"{self.shape} (only 0-d tensors format as numbers)")
+    return str(self)
+Tensor.__format__ = _format
