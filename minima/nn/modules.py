@@ -18,7 +18,7 @@ from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
@@ -260,8 +260,14 @@ def to(self: Module, *args, **kwargs):
         if dev is not None and a.device != dev: a = a.to(dev)
         if dt is not None and a.dtype != dt and a.dtype in ('float16', 'float32', 'float64'): a = a.astype(dt)
         t.cached_data = a
-        if t.grad is not None and (t.grad.device != a.device or t.grad.dtype != a.dtype): t.grad = None
+        g = t.grad   # the gradient moves and casts with its parameter, as torch's
+        if g is not None and (g.device != a.device or g.dtype != a.dtype):
+            ga = g.cached_data if g.device == a.device else g.cached_data.to(a.device)
+            g.cached_data = ga if ga.dtype == a.dtype else ga.astype(a.dtype)
     return self
+
+# %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def float(self: Module): "Cast floating parameters and buffers to float32."; return self.to('float32')
 @patch
@@ -290,17 +296,24 @@ def _state_items(self: Module, prefix=''):
     for k, m in self.named_children(): yield from m._state_items(f'{prefix}{k}.')
 
 @patch
-def state_dict(self: Module) -> OrderedDict:
-    """Name -> numpy copy of every parameter and persistent buffer, in torch's order (module by module); a tensor
-    shared by two layers is listed under both names, as torch."""
-    return OrderedDict((k, t.numpy()) for k, t in self._state_items())
+def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_vars: bool = False) -> OrderedDict:
+    """Name -> a numpy copy of every parameter and persistent buffer, in torch's order (module by module); the
+    tensors themselves with `keep_vars` (torch gives detached tensors without it). A tensor shared by two layers is
+    listed under both names, as torch. `destination` and `prefix` as torch's."""
+    out = OrderedDict() if destination is None else destination
+    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.numpy()
+    return out
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
+from collections import namedtuple as _namedtuple
+_IncompatibleKeys = _namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])
+
 @patch
-def load_state_dict(self: Module, state, strict: bool = True):
-    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
-    and shapes must match (all of them if `strict`)."""
+def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
+    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers; names and shapes
+    must match (all of them if `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a
+    minima tensor's memory is taken over instead of copied."""
     own = OrderedDict(self._state_items())
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -314,8 +327,10 @@ def load_state_dict(self: Module, state, strict: bool = True):
         if tuple(a.shape) != t.shape:
             raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                              f"state but {t.shape} in the module")
-        t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
-    return self
+        if assign and isinstance(v, Tensor) and v.device == t.device and v.dtype == t.dtype:
+            t.cached_data = v.cached_data
+        else: t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
+    return _IncompatibleKeys(missing, unexpected)
 
 @patch
 def save(self: Module, path): "Save the state to `path` (.npz)."; return save(self, path)
@@ -332,7 +347,8 @@ def load(module: Module, path, strict: bool = True) -> Module:
     error. A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
     if not os.path.exists(path) and os.path.exists(f'{path}.npz'): path = f'{path}.npz'
     with np.load(path, allow_pickle=False) as f: state = {k: f[k] for k in f.files}
-    return module.load_state_dict(state, strict)
+    module.load_state_dict(state, strict)
+    return module
 
 # %% ../../nbs/10_nn.ipynb
 class Identity(Module):
@@ -348,9 +364,9 @@ class Flatten(Module):
     def forward(self, x): return ops.flatten(x, self.start_dim, self.end_dim)
 
 class ReLU(Module):
-    "`max(x, 0)`. `inplace=True` is accepted and computes out of place (minima's ops never overwrite their input)."
+    "`max(x, 0)`; `inplace=True` writes it into `x`, as torch."
     def __init__(self, inplace=False): super().__init__(); self.inplace = inplace
-    def forward(self, x): return ops.relu(x)
+    def forward(self, x): return ops.relu(x, self.inplace)
 
 class Tanh(Module):
     def forward(self, x): return ops.tanh(x)
@@ -454,6 +470,7 @@ class ModuleList(Module):
     def insert(self, i, m): self._mods.insert(i, self._check(m))
     def __getitem__(self, i): return ModuleList(self._mods[i]) if isinstance(i, slice) else self._mods[i]
     def __setitem__(self, i, m): self._mods[i] = self._check(m)
+    def __delitem__(self, i): del self._mods[i]   # the later modules move up, renumbered as in torch
     def __len__(self): return len(self._mods)
     def __iter__(self): return iter(self._mods)
     def forward(self, *args): raise NotImplementedError("ModuleList has no forward: call the modules it holds")
@@ -479,6 +496,8 @@ class ModuleDict(Module):
         for k, m in (modules.items() if isinstance(modules, dict) else modules): self[k] = m
     def __getitem__(self, k): return self._mods[k]
     def __delitem__(self, k): del self._mods[k]
+    def pop(self, k): "Remove the module under `k` and return it."; return self._mods.pop(k)
+    def clear(self): self._mods.clear()
     def __contains__(self, k): return k in self._mods
     def __len__(self): return len(self._mods)
     def __iter__(self): return iter(self._mods)
@@ -608,7 +627,8 @@ class Dropout(Module):
         if not self.training or self.p == 0: return x
         if self.p == 1: return x * 0.0   # everything dropped (torch returns zeros too)
         mask = init.randb(*x.shape, p=1 - self.p, device=x.device, dtype=x.dtype).cached_data
-        return x * Tensor.make_const(mask * (1 / (1 - self.p)))
+        out = x * Tensor.make_const(mask * (1 / (1 - self.p)))
+        return x.copy_(out) if self.inplace else out
 
 # %% ../../nbs/10_nn.ipynb
 class Softmax(Module):
@@ -648,7 +668,8 @@ class CrossEntropyLoss(Module):
             raise ValueError(f"CrossEntropyLoss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
-        self.weight, self.ignore_index, self.reduction, self.label_smoothing = weight, ignore_index, reduction, label_smoothing
+        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        self.register_buffer('weight', weight)   # a buffer, as torch's: in state_dict, cast by .double()
     def extra_repr(self):
         opts = [f'{k}={v!r}' for k, v, d in (('ignore_index', self.ignore_index, -100), ('reduction', self.reduction, 'mean'),
                                               ('label_smoothing', self.label_smoothing, 0.0)) if v != d]
@@ -904,13 +925,22 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10b_nn_more.ipynb 18
+# %% ../../nbs/10b_nn_more.ipynb 19
 class LeakyReLU(Module):
-    "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
+    "`x` where positive, `negative_slope * x` elsewhere (written into `x` with `inplace=True`, as torch)."
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__(); self.negative_slope, self.inplace = negative_slope, inplace
     def extra_repr(self): return f'negative_slope={self.negative_slope}'
-    def forward(self, x): return F.leaky_relu(x, self.negative_slope)
+    def forward(self, x): return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+class Dropout2d(Module):
+    "Zero whole channels with probability `p` in training (`F.dropout2d`); identity in eval."
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"Dropout2d: p must be in [0, 1], got {p!r}")
+        self.p, self.inplace = p, inplace
+    def extra_repr(self): return f'p={self.p}'
+    def forward(self, x): return F.dropout2d(x, self.p, self.training, self.inplace)
 
 class GroupNorm(Module):
     "Group normalisation (Wu and He, 2018) of `(N, C, *)` with per-channel `weight` and `bias`."
@@ -926,7 +956,55 @@ class GroupNorm(Module):
         _check_features(f"GroupNorm({self.num_groups}, {self.num_channels})", x, 1, self.num_channels)
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
-# %% ../../nbs/10b_nn_more.ipynb 19
+# %% ../../nbs/10b_nn_more.ipynb 21
+class ParameterList(Module):
+    "A list of Parameters, registered as `0`, `1`, ... (torch's names), so `parameters()` and `state_dict()` find them."
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None: self.extend(values)
+    def _keys(self): return [k for k in self.__dict__ if k.isdigit()]
+    def __len__(self): return len(self._keys())
+    def _at(self, i):
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"ParameterList: index {i} is out of range for {n} parameters")
+        return str(i % n)
+    def __getitem__(self, i):
+        return ParameterList([self[j] for j in range(len(self))[i]]) if isinstance(i, slice) else self.__dict__[self._at(i)]
+    def __setitem__(self, i, v): setattr(self, self._at(i), v if isinstance(v, Parameter) else Parameter(v))
+    def __iter__(self): return (self.__dict__[str(j)] for j in range(len(self)))
+    def append(self, v): setattr(self, str(len(self)), v if isinstance(v, Parameter) else Parameter(v)); return self
+    def extend(self, vs):
+        for v in vs: self.append(v)
+        return self
+    def forward(self, *args): raise NotImplementedError("ParameterList has no forward: use the parameters it holds")
+
+# %% ../../nbs/10b_nn_more.ipynb 22
+class ParameterDict(Module):
+    "A dict of Parameters under string keys (insertion order), registered under those names, as torch's."
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._order = []
+        if parameters is not None: self.update(parameters)
+    def __setitem__(self, k, v):
+        if not isinstance(k, str): raise TypeError(f"ParameterDict: keys must be strings, got {k!r}")
+        if k not in self._order: self._order.append(k)
+        setattr(self, k, v if isinstance(v, Parameter) else Parameter(v))
+    def __getitem__(self, k):
+        if k not in self._order: raise KeyError(k)
+        return self.__dict__[k]
+    def __delitem__(self, k): self._order.remove(k); delattr(self, k)
+    def pop(self, k): v = self[k]; del self[k]; return v
+    def update(self, ps):
+        for k, v in (ps.items() if isinstance(ps, dict) else ps): self[k] = v
+    def __contains__(self, k): return k in self._order
+    def __len__(self): return len(self._order)
+    def __iter__(self): return iter(list(self._order))
+    def keys(self): return list(self._order)
+    def values(self): return [self[k] for k in self._order]
+    def items(self): return [(k, self[k]) for k in self._order]
+    def forward(self, *args): raise NotImplementedError("ParameterDict has no forward: use the parameters it holds")
+
+# %% ../../nbs/10b_nn_more.ipynb 24
 def _conv_init(shape, fan_in, bias, device, dtype):
     "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
     b = 1 / math.sqrt(fan_in)
@@ -953,7 +1031,7 @@ class Conv1d(Module):
     def forward(self, x):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
-# %% ../../nbs/10b_nn_more.ipynb 20
+# %% ../../nbs/10b_nn_more.ipynb 25
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
@@ -987,7 +1065,7 @@ class MaxPool1d(Module):
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
-# %% ../../nbs/10b_nn_more.ipynb 21
+# %% ../../nbs/10b_nn_more.ipynb 26
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1022,11 +1100,12 @@ class _Loss(Module):
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
 
-# %% ../../nbs/10b_nn_more.ipynb 22
+# %% ../../nbs/10b_nn_more.ipynb 27
 class NLLLoss(_Loss):
     "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
     def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
-        super().__init__(reduction); self.weight, self.ignore_index = weight, ignore_index
+        super().__init__(reduction); self.ignore_index = ignore_index
+        self.register_buffer('weight', weight)   # a buffer, as torch: saved, and cast by .double()
     def forward(self, x, y): return F.nll_loss(x, y, self.weight, self.reduction, self.ignore_index)
 
 class L1Loss(_Loss):
@@ -1034,13 +1113,14 @@ class L1Loss(_Loss):
 
 class BCELoss(_Loss):
     "Binary cross-entropy of probabilities, as `torch.nn.BCELoss`."
-    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.weight = weight
+    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.register_buffer('weight', weight)
     def forward(self, x, y): return F.binary_cross_entropy(x, y, self.weight, self.reduction)
 
 class BCEWithLogitsLoss(_Loss):
     "Binary cross-entropy of logits, computed stably, as `torch.nn.BCEWithLogitsLoss`."
     def __init__(self, weight=None, reduction='mean', pos_weight=None):
-        super().__init__(reduction); self.weight, self.pos_weight = weight, pos_weight
+        super().__init__(reduction)
+        self.register_buffer('weight', weight); self.register_buffer('pos_weight', pos_weight)
     def forward(self, x, y):
         return F.binary_cross_entropy_with_logits(x, y, self.weight, self.reduction, self.pos_weight)
 
@@ -1057,7 +1137,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 28
+# %% ../../nbs/10b_nn_more.ipynb 33
 import io, json
 
 def _flatten_obj(obj, arrays):
@@ -1085,7 +1165,7 @@ def _unflatten_obj(d, arrays):
     if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
     return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
 
-# %% ../../nbs/10b_nn_more.ipynb 29
+# %% ../../nbs/10b_nn_more.ipynb 34
 def save_object(obj, f):
     "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
     arrays = {}

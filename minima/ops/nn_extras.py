@@ -13,19 +13,34 @@ from .losses import _reduce, _target
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['leaky_relu', 'group_norm', 'single_int', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',
-           'smooth_l1_loss', 'huber_loss', 'kl_div', 'GradHook', 'grad_hook']
+__all__ = ['leaky_relu', 'dropout2d', 'group_norm', 'single_int', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d',
+           'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'GradHook', 'grad_hook']
 
 # %% ../../nbs/10b_nn_more.ipynb
 from .elementwise import exp as _exp
 from .activations import where as _where, absolute as _abs
 from .movement import stack as _stack
+from .losses import dropout as _dropout
 
 def leaky_relu(x, negative_slope=0.01, inplace=False) -> Tensor:
-    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (out of place)."
+    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (into `x` if `inplace`)."
     _check_tensor(x, 'input', 'leaky_relu')
-    return _where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
+    out = _where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
+    return x.copy_(out) if inplace else out
 
+def dropout2d(x, p=0.5, training=True, inplace=False) -> Tensor:
+    """Channel dropout: zero whole channels of `(N, C, H, W)` (or `(N, C, L)`) with probability `p`, scaling the rest
+    by `1/(1-p)`, as `torch.nn.functional.dropout2d`; identity when not `training`."""
+    _check_tensor(x, 'input', 'dropout2d')
+    if x.ndim not in (3, 4): raise ValueError(f"dropout2d: expected a 3-D or 4-D input, got shape {x.shape}")
+    if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"dropout2d: p must be in [0, 1], got {p!r}")
+    if not training or p == 0: return x
+    ones = NDArray.make(x.shape[:2] + (1,) * (x.ndim - 2), device=x.device, dtype=x.dtype).fill(1)
+    mask = _dropout(Tensor.make_const(ones), p)   # one draw per channel, scaled by 1/(1-p), as dropout's
+    out = x * mask.broadcast_to(x.shape)
+    return x.copy_(out) if inplace else out
+
+# %% ../../nbs/10b_nn_more.ipynb
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
     "Standardise each group of `C / num_groups` channels of `(N, C, *)` over the group and `*`, then scale and shift."
     _check_tensor(x, 'input', 'group_norm')
