@@ -18,7 +18,7 @@ from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'MarginRankingLoss', 'HingeEmbeddingLoss', 'SoftMarginLoss', 'CosineEmbeddingLoss', 'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'GaussianNLLLoss', 'PoissonNLLLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
@@ -1138,6 +1138,41 @@ class KLDivLoss(_Loss):
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
 # %% ../../nbs/10b_nn_more.ipynb 33
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x1, x2, y): return F.margin_ranking_loss(x1, x2, y, self.margin, self.reduction)
+
+class HingeEmbeddingLoss(_Loss):
+    def __init__(self, margin=1.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x, y): return F.hinge_embedding_loss(x, y, self.margin, self.reduction)
+
+class SoftMarginLoss(_Loss):
+    def forward(self, x, y): return F.soft_margin_loss(x, y, self.reduction)
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x1, x2, y): return F.cosine_embedding_loss(x1, x2, y, self.margin, self.reduction)
+
+# %% ../../nbs/10b_nn_more.ipynb 34
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction='mean'):
+        super().__init__(reduction); self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+    def forward(self, a, p, n): return F.triplet_margin_loss(a, p, n, self.margin, self.p, self.eps, self.swap, self.reduction)
+
+class MultiLabelSoftMarginLoss(_Loss):
+    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.register_buffer('weight', weight)
+    def forward(self, x, y): return F.multilabel_soft_margin_loss(x, y, self.weight, self.reduction)
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, full=False, eps=1e-6, reduction='mean'): super().__init__(reduction); self.full, self.eps = full, eps
+    def forward(self, x, y, var): return F.gaussian_nll_loss(x, y, var, self.full, self.eps, self.reduction)
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, eps=1e-8, reduction='mean'):
+        super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
+    def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
+
+# %% ../../nbs/10b_nn_more.ipynb 41
 import io, json
 
 def _flatten_obj(obj, arrays):
@@ -1165,7 +1200,7 @@ def _unflatten_obj(d, arrays):
     if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
     return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
 
-# %% ../../nbs/10b_nn_more.ipynb 34
+# %% ../../nbs/10b_nn_more.ipynb 42
 def save_object(obj, f):
     "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
     arrays = {}

@@ -108,3 +108,23 @@ def test_small_tensor_api_matches_torch():
     with pytest.raises(NotImplementedError): mi.set_default_dtype(mi.float64)
     mi.set_default_dtype(mi.float32)
     assert mi.get_default_dtype() == 'float32'
+
+LOSSES = [('MarginRankingLoss', dict(margin=0.3), 'x1 x2 y'), ('HingeEmbeddingLoss', dict(margin=0.7), 'x1 y'),
+          ('SoftMarginLoss', {}, 'x1 y'), ('CosineEmbeddingLoss', dict(margin=0.2), 'x1 x2 yr'),
+          ('TripletMarginLoss', dict(margin=1.0, swap=True), 'x1 x2 x3'), ('MultiLabelSoftMarginLoss', {}, 'x1 b'),
+          ('GaussianNLLLoss', dict(full=True), 'x1 x2 v'), ('PoissonNLLLoss', dict(full=True), 'x1 c')]
+
+@pytest.mark.parametrize('name,kw,args', LOSSES)
+@pytest.mark.parametrize('reduction', ['none', 'mean', 'sum'])
+def test_more_loss_modules_match_torch(name, kw, args, reduction):   # M16
+    rng = np.random.default_rng(3)
+    data = dict(x1=rng.standard_normal((5, 4)), x2=rng.standard_normal((5, 4)), x3=rng.standard_normal((5, 4)),
+                y=rng.choice([-1., 1.], (5, 4)), yr=rng.choice([-1., 1.], 5), b=(rng.random((5, 4)) < .5) * 1.,
+                v=np.abs(rng.standard_normal((5, 4))) + .1, c=rng.integers(0, 5, (5, 4)) * 1.)
+    res = []
+    for L in (torch, mi):
+        xs = [L.tensor(data[a], requires_grad=a in ('x1', 'x2', 'x3', 'v')) for a in args.split()]
+        out = getattr(L.nn, name)(reduction=reduction, **kw)(*xs)
+        (out * L.tensor(np.linspace(-1, 1, int(np.prod(out.shape))).reshape(tuple(out.shape)))).sum().backward()
+        res.append([out.detach().numpy()] + [x.grad.numpy() for x in xs if x.requires_grad])
+    for a, b in zip(*res): assert np.allclose(a, b, rtol=1e-9, atol=1e-12), name
