@@ -18,7 +18,7 @@ from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'MarginRankingLoss', 'HingeEmbeddingLoss', 'SoftMarginLoss', 'CosineEmbeddingLoss', 'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'GaussianNLLLoss', 'PoissonNLLLoss', 'save_object', 'load_object']
+__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'MarginRankingLoss', 'HingeEmbeddingLoss', 'SoftMarginLoss', 'CosineEmbeddingLoss', 'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'GaussianNLLLoss', 'PoissonNLLLoss', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'AdaptiveMaxPool2d', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
@@ -1172,7 +1172,38 @@ class PoissonNLLLoss(_Loss):
         super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
     def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 41
+# %% ../../nbs/10b_nn_more.ipynb 39
+class AdaptiveAvgPool1d(Module):
+    "Average `(N, C, L)` onto `output_size` nearly equal cells."
+    def __init__(self, output_size): super().__init__(); self.output_size = output_size
+    def extra_repr(self): return f'output_size={self.output_size}'
+    def forward(self, x): return F.adaptive_avg_pool1d(x, self.output_size)
+
+class AdaptiveMaxPool1d(AdaptiveAvgPool1d):
+    "The maximum of each of `output_size` nearly equal cells of `(N, C, L)`."
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size); self.return_indices = return_indices
+    def forward(self, x): return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+class AdaptiveMaxPool2d(AdaptiveAvgPool1d):
+    "The maximum of each cell of an `output_size` grid over `(N, C, H, W)`."
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size); self.return_indices = return_indices
+    def forward(self, x): return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+@patch(cls_method=True)
+def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                    scale_grad_by_freq=False, sparse=False):
+    "An Embedding whose weight is `embeddings` `(num, dim)` (frozen unless `freeze=False`), as torch's."
+    if embeddings.ndim != 2: raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got {embeddings.shape}")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not implemented")
+    m = cls(*embeddings.shape, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.cached_data = NDArray(embeddings.numpy(), device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.requires_grad = not freeze
+    return m
+
+# %% ../../nbs/10b_nn_more.ipynb 46
 import io, json
 
 def _flatten_obj(obj, arrays):
@@ -1200,7 +1231,7 @@ def _unflatten_obj(d, arrays):
     if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
     return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
 
-# %% ../../nbs/10b_nn_more.ipynb 42
+# %% ../../nbs/10b_nn_more.ipynb 47
 def save_object(obj, f):
     "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
     arrays = {}

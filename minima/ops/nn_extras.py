@@ -16,7 +16,8 @@ from ..testing import register_op, case
 __all__ = ['leaky_relu', 'dropout2d', 'group_norm', 'single_int', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d',
            'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'margin_ranking_loss', 'hinge_embedding_loss',
            'soft_margin_loss', 'cosine_embedding_loss', 'triplet_margin_loss', 'multilabel_soft_margin_loss',
-           'gaussian_nll_loss', 'poisson_nll_loss', 'GradHook', 'grad_hook']
+           'gaussian_nll_loss', 'poisson_nll_loss', 'adaptive_max_pool2d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d',
+           'GradHook', 'grad_hook']
 
 # %% ../../nbs/10b_nn_more.ipynb
 from .elementwise import exp as _exp
@@ -258,6 +259,46 @@ register_op('multilabel_soft_margin_loss', lambda x, y: multilabel_soft_margin_l
             lambda T, x, y: T.nn.functional.multilabel_soft_margin_loss(x, y), [case((5, 3), (5, 3))],
             make_inputs=lambda rng, s: [rng.standard_normal(s[0]), (rng.random(s[1]) < 0.5).astype('float64')],
             grad=(0,))
+
+# %% ../../nbs/10b_nn_more.ipynb
+from .reduce import amax as _amax
+
+def adaptive_max_pool2d(x, output_size, return_indices=False) -> Tensor:
+    "The maximum of each cell of an `output_size` grid over `(N, C, H, W)`, cells as in `adaptive_avg_pool2d`."
+    _check_tensor(x, 'input', 'adaptive_max_pool2d')
+    if return_indices: raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not implemented")
+    if x.ndim not in (3, 4): raise ValueError(f"adaptive_max_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
+    H, W = x.shape[-2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    cell = lambda i, n, o: slice((i * n) // o, -(-((i + 1) * n) // o))
+    rows = [_stack([_amax(x[..., cell(i, H, oh), cell(j, W, ow)], (x.ndim - 2, x.ndim - 1)) for j in range(ow)], -1)
+            for i in range(oh)]
+    return _stack(rows, -2)
+
+def adaptive_avg_pool1d(x, output_size) -> Tensor:
+    "`adaptive_avg_pool2d` over the last dim of `(N, C, L)` (or `(C, L)`)."
+    if x.ndim not in (2, 3): raise ValueError(f"adaptive_avg_pool1d: expected (N, C, L) or (C, L), got {x.shape}")
+    n = output_size if isinstance(output_size, numbers.Integral) else output_size[0]
+    return adaptive_avg_pool2d(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, n)).reshape(x.shape[:-1] + (n,))
+
+def adaptive_max_pool1d(x, output_size, return_indices=False) -> Tensor:
+    "`adaptive_max_pool2d` over the last dim of `(N, C, L)` (or `(C, L)`)."
+    if x.ndim not in (2, 3): raise ValueError(f"adaptive_max_pool1d: expected (N, C, L) or (C, L), got {x.shape}")
+    n = output_size if isinstance(output_size, numbers.Integral) else output_size[0]
+    out = adaptive_max_pool2d(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, n), return_indices)
+    return out.reshape(x.shape[:-1] + (n,))
+
+# %% ../../nbs/10b_nn_more.ipynb
+register_op('adaptive_max_pool2d', lambda x, size: adaptive_max_pool2d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_max_pool2d(x, size),
+            [case((2, 3, 7, 5), size=3), case((3, 6, 6), size=(2, 4))], smooth=False,
+            skip={'second': 'a max: piecewise linear'})
+register_op('adaptive_avg_pool1d', lambda x, size: adaptive_avg_pool1d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_avg_pool1d(x, size), [case((2, 3, 7), size=3)])
+register_op('adaptive_max_pool1d', lambda x, size: adaptive_max_pool1d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_max_pool1d(x, size), [case((2, 3, 7), size=4)],
+            smooth=False, skip={'second': 'a max: piecewise linear'})
 
 # %% ../../nbs/10b_nn_more.ipynb
 class GradHook(TensorOp):

@@ -128,3 +128,22 @@ def test_more_loss_modules_match_torch(name, kw, args, reduction):   # M16
         (out * L.tensor(np.linspace(-1, 1, int(np.prod(out.shape))).reshape(tuple(out.shape)))).sum().backward()
         res.append([out.detach().numpy()] + [x.grad.numpy() for x in xs if x.requires_grad])
     for a, b in zip(*res): assert np.allclose(a, b, rtol=1e-9, atol=1e-12), name
+
+@pytest.mark.parametrize('name,size,shape', [('AdaptiveMaxPool2d', (2, 3), (2, 3, 7, 5)), ('AdaptiveMaxPool2d', 1, (3, 6, 6)),
+                                             ('AdaptiveAvgPool1d', 3, (2, 3, 7)), ('AdaptiveMaxPool1d', 4, (2, 3, 7))])
+def test_adaptive_pools_match_torch(name, size, shape):   # M31
+    x = np.random.default_rng(0).standard_normal(shape)
+    res = []
+    for L in (torch, mi):
+        t = L.tensor(x, requires_grad=True)
+        out = getattr(L.nn, name)(size)(t)
+        (out * L.tensor(np.arange(float(np.prod(out.shape))).reshape(tuple(out.shape)))).sum().backward()
+        res.append((out.detach().numpy(), t.grad.numpy()))
+    for a, b in zip(*res): assert np.allclose(a, b, atol=1e-12)
+
+def test_embedding_from_pretrained():   # M15
+    w = np.arange(6.).reshape(3, 2)
+    for freeze in (True, False):
+        t, m = (L.nn.Embedding.from_pretrained(L.tensor(w), freeze=freeze, padding_idx=1) for L in (torch, mi))
+        assert t.weight.requires_grad == m.weight.requires_grad == (not freeze)
+        assert np.array_equal(t(torch.tensor([1, 2])).detach().numpy(), m(mi.tensor([1, 2])).numpy())
