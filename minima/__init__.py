@@ -1,7 +1,7 @@
 __version__ = "0.1.0"
 """minima: a literate, notebook-driven deep-learning framework. `import minima` is torch's face (`import minima as torch`);
 `import minima.needle as ndl` is needle's."""
-from .backend_ndarray.device import cpu, cpu_numpy, cuda, default_device, all_devices
+from .backend_ndarray.device import cpu, cpu_numpy, default_device, all_devices
 from .autograd import (Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad, set_grad_enabled,
                        inference_mode)
 from .viz import draw_graph
@@ -12,6 +12,7 @@ from .ops.losses import checkpoint
 from .init import manual_seed
 from . import serialization
 from . import utils                                                  # minima.utils.data (21b)
+from . import cuda, backends, amp, onnx   # torch's module tree (18b); `minima.cuda()` is still the CUDA device
 from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)
 
 # torch's face: torch's functions and dtypes (`minima.zeros`, `minima.cat`, `minima.float32`, ...); the op classes and

@@ -375,7 +375,7 @@ class DropoutOp(TensorOp):
     def compute(self, x: NDArray): return x * self.mask
     def gradient(self, out_grad, node): return out_grad * _const(self.mask)
 
-def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
+def dropout(x, p=0.5, training=True, inplace=False, generator=None, seed=None) -> Tensor:
     """Inverted dropout: zero each element with probability `p` and scale the rest by `1/(1-p)`; identity when not
     `training`. Randomness: `generator`, else `seed`, else `minima.init.generator()`."""
     _check_tensor(x, 'input', 'dropout')
@@ -383,7 +383,8 @@ def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
     if not training or p == 0: return x
     rng = generator if generator is not None else np.random.default_rng(seed) if seed is not None else _default_generator()
     keep = NDArray(_keep_mask(rng, x.shape, p), device=x.device).astype(x.dtype)
-    return DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
+    out = DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
+    return x.copy_(out) if inplace else out
 
 register_op('dropout', lambda x, p, seed: dropout(x, p, seed=seed),
             lambda T, x, p, seed: x * T.from_numpy(_keep_mask(np.random.default_rng(seed), x.shape, p)).to(x.device, x.dtype) / (1 - p),
