@@ -294,6 +294,13 @@ def _patched_notebook(p: Path, handout: Path):
     return nb, errors
 
 # %% ../nbs/40_teaching.ipynb
+def _exported_code(p: Path):
+    "The exported cells' sources of a notebook (None if it cannot be read): what an export would write."
+    try: cells = json.loads(p.read_text())['cells']
+    except Exception: return None
+    srcs = [''.join(c.get('source', '')) for c in cells if c.get('cell_type') == 'code']
+    return [s for s in srcs if _cell_module(s, 'x') is not None or _DEFAULT_EXP.search(s)]
+
 def _build_worker(src, lib, out_json):
     """Runs in a fresh process with cwd `src` (the grader's private copy of the student's notebooks): export every
     notebook on its own into the package copy `lib`, cell by cell as `_patched_notebook` leaves it. A notebook that is
@@ -306,6 +313,7 @@ def _build_worker(src, lib, out_json):
     tmp.mkdir(parents=True, exist_ok=True)
     for p in sorted((src / 'nbs').glob('*.ipynb')):
         h = src / '.handout' / 'nbs' / p.name
+        if _exported_code(p) == _exported_code(h) is not None: continue     # as handed out: exported already
         nb, errs = _patched_notebook(p, h)
         try:
             if nb is None: raise ValueError('the notebook file is not valid JSON')
@@ -461,7 +469,7 @@ def _dec(x, arrs, M, views=()):
         b = views[i]
         return M.NDArray.make(tuple(shape), strides=tuple(strides), device=b._device, handle=b._handle,
                               offset=offset, dtype=b._dtype)
-    if k == 'TT': return M.TensorTuple.make_const(tuple(_dec(t, arrs, M, views).cached_data for t in v))
+    if k == 'TT': return M.TensorTuple.make_const(tuple(_dec(t, arrs, M, views) for t in v))
     if k == 'T':
         a = arrs[v]
         return M.Tensor.make_const(M.NDArray(a, device=M.device(x['d']), dtype=str(a.dtype)))
@@ -1180,8 +1188,11 @@ def start(self: _Student, deadline):
     r1, w1 = os.pipe(); r2, w2 = os.pipe()
     env = {k: v for k, v in os.environ.items() if k in ('PATH', 'HOME', 'LANG', 'OMP_NUM_THREADS', 'SYSTEMROOT',
                                                              'MINIMA_GRADE_USER', 'TMPDIR')}
-    env.update(PYTHONPATH=str(self.lib), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg')
-    self.proc = subprocess.Popen([sys.executable, '-B', '-c', _BOOT, str(r1), str(w2)], pass_fds=(r1, w2),
+    # no site: the environment's packages, but none of its .pth links (an editable install of the reference)
+    import sysconfig
+    path = [str(self.lib)] + sorted({sysconfig.get_path(k) for k in ('purelib', 'platlib')})
+    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg')
+    self.proc = subprocess.Popen([sys.executable, '-S', '-B', '-c', _BOOT, str(r1), str(w2)], pass_fds=(r1, w2),
                                  cwd=self.lib, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limits)
     os.close(r1); os.close(w2)
