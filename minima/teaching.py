@@ -93,7 +93,8 @@ def strip_solution(source: str, chapter: str = ''):
         if not body: continue
         meth = qual.split('.')[-1]
         text = hint or _HINTS.get(meth, 'see the text above')
-        msg = f"{qual if cls or not owner else owner + '.' + qual.lstrip('_')}: {text}"
+        where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
+        msg = f"{qual if cls or not owner else owner + '.' + qual.lstrip('_')}: {text}{where}"
         edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
         if cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
         elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
@@ -200,7 +201,7 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
             h.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
         else: shutil.copy2(src, out)
     readme = dest / 'README.md'
-    if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units))
+    if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units, _unit_deps(units)))
     if export: _export(dest)
     (dest / 'grading_units.json').write_text(json.dumps([asdict(u) for u in units], indent=1) + '\n')
     return units
@@ -213,19 +214,77 @@ def _export(path):
                        capture_output=True, text=True)
     if r.returncode: raise RuntimeError(f'nbdev_export failed in {path}:\n{r.stderr[-2000:]}')
 
-_ORDER = ('Write the units in the order of the course (03, 04, 05, 06, 07, 08, 10, 11, 12, then 20). Each unit is '
-          'graded on its own, with the reference solution standing in for every other one, so a unit scores the '
-          'moment it is right, whatever else is still empty. The check cells in the notebooks run your own package, '
-          'so they need the units they use: work through a chapter from the top.')
+_ORDER = ('Each unit is graded on its own, with the reference lent for every other one, so a unit scores the moment '
+          'it is right, whatever else is still empty. The check cells in the notebooks run your own package, so a '
+          'check that uses a unit you have not written yet says "write X (chapter) first". The order below puts '
+          'every unit after the units it uses:')
 
-def _edition_readme(units) -> str:
+def _edition_readme(units, deps=None) -> str:
     "The section the student edition adds to its README: what to write, in which order, and how it is graded."
     from itertools import groupby
     out = ['', '## This student edition', '', f'You write {len(units)} units, marked `NotImplementedError` in:', '']
     out += [f"- `{ch}`: {', '.join(u.name for u in us)}" for ch, us in groupby(units, lambda u: u.chapter)]
-    out += ['', _ORDER, '', 'Grading: `minima-grade` in this folder prints one table per chapter and writes '
+    out += ['', _ORDER, '']
+    deps = deps or {}
+    for i, u in enumerate(_dependency_order(units, deps), 1):
+        uses = sorted(deps.get(u.name, set()) & {v.name for v in units})
+        out.append(f"{i}. {u.name} (`{Path(u.chapter).stem}`)" + (f", uses {', '.join(uses)}" if uses else ''))
+    out += ['', 'Grading: `minima-grade` in this folder prints one table per chapter and writes '
             '`grade_report.json` (`--chapters 03` for one chapter).', '']
     return '\n'.join(out)
+
+# %% ../nbs/40_teaching.ipynb
+def _dependency_order(units, deps):
+    "The units with each one after those it uses (course order otherwise; a cycle is broken in course order)."
+    names, left, out = {u.name for u in units}, list(units), []
+    while left:
+        done = {u.name for u in out}
+        ready = [u for u in left if not (deps.get(u.name, set()) & names) - done - {u.name}]
+        nxt = ready[0] if ready else left[0]
+        out.append(nxt); left.remove(nxt)
+    return out
+
+def _exercise(u, P):
+    "Run unit `u` on this process's package as its check cells do (without finite differences), or its probes."
+    import numpy as np
+    from minima import testing as T
+    if u.kind != 'op':
+        for p in [p for p in _PROBES.values() if p.unit == u.name]: p.run(P, **p.inputs(np.random.default_rng(0)))
+        return
+    for s in [s for s in T.REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]:
+        T._check_op(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)   # what a check cell runs
+
+# %% ../nbs/40_teaching.ipynb
+def _unit_deps(units) -> dict:
+    """{unit: the other units it uses}, seen by running each unit once on this process's package (the solutions)
+    with every unit's defs wrapped to note who calls them."""
+    import numpy as np, minima
+    from minima import nn, optim, data
+    from minima.backend_ndarray.ndarray import NDArray
+    P = types.SimpleNamespace(mi=minima, nn=nn, optim=optim, data=data, NDArray=NDArray, np=np)
+    current, seen, sites = [None], {u.name: set() for u in units}, []
+    for u in units:
+        try: mod = importlib.import_module(u.module)
+        except Exception: continue
+        holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
+        for q in u.defs:
+            try: raw, fn = _def_of(mod, q)
+            except Exception: continue
+            def spy(*a, _fn=fn, _u=u.name, **k):
+                if current[0] not in (None, _u): seen[current[0]].add(_u)
+                return _fn(*a, **k)
+            w = staticmethod(spy) if isinstance(raw, staticmethod) else spy
+            sites += [(h, k, raw, w) for h in holders for k, v in list(vars(h).items()) if v is raw]
+    for h, k, raw, w in sites: setattr(h, k, w)
+    try:
+        for u in units:
+            current[0] = u.name
+            try: _exercise(u, P)
+            except Exception: pass
+    finally:
+        current[0] = None
+        for h, k, raw, w in sites: setattr(h, k, raw)
+    return seen
 
 # %% ../nbs/40_teaching.ipynb
 def _first_code_line(src):
