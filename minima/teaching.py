@@ -360,6 +360,21 @@ def _exported_code(p: Path):
     srcs = [''.join(c.get('source', '')) for c in cells if c.get('cell_type') == 'code']
     return [s for s in srcs if _cell_module(s, 'x') is not None or _DEFAULT_EXP.search(s)]
 
+def _modules_of(code):
+    "The modules a notebook's exported cells write (`default_exp`, `export other.module`)."
+    m = next((m['mod'] for s in code for m in [_DEFAULT_EXP.search(s)] if m), 'x')
+    return {_cell_module(s, m) for s in code} - {None}
+
+def _to_export(src: Path):
+    """The notebooks to export, in nbdev's order: those that differ from their hand-out (whose modules are exported
+    already), and every notebook that writes to a module one of them writes (nbdev rebuilds a module whole)."""
+    nbs = sorted((src / 'nbs').glob('*.ipynb'))
+    code = {p: _exported_code(p) for p in nbs}
+    changed = [p for p in nbs if code[p] is None or code[p] != _exported_code(src / '.handout' / 'nbs' / p.name)]
+    mods = set().union(*[_modules_of(code[p] or []) for p in changed])
+    return [p for p in nbs if p in changed or _modules_of(code[p] or []) & mods]
+
+# %% ../nbs/40_teaching.ipynb
 def _build_worker(src, lib, out_json):
     """Runs in a fresh process with cwd `src` (the grader's private copy of the student's notebooks): export every
     notebook on its own into the package copy `lib`, cell by cell as `_patched_notebook` leaves it. A notebook that is
@@ -370,9 +385,8 @@ def _build_worker(src, lib, out_json):
     src, errors = Path(src), {}
     tmp = src / '.patched' / 'nbs'
     tmp.mkdir(parents=True, exist_ok=True)
-    for p in sorted((src / 'nbs').glob('*.ipynb')):
+    for p in _to_export(src):
         h = src / '.handout' / 'nbs' / p.name
-        if _exported_code(p) == _exported_code(h) is not None: continue     # as handed out: exported already
         nb, errs = _patched_notebook(p, h)
         try:
             if nb is None: raise ValueError('the notebook file is not valid JSON')
@@ -1209,7 +1223,7 @@ def _limits():
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     user = os.environ.get('MINIMA_GRADE_USER')
-    if user and os.geteuid() == 0:
+    if user and user != 'none' and os.geteuid() == 0:
         import pwd
         pw = pwd.getpwnam(user)
         os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
@@ -1467,9 +1481,10 @@ def _grade_with(ref: Path, root, report, chapters, export, quiet, timeout, unit_
 def format_report(rep: dict, width: int = 120) -> str:
     "The report as one plain-text table per chapter; what failed wraps under its unit, never cut."
     lines, chap = [], None
-    for e in rep.get('notebook_errors', []): lines.append(f'notebook error: {_where(e)}')
-    if rep.get('links_skipped'): lines.append(f"links not followed: {', '.join(rep['links_skipped'])}")
-    if rep.get('error'): lines.append(f"grader error: {rep['error']}")
+    head = [f'notebook error: {_where(e)}' for e in rep.get('notebook_errors', [])]
+    if rep.get('links_skipped'): head.append(f"links not followed: {', '.join(rep['links_skipped'])}")
+    if rep.get('error'): head.append(f"grader error: {rep['error']}")
+    for h in head: lines += textwrap.wrap(h, width, subsequent_indent='    ')
     for r in rep['units']:
         if r['chapter'] != chap:
             chap = r['chapter']
@@ -1560,14 +1575,14 @@ _SETUP_SH = '''#!/usr/bin/env bash
 # user for the students' code, which may not read the reference solutions.
 set -eu
 AG=${AUTOGRADER_ROOT:-/autograder}
-if command -v apt-get >/dev/null; then
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -y && apt-get install -y python3 python3-venv
 fi
 python3 -m venv "$AG/venv"
-"$AG/venv/bin/python" -m pip install ${MINIMA_PIP_OPTIONS:---extra-index-url https://download.pytorch.org/whl/cpu} \\
+"$AG/venv/bin/python" -m pip install ${MINIMA_PIP_OPTIONS---extra-index-url https://download.pytorch.org/whl/cpu} \\
   -r "$AG/source/requirements-grading.txt"
-if [ "$(id -u)" = 0 ]; then
+if [ "$(id -u)" = 0 ] && [ "${MINIMA_GRADE_USER:-minima-student}" != none ]; then
   id -u minima-student >/dev/null 2>&1 || useradd --system --no-create-home minima-student
   chmod -R go-rwx "$AG/source/reference"
 fi

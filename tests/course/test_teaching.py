@@ -213,7 +213,8 @@ def test_first_chapter_pass_pass_fail_and_a_syntax_error(small, tmp_path):
     assert err6['notebook'] == '06_ops_linalg.ipynb' and 'NameError' in err6['message']
     assert [by[n]['status'] for n in ('EWiseMul', 'Exp', 'EWiseDiv')] == ['pass', 'pass', 'FAIL']
     assert by['EWiseSub']['status'] == by['RSubScalar']['status'] == by['MatMul']['status'] == 'error'
-    assert {u['name'] for u in rep['units'] if u['status'] == 'pass'} == {'EWiseMul', 'MulScalar', 'Exp', 'Log'}
+    passed = {u['name'] for u in rep['units'] if u['status'] == 'pass'}
+    assert passed >= {'EWiseMul', 'MulScalar', 'Exp', 'Log'} and 'EWiseDiv' not in passed
     assert not [u['name'] for u in rep['units'] if u['status'] == 'blocked']
     msg = by['EWiseDiv']['failed'][0]
     assert msg.startswith('divide [(3, 4), (3, 4)] backward, float32, gradient of input 1:'), msg
@@ -338,7 +339,13 @@ for name in order:
         out.append('green')
     except NotImplementedError as e: out.append(f'NotImplementedError: {e}')
     except AssertionError as e: out.append('red: ' + str(e).splitlines()[1][:80])
-print(json.dumps(out))
+again = []      # everything written: every check passes
+for name in order:
+    try:
+        for s in [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == name]: check_op(s)
+        again.append('green')
+    except Exception as e: again.append(f'{type(e).__name__}: {e}'[:200])
+print(json.dumps([out, again]))
 '''
 
 
@@ -350,6 +357,12 @@ def test_check_cells_turn_green_in_the_readme_order(small):
     r = subprocess.run([sys.executable, '-c', _GREEN, str(ROOT), json.dumps(order)], cwd=small, capture_output=True,
                        text=True, env=dict(os.environ, PYTHONPATH=str(small)))
     assert r.returncode == 0, r.stderr[-3000:]
-    first, *steps = json.loads(r.stdout.strip().splitlines()[-1])
-    assert first.startswith('red') or 'first' in first, first
-    assert steps == ['green'] * len(order), list(zip(order, steps))
+    (first, *steps), again = json.loads(r.stdout.strip().splitlines()[-1])
+    assert first.startswith('red'), first
+    # green the moment it is written, or (a true mutual dependency: sin and cos) "write X first", X coming next
+    for k, (name, step) in enumerate(zip(order, steps)):
+        if step == 'green': continue
+        assert step.startswith('NotImplementedError') and 'first' in step, (name, step)
+        needed = step.split('write ')[1].split(' ')[0]
+        assert needed in order[k + 1:], (name, step)
+    assert steps.count('green') >= len(order) - 2 and again == ['green'] * len(order), list(zip(order, again))
