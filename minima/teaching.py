@@ -18,7 +18,7 @@ __all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_
 # %% ../nbs/40_teaching.ipynb
 @dataclass
 class Unit:
-    "One gradable part: an op class (graded by the registry) or a method/function (graded by tagged tests)."
+    "One gradable part: an op class (graded by the registry) or a method/function (graded by probes)."
     name: str          # 'EWiseMul', 'Linear.forward', 'SGD.step', 'NDArray.compact'
     chapter: str       # the notebook's file name
     kind: str          # 'op' or 'code'
@@ -35,7 +35,8 @@ _HINTS = {'compute': 'compute the forward value from the input NDArrays (the for
           'step': "update each parameter's .data from its .grad, as derived above"}
 
 def parse_solution(source: str):
-    "The `#| solution` directive of a cell: (targets, points, hint, owner), or None for an unmarked cell."
+    """The `#| solution` directive of a cell: (targets, points, hint, owner, unit), or None for an unmarked cell.
+    `unit=Conv` puts the removed defs into that unit (which may span cells: its helpers are part of the exercise)."""
     for line in source.splitlines():
         if not line.strip().startswith('#|'): break
         m = _DIRECTIVE.match(line)
@@ -46,7 +47,7 @@ def parse_solution(source: str):
         targets = [t for t in toks if '=' not in t]
         if not targets:
             raise ValueError(f'#| solution needs the names to remove, e.g. `#| solution compute gradient`: {line!r}')
-        return targets, int(opts.get('points', 1)), hint.strip(), opts.get('of')
+        return targets, int(opts.get('points', 1)), hint.strip(), opts.get('of'), opts.get('unit')
     return None
 
 # %% ../nbs/40_teaching.ipynb
@@ -78,7 +79,7 @@ def strip_solution(source: str, chapter: str = ''):
     signatures and docstrings. Returns (new source, units); an unmarked cell comes back unchanged with no units."""
     spec = parse_solution(source)
     if spec is None: return source, []
-    targets, points, hint, owner = spec
+    targets, points, hint, owner, unit = spec
     lines = source.splitlines(keepends=True)
     # directives are comments, so the cell parses as it is
     tree = ast.parse(source)
@@ -94,9 +95,12 @@ def strip_solution(source: str, chapter: str = ''):
         meth = qual.split('.')[-1]
         text = hint or _HINTS.get(meth, 'see the text above')
         where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
-        msg = f"{qual if cls or not owner else owner + '.' + qual.lstrip('_')}: {text}{where}"
+        shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
+            qual if cls or not owner else owner + '.' + qual.lstrip('_')
+        msg = f"{shown}: {text}{where}"
         edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
-        if cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
+        if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
+        elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
         elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
         else: uname, kind = qual, 'code'
         units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
@@ -146,8 +150,11 @@ def _nb_units(nb: dict, chapter: str, strip: bool):
         m = _DEFAULT_EXP.search(src)
         if m and default is None: default = m['mod']
         new, us = strip_solution(src, chapter)
-        for u in us: u.module = _cell_module(src, default) or ''
-        units += us
+        for u in us:
+            u.module = _cell_module(src, default) or ''
+            same = next((v for v in units if v.name == u.name), None)     # a unit that spans cells
+            if same is None: units.append(u)
+            else: same.defs += u.defs
         if strip and us:
             c['source'] = new.splitlines(keepends=True)
             c['outputs'], c['execution_count'] = [], None
@@ -1673,6 +1680,7 @@ def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list
     out = dest / 'source' / assignment
     if out.exists(): shutil.rmtree(out)
     out.mkdir(parents=True)
+    done = set()
     for p in sorted((root / 'nbs').glob('*.ipynb')):
         if not _in_chapters(p.name, chapters): continue
         nb, cells, graded = json.loads(p.read_text()), [], False
@@ -1683,7 +1691,8 @@ def nbgrader_release(dest, root='.', chapters=None, assignment='minima') -> list
             cells.append(dict(c, source=nbgrader_source(src).splitlines(keepends=True), outputs=[],
                               execution_count=None,
                               metadata={**c['metadata'], 'nbgrader': _nbgrader_meta(f'solution-{i}', True)}))
-            for u in us:
+            for u in [u for u in us if u.name not in done]:      # a unit that spans cells: one test cell
+                done.add(u.name)
                 test = (f'# autograded: {u.name}, {u.points} point(s), the checks of `minima-grade`\n'
                         f'from minima.teaching import nbgrader_check\nnbgrader_check({u.name!r}, {p.name!r})')
                 gid = 'test-' + re.sub(r'[^A-Za-z0-9_-]', '-', u.name)
