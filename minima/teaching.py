@@ -678,7 +678,9 @@ def _lend(msg, refs, current, M):
         if isinstance(args[-1], dict) and 'node_inputs' in args[-1]:
             ins = [type(t).make_const(t.cached_data, requires_grad=True) for t in args[-1]['node_inputs']]
             args[-1] = args[0](*ins)      # the node, as the reference's forward makes it
-        return {'result': f(*args, **kwargs)}
+        out = {'result': f(*args, **kwargs)}
+        if args and isinstance(args[0], M.Op): out['state'] = dict(vars(args[0]))   # what compute saved
+        return out
     except Exception as e: return {'raise': [type(e).__name__, str(e)[:300]]}
 
 # %% ../nbs/40_teaching.ipynb
@@ -765,6 +767,7 @@ def _child(rfd, wfd):
             kind, text = r['raise']
             exc = getattr(builtins, kind, None)
             raise (exc if isinstance(exc, type) and issubclass(exc, Exception) else RuntimeError)(text)
+        if isinstance(r.get('state'), dict) and args and isinstance(args[0], M.Op): vars(args[0]).update(r['state'])
         return r['result']
     lent = _Lent(units if hello['lend'] else [], ask)
     _write_msg(wfd, {'ready': True}, M)
