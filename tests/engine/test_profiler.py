@@ -155,3 +155,24 @@ def test_flame_chart_draws_one_bar_per_event():
     ax = flame_chart(p.events())
     assert len(ax.patches) == len(p.events())
     with pytest.raises(ValueError, match='no events'): flame_chart([])
+
+
+def _cuda_or_skip():
+    try: d = mi.cuda()
+    except ImportError as e: pytest.skip(f'CUDA device module unavailable: {e}')
+    if not d.enabled(): pytest.skip('no CUDA device (tools/cuda_emu/run_tests-style emulation also works)')
+    return d
+
+
+def test_cuda_primitives_are_recorded_and_synchronised_with_the_cuda_activity(monkeypatch):
+    d = _cuda_or_skip()
+    calls = []
+    real = type(d).synchronize
+    monkeypatch.setattr(type(d), 'synchronize', lambda self: (calls.append(1), real(self))[1])
+    x = mi.ones(4, 4, device=d, requires_grad=True)
+    with profile() as p: (x * 2).sum().backward()
+    prims = [e for e in p.events() if e.kind == 'prim']
+    assert prims and all(e.device == 'cuda' and e.name.startswith('cuda::') for e in prims) and not calls
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p: (x * 2).sum().backward()
+    n = sum(e.kind == 'prim' and e.device == 'cuda' for e in p.events())
+    assert n > 0 and len(calls) == n   # every CUDA primitive waited for, so its range covers the kernel
