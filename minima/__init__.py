@@ -21,6 +21,7 @@ from .ops import torch_face as _torch_face
 globals().update(_torch_face.TORCH_FUNCTIONS)
 globals().update(_torch_face.DTYPE_NAMES)
 from .compile import compile   # the function; the module stays importable as minima.compile via sys.modules
+from . import profiler         # torch.profiler's API (chapter 23); also reads MINIMA_DEBUG
 
 import sys as _sys, types as _types
 

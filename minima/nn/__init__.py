@@ -1,6 +1,6 @@
 """minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`,
 `minima.nn.transformer_layers`) and the functional API (`minima.nn.functional`);
-`minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's `torch.nn.utils`."""
+`minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's `torch.nn.utils` (with `prune`)."""
 import sys as _sys, types as _types
 from .modules import *
 from .recurrent import *
