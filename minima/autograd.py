@@ -568,7 +568,7 @@ _VIEW_OPS = set()   # op classes whose output is a view of their first input (se
 def _snapshot(t, copy=False) -> 'Tensor':
     """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
     the nodes that used `t` until now reach the old node in backward (`_inputs`). `copy`: the
-    object keeps a copy of the old values."""
+    object keeps a copy of the old values. Hooks registered on `t` so far go with the old node."""
     prev, d = Tensor.__new__(Tensor), t.cached_data
     prev.op, prev.inputs, prev.requires_grad = t.op, t.inputs, t.requires_grad
     prev.grad, prev._retain = None, False
@@ -579,6 +579,10 @@ def _snapshot(t, copy=False) -> 'Tensor':
         c._ver = [d._ver[0]]   # the version the old users recorded
         d = c
     prev.cached_data = d
+    hooks = _HOOKS.pop(id(t), None) if _HOOKS else None
+    if hooks:   # a hook belongs to the value it was registered on (torch's)
+        _HOOKS[id(prev)] = hooks
+        weakref.finalize(prev, _HOOKS.pop, id(prev), None)
     snaps = _SNAPS.get(id(t))
     if snaps is None:
         snaps = _SNAPS[id(t)] = []
