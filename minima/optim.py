@@ -5,9 +5,10 @@
 # %% ../nbs/11_optim.ipynb 4
 from __future__ import annotations
 import bisect, math, numbers, sys, types
+from collections import defaultdict
 import numpy as np
 from fastcore.basics import patch
-from .autograd import Tensor
+from .autograd import Tensor, enable_grad
 from .backend_ndarray.ndarray import NDArray
 
 # %% auto 0
@@ -29,7 +30,8 @@ class Optimizer:
         if not params:
             raise ValueError(f"{name}: got an empty parameter list; pass model.parameters() of a model that has parameters")
         groups = params if isinstance(params[0], dict) else [{'params': params}]
-        self.defaults, self.param_groups, self.state, self.step_count = dict(defaults), [], {}, 0
+        self.defaults, self.param_groups, self.step_count = dict(defaults), [], 0
+        self.state = defaultdict(dict)   # keyed by the parameter, as torch's: opt.state[p]['exp_avg']
         for g in groups: self.add_param_group(g)
 
     @property
@@ -51,14 +53,33 @@ class Optimizer:
         "Forget every parameter's gradient (needle's name for `zero_grad()`)."
         self.zero_grad()
 
-    def step(self): raise NotImplementedError
+    def step(self, closure=None): raise NotImplementedError
+
+def _closure(closure):
+    "torch's `step(closure)`: call the closure (which recomputes the loss and its gradients) and return its loss."
+    if closure is None: return None
+    with enable_grad(): return closure()
+
+def _num(v) -> float:
+    "A hyper-parameter given as a Python number, a 0-d tensor or a 0-d numpy value, as a float."
+    return v if v.__class__ is float else float(v)
+
+def _flags(name, foreach=None, fused=None, differentiable=False, **more) -> dict:
+    """torch's implementation switches. `foreach` and `fused` choose among torch's kernels, which compute the same
+    update, so here they change nothing (minima has one implementation); `differentiable=True` is refused."""
+    if differentiable:
+        raise NotImplementedError(f"{name}: differentiable=True (autograd through the optimizer step) is not "
+                                  "supported; minima's step always runs outside the graph")
+    return dict(foreach=foreach, fused=fused, differentiable=False, **more)
 
 # %% ../nbs/11_optim.ipynb
 def _check_hyper(name, group):
     "torch's checks on the hyper-parameters of one parameter group (a negative rate or decay is an error)."
-    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps'):
+    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps', 'alpha', 'lr_decay', 'initial_accumulator_value',
+              'momentum_decay'):
         v = group.get(k)
         if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
+    if not 0 <= group.get('rho', 0) <= 1: raise ValueError(f"{name}: invalid rho {group['rho']!r}; it must be in [0, 1]")
     if 'betas' in group:
         b = group['betas']
         if len(b) != 2 or not all(0 <= x < 1 for x in b):
@@ -86,7 +107,16 @@ def add_param_group(self: Optimizer, group: dict):
 def _grads(self: Optimizer, group):
     "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
     for p in group['params']:
-        if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
+        g = p.grad
+        if g is None: continue
+        if g.shape != p.shape or g.dtype != p.dtype: _bad_grad(type(self).__name__, p, g)
+        yield p, g.cached_data, self.state[p]
+
+def _bad_grad(name, p, g):
+    "A `.grad` of another shape or dtype would silently reshape or recast the parameter: refused, as torch does."
+    err = ValueError if g.shape != p.shape else TypeError
+    raise err(f"{name}.step: a parameter of shape {p.shape} and dtype {p.dtype} has a .grad of shape {g.shape} and "
+              f"dtype {g.dtype}; a gradient must match its parameter (torch refuses it when .grad is assigned)")
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
@@ -94,8 +124,8 @@ def _grads(self: Optimizer, group):
 def state_dict(self: Optimizer) -> dict:
     "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
     index = {id(p): i for i, p in enumerate(self.params)}
-    state = {index[k]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
-             for k, s in self.state.items() if k in index and s}
+    state = {index[id(k)]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
+             for k, s in self.state.items() if id(k) in index and s}
     groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
               for g in self.param_groups]
     return {'state': state, 'param_groups': groups}
@@ -110,7 +140,7 @@ def load_state_dict(self: Optimizer, state_dict: dict):
                          f"parameters, this optimizer's {[len(g['params']) for g in self.param_groups]}")
     for g, saved in zip(self.param_groups, groups):
         g.update({k: v for k, v in saved.items() if k != 'params'})
-    self.state = {}
+    self.state = defaultdict(dict)
     for i, s in state_dict['state'].items():
         p = ps[int(i)]
         st = {}
@@ -125,23 +155,25 @@ def load_state_dict(self: Optimizer, state_dict: dict):
                                      f"{tuple(v.shape)}, the parameter {p.shape}")
                 v = NDArray(v, device=p.device, dtype=p.dtype)
             st[k] = v
-        self.state[id(p)] = st
+        self.state[p] = st
 
 # %% ../nbs/11_optim.ipynb
 class SGD(Optimizer):
     "Stochastic gradient descent with optional momentum, dampening, Nesterov momentum and weight decay (torch's rules)."
     def __init__(self, params, lr=0.001, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize,
+                                      **_flags('SGD', foreach, fused, differentiable)))
         for g in self.param_groups:
             if g['nesterov'] and (g['momentum'] <= 0 or g['dampening'] != 0):
                 raise ValueError("SGD: Nesterov momentum requires a positive momentum and zero dampening")
 
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
-            lr, mu, tau, wd = group['lr'], group['momentum'], group['dampening'], group['weight_decay']
+            lr, mu, tau, wd = _num(group['lr']), group['momentum'], group['dampening'], group['weight_decay']
             for p, g, st in self._grads(group):
                 w = p.cached_data
                 if group.get('maximize'): g = -g
@@ -153,7 +185,8 @@ class SGD(Optimizer):
                         buf *= mu
                         buf += g * (1 - tau) if tau else g
                     g = g + buf * mu if group['nesterov'] else buf
-                p.cached_data = w - g * lr
+                w -= g * lr   # in place, as torch's p.add_(g, alpha=-lr)
+        return loss
 
 # %% ../nbs/11_optim.ipynb
 class Adam(Optimizer):
@@ -161,22 +194,25 @@ class Adam(Optimizer):
     the running maximum of the second moment, `maximize` ascends. `Adam(params, 1e-3, (0.9, 0.999))` as torch."""
     decoupled = False
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, capturable=False, beta1=None, beta2=None):
+                 maximize=False, capturable=False, beta1=None, beta2=None, foreach=None, differentiable=False,
+                 fused=None):
         name = type(self).__name__
         if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
             raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
         betas = (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)   # needle's keywords
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize, capturable=capturable))
+                                      maximize=maximize, **_flags(name, foreach, fused, differentiable,
+                                                                  capturable=capturable)))
 
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
-            (b1, b2), lr, wd, eps = group['betas'], group['lr'], group['weight_decay'], group['eps']
+            (b1, b2), lr, wd, eps = group['betas'], _num(group['lr']), group['weight_decay'], group['eps']
             for p, g, st in self._grads(group):
                 w = p.cached_data
                 if group.get('maximize'): g = -g
-                if wd and self.decoupled: w = w * (1 - lr * wd)
+                if wd and self.decoupled: w *= 1 - lr * wd
                 elif wd: g = g + w * wd
                 m, v = st.get('exp_avg'), st.get('exp_avg_sq')
                 if m is None:
@@ -190,7 +226,8 @@ class Adam(Optimizer):
                 else:
                     st['step'] = t = st['step'] + 1   # per parameter, as in torch
                     step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
-                p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
+                w -= m / (v.sqrt() / bc2_sqrt + eps) * step_size
+        return loss
 
 # %% ../nbs/11_optim.ipynb
 # needle's names for the first group's hyper-parameters
@@ -219,9 +256,10 @@ class AdamW(Adam):
     "Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before each Adam step (torch's `AdamW`)."
     decoupled = True
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
-                 maximize=False, capturable=False, beta1=None, beta2=None):
+                 maximize=False, capturable=False, beta1=None, beta2=None, foreach=None, differentiable=False,
+                 fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
-                         beta1=beta1, beta2=beta2)
+                         beta1=beta1, beta2=beta2, foreach=foreach, differentiable=differentiable, fused=fused)
 
 # %% ../nbs/11_optim.ipynb
 class LRScheduler:
@@ -429,7 +467,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                            "pass error_if_nonfinite=False to scale them by it anyway")
     coef = max_norm / (total + 1e-6)
     if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
-        for p in ps: p.grad = Tensor.make_const(p.grad.cached_data * coef)
+        for p in ps: p.grad.cached_data.__imul__(coef)   # in place: a reference to .grad sees it, as torch
     return _Norm(total)
 
 clip_grad_norm = clip_grad_norm_
@@ -438,129 +476,146 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None):
     "Clamp every gradient element to `[-clip_value, clip_value]`, in place of the gradients, as torch."
     c = float(clip_value)
     for p in _with_grads(parameters):
-        p.grad = Tensor.make_const(p.grad.cached_data.maximum(-c).minimum(c))
+        d = p.grad.cached_data
+        d[...] = d.maximum(-c).minimum(c)   # in place, as torch
 
 # %% ../nbs/11_optim.ipynb
 class _Stepper(Optimizer):
     "Shared by the optimizers below: one loop over the groups, the gradient negated for `maximize`, then `update`."
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
             for p, g, st in self._grads(group):
                 if group.get('maximize'): g = -g
-                p.cached_data = self.update(p.cached_data, g, st, group)
+                self.update(p.cached_data, g, st, group)   # writes into the parameter and its state
+        return loss
 
-def _zeros(w: NDArray) -> NDArray: return NDArray.make(w.shape, device=w.device, dtype=w.dtype).fill(0.0)
+def _buf(st, name, w: NDArray, fill=0.0) -> NDArray:
+    "The state buffer `name`, created (filled with `fill`) on first use; updated in place afterwards."
+    b = st.get(name)
+    if b is None: b = st[name] = NDArray.make(w.shape, device=w.device, dtype=w.dtype).fill(fill)
+    return b
 def _decay(w, g, group):
-    "L2 weight decay, or the decoupled kind (`w *= 1 - lr * wd`) where the group asks for it: (w, g)."
+    "L2 weight decay (returns `g + wd * w`), or the decoupled kind (`w *= 1 - lr * wd`, in place) if asked for."
     wd = group['weight_decay']
-    if not wd: return w, g
-    if group.get('decoupled_weight_decay'): return w * (1 - group['lr'] * wd), g
-    return w, g + w * wd
+    if not wd: return g
+    if group.get('decoupled_weight_decay'):
+        w *= 1 - _num(group['lr']) * wd
+        return g
+    return g + w * wd
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class RMSprop(_Stepper):
     "RMSprop as `torch.optim.RMSprop`: a running average of squared gradients divides the step."
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+                                      centered=centered, maximize=maximize,
+                                      **_flags('RMSprop', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        lr, a, eps, mu = group['lr'], group['alpha'], group['eps'], group['momentum']
-        w, g = _decay(w, g, group)
+        lr, a, eps, mu = _num(group['lr']), group['alpha'], group['eps'], group['momentum']
+        g = _decay(w, g, group)
         st['step'] = st.get('step', 0) + 1
-        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * a + g * g * (1 - a)
+        v = _buf(st, 'square_avg', w); v *= a; v += g * g * (1 - a)
         if group['centered']:
-            m = st['grad_avg'] = st.get('grad_avg', _zeros(w)) * a + g * (1 - a)
+            m = _buf(st, 'grad_avg', w); m *= a; m += g * (1 - a)
             avg = (v - m * m).sqrt() + eps
         else: avg = v.sqrt() + eps
         if mu > 0:
-            buf = st['momentum_buffer'] = st.get('momentum_buffer', _zeros(w)) * mu + g / avg
-            return w - buf * lr
-        return w - g / avg * lr
+            buf = _buf(st, 'momentum_buffer', w); buf *= mu; buf += g / avg
+            w -= buf * lr
+        else: w -= g / avg * lr
 
 class Adagrad(_Stepper):
     "Adagrad as `torch.optim.Adagrad`: the sum of all squared gradients divides the step."
-    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10, *,
-                 maximize=False):
+    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
-                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize,
+                                      **_flags('Adagrad', foreach, fused, differentiable)))
     def update(self, w, g, st, group):
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        s = st.get('sum')
-        if s is None: s = _zeros(w) + group['initial_accumulator_value']
-        s = st['sum'] = s + g * g
-        clr = group['lr'] / (1 + (t - 1) * group['lr_decay'])
-        return w - g / (s.sqrt() + group['eps']) * clr
+        s = _buf(st, 'sum', w, group['initial_accumulator_value'])
+        s += g * g
+        clr = _num(group['lr']) / (1 + (t - 1) * group['lr_decay'])
+        w -= g / (s.sqrt() + group['eps']) * clr
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class Adadelta(_Stepper):
     "Adadelta as `torch.optim.Adadelta`: steps in the parameter's own units, from two running averages."
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      **_flags('Adadelta', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
         rho, eps = group['rho'], group['eps']
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = st.get('step', 0) + 1
-        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * rho + g * g * (1 - rho)
-        u = st.get('acc_delta', _zeros(w))
+        v = _buf(st, 'square_avg', w); v *= rho; v += g * g * (1 - rho)
+        u = _buf(st, 'acc_delta', w)
         delta = (u + eps).sqrt() / (v + eps).sqrt() * g
-        st['acc_delta'] = u * rho + delta * delta * (1 - rho)
-        return w - delta * group['lr']
+        u *= rho; u += delta * delta * (1 - rho)
+        w -= delta * _num(group['lr'])
 
 class Adamax(_Stepper):
     "Adamax as `torch.optim.Adamax`: Adam with an infinity-norm second moment."
-    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      **_flags('Adamax', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
         (b1, b2), eps = group['betas'], group['eps']
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        u = st['exp_inf'] = (st.get('exp_inf', _zeros(w)) * b2).maximum(g.abs() + eps)
-        return w - m / u * (group['lr'] / (1 - b1 ** t))
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        u = _buf(st, 'exp_inf', w); u *= b2; u[...] = u.maximum(g.abs() + eps)
+        w -= m / u * (_num(group['lr']) / (1 - b1 ** t))
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class NAdam(_Stepper):
     "NAdam as `torch.optim.NAdam`: Adam with Nesterov momentum and torch's momentum decay schedule."
     def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=0.004,
-                 decoupled_weight_decay=False, *, maximize=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
-                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay))
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      **_flags('NAdam', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        (b1, b2), lr, eps, psi = group['betas'], group['lr'], group['eps'], group['momentum_decay']
-        w, g = _decay(w, g, group)
+        (b1, b2), lr, eps, psi = group['betas'], _num(group['lr']), group['eps'], group['momentum_decay']
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
         mu, mu_next = b1 * (1 - 0.5 * 0.96 ** (t * psi)), b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
         st['mu_product'] = prod = st.get('mu_product', 1.0) * mu
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        v = _buf(st, 'exp_avg_sq', w); v *= b2; v += g * g * (1 - b2)
         denom = (v / (1 - b2 ** t)).sqrt() + eps
-        w = w - g / denom * (lr * (1 - mu) / (1 - prod))
-        return w - m / denom * (lr * mu_next / (1 - prod * mu_next))
+        w -= g / denom * (lr * (1 - mu) / (1 - prod))
+        w -= m / denom * (lr * mu_next / (1 - prod * mu_next))
 
 class RAdam(_Stepper):
     "RAdam as `torch.optim.RAdam`: Adam with the variance of its adaptive rate rectified (SGD with momentum early on)."
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
-                 *, maximize=False):
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      **_flags('RAdam', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        (b1, b2), lr, eps = group['betas'], group['lr'], group['eps']
-        w, g = _decay(w, g, group)
+        (b1, b2), lr, eps = group['betas'], _num(group['lr']), group['eps']
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        v = _buf(st, 'exp_avg_sq', w); v *= b2; v += g * g * (1 - b2)
         bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
         rho_inf = 2 / (1 - b2) - 1
         rho = rho_inf - 2 * t * b2 ** t / bc2
-        if rho <= 5: return w - m * (lr / bc1)
+        if rho <= 5: w -= m * (lr / bc1); return
         rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
-        return w - m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
+        w -= m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
 
 # %% ../nbs/11_optim.ipynb
 class MultiStepLR(LRScheduler):
