@@ -15,7 +15,7 @@ from .backend_ndarray.ndarray import NDArray
 __all__ = ['clip_grad_norm', 'lr_scheduler', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR',
            'LinearLR', 'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_', 'clip_grad_value_', 'RMSprop', 'Adagrad',
            'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR',
-           'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR']
+           'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'CyclicLR', 'ChainedScheduler']
 
 # %% ../nbs/11_optim.ipynb
 class Optimizer:
@@ -55,6 +55,7 @@ class Optimizer:
 
     def step(self, closure=None): raise NotImplementedError
 
+# %% ../nbs/11_optim.ipynb
 def _closure(closure):
     "torch's `step(closure)`: call the closure (which recomputes the loss and its gradients) and return its loss."
     if closure is None: return None
@@ -103,6 +104,7 @@ def add_param_group(self: Optimizer, group: dict):
     _check_hyper(name, g)
     self.param_groups.append(g)
 
+# %% ../nbs/11_optim.ipynb
 @patch
 def _grads(self: Optimizer, group):
     "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
@@ -197,9 +199,7 @@ class Adam(Optimizer):
                  maximize=False, capturable=False, beta1=None, beta2=None, foreach=None, differentiable=False,
                  fused=None):
         name = type(self).__name__
-        if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
-            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
-        betas = (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)   # needle's keywords
+        betas = _betas(name, betas, beta1, beta2)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, **_flags(name, foreach, fused, differentiable,
                                                                   capturable=capturable)))
@@ -236,6 +236,12 @@ Adam.beta2 = property(lambda self: self.param_groups[0]['betas'][1])
 Adam.eps = property(lambda self: self.param_groups[0]['eps'])
 Adam.weight_decay = property(lambda self: self.param_groups[0]['weight_decay'])
 
+def _betas(name, betas, beta1, beta2) -> tuple:
+    "torch's `betas` pair, or needle's `beta1=`/`beta2=` keywords."
+    if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
+        raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
+    return (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)
+
 def _amsgrad_max(st, v):
     "`amsgrad`: the running maximum of the second moment, updated in place (Reddi et al., 2018)."
     vmax = st.get('max_exp_avg_sq')
@@ -265,12 +271,23 @@ class AdamW(Adam):
 class LRScheduler:
     """Sets each parameter group's `lr` at construction and at every `step()`, as torch's schedulers: *chainable*,
     each step works from the group's current `lr` (`get_lr`), so a rate changed by hand, or by a second scheduler,
-    is kept; `step(epoch)` jumps to the closed form (`lr_at`). `last_epoch` counts the steps."""
+    is kept; `step(epoch)` jumps to the closed form (`lr_at`). `last_epoch` counts the steps; a scheduler made with
+    `last_epoch=k` resumes after step k (the groups must hold `initial_lr`, from the optimizer's `state_dict`)."""
+    _is_initial = False   # True during the constructor's step: a chainable rule leaves the rate alone then (torch's)
     def __init__(self, optimizer: Optimizer, last_epoch=-1):
-        self.optimizer, self.last_epoch, self._step_count = optimizer, last_epoch, 0
-        for g in optimizer.param_groups: g.setdefault('initial_lr', g['lr'])
+        self.optimizer = optimizer
+        for i, g in enumerate(optimizer.param_groups):
+            if last_epoch == -1: g.setdefault('initial_lr', g['lr'])
+            elif 'initial_lr' not in g:
+                raise KeyError(f"{type(self).__name__}: param 'initial_lr' is not specified in param_groups[{i}] when "
+                               f"resuming with last_epoch={last_epoch}; load the optimizer's state_dict first (as torch)")
         self.base_lrs = [g['initial_lr'] for g in optimizer.param_groups]
-        self.step()
+        self.last_epoch = last_epoch
+        self._initial_step()
+    def _initial_step(self):
+        self._step_count, self._is_initial = 0, True
+        try: self.step()
+        finally: self._is_initial = False
     def get_lr(self) -> list:
         "The next rate of each group from its current one (torch's chainable form)."
         return [self.lr_at(b) for b in self.base_lrs]
@@ -287,19 +304,17 @@ class LRScheduler:
             self.last_epoch = epoch
             closed = type(self).lr_at is not LRScheduler.lr_at
             self._set([self.lr_at(b) for b in self.base_lrs] if closed else self.get_lr())
-    def get_last_lr(self) -> list:
-        "The current rate of each group, as torch."
-        return self._lrs()
+    def get_last_lr(self) -> list: return self._lrs()   # the current rate of each group, as torch
     def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
     def load_state_dict(self, state): vars(self).update(state)
 
 # %% ../nbs/11_optim.ipynb
 class StepLR(LRScheduler):
     "`lr = base_lr * gamma ** (epoch // step_size)`."
-    def __init__(self, optimizer, step_size, gamma=0.1):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         if step_size < 1: raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def get_lr(self):
         t = self.last_epoch
         return [lr * self.gamma if t and t % self.step_size == 0 else lr for lr in self._lrs()]
@@ -307,17 +322,16 @@ class StepLR(LRScheduler):
 
 class CosineAnnealingLR(LRScheduler):
     "Half a cosine from the base rate to `eta_min` over `T_max` steps; past `T_max` the cosine goes on (torch's rule)."
-    def __init__(self, optimizer, T_max, eta_min=0.0):
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         if T_max < 1: raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
         self.T_max, self.eta_min = T_max, eta_min
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def lr_at(self, base):
         t = self.last_epoch
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
     def get_lr(self):
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if t == 0: return self._lrs()
-        if self._step_count == 1 and t > 0: return [self.lr_at(b) for b in self.base_lrs]
+        if self._is_initial or t == 0: return self._lrs()
         if (t - 1 - T) % (2 * T) == 0:
             return [lr + (b - lo) * (1 - math.cos(math.pi / T)) / 2 for lr, b in zip(self._lrs(), self.base_lrs)]
         return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (lr - lo) + lo
@@ -326,28 +340,34 @@ class CosineAnnealingLR(LRScheduler):
 # %% ../nbs/11_optim.ipynb
 class LinearLR(LRScheduler):
     "`lr = base_lr * factor`, the factor moving linearly from `start_factor` to `end_factor` over `total_iters` steps."
-    def __init__(self, optimizer, start_factor=1 / 3, end_factor=1.0, total_iters=5):
+    def __init__(self, optimizer, start_factor=1 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
         if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
             raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], "
                              f"got {start_factor} and {end_factor}")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def lr_at(self, base):
         t = min(self.last_epoch, self.total_iters)
         return base * (self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters)
     def get_lr(self):
         t, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if t == 0: return [lr * a for lr in self._lrs()]
-        if t > n: return self._lrs()
+        if self._is_initial or t > n: return self._lrs()
         return [lr * (1.0 + (b - a) / (n * a + (t - 1) * (b - a))) for lr in self._lrs()]
 
 # %% ../nbs/11_optim.ipynb
+def _per_group(name, what, v, n) -> list:
+    "One value per parameter group: a list of exactly `n`, or one value for all (torch's check)."
+    if not isinstance(v, (list, tuple)): return [v] * n
+    if len(v) != n: raise ValueError(f"{name}: expected {n} values for {what} (one per parameter group), got {len(v)}")
+    return list(v)
+
 class OneCycleLR(LRScheduler):
     """The one-cycle policy, as `torch.optim.lr_scheduler.OneCycleLR`: call `step()` after every batch, at most
     `total_steps` (or `epochs * steps_per_epoch`) times. `OneCycleLR(opt, max_lr=0.1, total_steps=100)`."""
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy='cos', cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
-                 div_factor=25.0, final_div_factor=1e4, three_phase=False):
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
@@ -358,7 +378,7 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.total_steps, self.anneal_strategy, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
         n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        max_lrs = _per_group('OneCycleLR', 'max_lr', max_lr, n)
         for g, m in zip(optimizer.param_groups, max_lrs):
             g['initial_lr'], g['max_lr'] = m / div_factor, m
             g['min_lr'] = g['initial_lr'] / final_div_factor
@@ -372,7 +392,7 @@ class OneCycleLR(LRScheduler):
         if cycle_momentum:
             if not any(k in optimizer.defaults for k in ('momentum', 'betas')):
                 raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum or betas")
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
 # %% ../nbs/11_optim.ipynb
 @patch
@@ -597,6 +617,8 @@ class NAdam(_Stepper):
         w -= g / denom * (lr * (1 - mu) / (1 - prod))
         w -= m / denom * (lr * mu_next / (1 - prod * mu_next))
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class RAdam(_Stepper):
     "RAdam as `torch.optim.RAdam`: Adam with the variance of its adaptive rate rectified (SGD with momentum early on)."
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
@@ -633,7 +655,9 @@ class ExponentialLR(LRScheduler):
     def __init__(self, optimizer, gamma, last_epoch=-1):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
-    def get_lr(self): return [lr * (self.gamma if self.last_epoch else 1.0) for lr in self._lrs()]
+    def get_lr(self):
+        if self._is_initial or not self.last_epoch: return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
     def lr_at(self, base): return base * self.gamma ** self.last_epoch
 
 class LambdaLR(LRScheduler):
@@ -657,7 +681,7 @@ class LambdaLR(LRScheduler):
 class MultiplicativeLR(LambdaLR):
     "Multiply the rate by `lr_lambda(epoch)` at every step after the first."
     def get_lr(self):
-        if self.last_epoch <= 0: return self._lrs()
+        if self._is_initial: return self._lrs()
         return [lr * f(self.last_epoch) for lr, f in zip(self._lrs(), self.lr_lambdas)]
 
 class ConstantLR(LRScheduler):
@@ -680,7 +704,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
         t, n = self.last_epoch, self.total_iters
-        if t == 0 or t > n: return self._lrs()
+        if self._is_initial or t > n: return self._lrs()
         f = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
         return [lr * f for lr in self._lrs()]
     def lr_at(self, base): return base * (1.0 - min(self.last_epoch, self.total_iters) / self.total_iters) ** self.power
@@ -718,7 +742,19 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
-class SequentialLR:
+class _Composite:
+    "A scheduler made of schedulers: its `state_dict` holds theirs (torch's layout), so it can be checkpointed."
+    def state_dict(self) -> dict:
+        sd = {k: v for k, v in vars(self).items() if k not in ('optimizer', '_schedulers')}
+        sd['_schedulers'] = [s.state_dict() for s in self._schedulers]
+        return sd
+    def load_state_dict(self, state):
+        state = dict(state)
+        for s, st in zip(self._schedulers, state.pop('_schedulers')): s.load_state_dict(st)
+        vars(self).update(state)
+    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+
+class SequentialLR(_Composite):
     "Run `schedulers` one after another, switching at `milestones` (each later one restarts from its own epoch 0)."
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(milestones) != len(schedulers) - 1:
@@ -726,24 +762,99 @@ class SequentialLR:
                              f"schedulers, got {len(milestones)}")
         if any(s.optimizer is not optimizer for s in schedulers):
             raise ValueError("SequentialLR: every scheduler must belong to the optimizer given")
+        if any(isinstance(s, ReduceLROnPlateau) for s in schedulers):
+            raise ValueError("SequentialLR: ReduceLROnPlateau needs a metric at each step, so it cannot be sequenced")
         self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups: g['lr'] = g['initial_lr']   # undo the schedulers' own first steps
         for sch in self._schedulers: sch.last_epoch -= 1
-        self._schedulers[0]._step_count = 0
-        self._schedulers[0].step()
+        self._schedulers[bisect.bisect_right(self._milestones, 0)]._initial_step()
     def step(self):
         self.last_epoch += 1
         i = bisect.bisect_right(self._milestones, self.last_epoch)
         sch = self._schedulers[i]
         if i > 0 and self._milestones[i - 1] == self.last_epoch: sch.step(0)
         else: sch.step()
-    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+class CyclicLR(LRScheduler):
+    """The cyclical rate of Smith (2017), as torch's: up from `base_lr` to `max_lr` in `step_size_up` steps and down
+    in `step_size_down`; `mode` 'triangular', 'triangular2' (the height halves each cycle) or 'exp_range' (times
+    `gamma**step`), or your own `scale_fn`. Momentum (or beta1) cycles the other way. Call `step()` after each batch."""
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode='triangular',
+                 gamma=1.0, scale_fn=None, scale_mode='cycle', cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        base_lrs = _per_group('CyclicLR', 'base_lr', base_lr, n)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups): g['lr'] = lr
+        self.max_lrs = _per_group('CyclicLR', 'max_lr', max_lr, n)
+        up = float(step_size_up)
+        self.total_size = up + (float(step_size_down) if step_size_down is not None else up)
+        self.step_ratio = up / self.total_size
+        if mode not in ('triangular', 'triangular2', 'exp_range') and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode must be 'triangular', 'triangular2' or 'exp_range' (or give scale_fn), "
+                             f"got {mode!r}")
+        self.mode, self.gamma, self.scale_fn_custom, self.cycle_momentum = mode, gamma, scale_fn, cycle_momentum
+        self.scale_mode = scale_mode if scale_fn is not None else 'iterations' if mode == 'exp_range' else 'cycle'
+        if cycle_momentum:
+            if 'momentum' not in optimizer.defaults and 'betas' not in optimizer.defaults:
+                raise ValueError("CyclicLR: cycle_momentum needs an optimizer with momentum or betas")
+            self.use_beta1 = 'betas' in optimizer.defaults
+            self.base_momentums = _per_group('CyclicLR', 'base_momentum', base_momentum, n)
+            self.max_momentums = _per_group('CyclicLR', 'max_momentum', max_momentum, n)
+            if last_epoch == -1:
+                for m, g in zip(self.max_momentums, optimizer.param_groups): self._set_momentum(g, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+    def _set_momentum(self, g, m):
+        if self.use_beta1: g['betas'] = (m, *g['betas'][1:])
+        else: g['momentum'] = m
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def scale_fn(self: CyclicLR, x) -> float:
+    "The height of cycle `x` (or of step `x` for 'exp_range'), relative to the first."
+    if self.scale_fn_custom is not None: return self.scale_fn_custom(x)
+    if self.mode == 'triangular': return 1.0
+    if self.mode == 'triangular2': return 1 / 2.0 ** (x - 1)
+    return self.gamma ** x
+
+@patch
+def get_lr(self: CyclicLR):
+    cycle = math.floor(1 + self.last_epoch / self.total_size)
+    x = 1.0 + self.last_epoch / self.total_size - cycle
+    frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+    scale = self.scale_fn(cycle if self.scale_mode == 'cycle' else self.last_epoch)
+    if self.cycle_momentum:
+        for g, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+            self._set_momentum(g, hi - (hi - lo) * frac * scale)
+    return [b + (m - b) * frac * scale for b, m in zip(self.base_lrs, self.max_lrs)]
+
+@patch
+def state_dict(self: CyclicLR) -> dict:
+    return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'scale_fn_custom')}
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+class ChainedScheduler(_Composite):
+    "Step several schedulers at once, each on the rate the one before it set (torch's `ChainedScheduler`)."
+    def __init__(self, schedulers, optimizer=None):
+        if not schedulers: raise ValueError("ChainedScheduler: expects at least one scheduler")
+        self.optimizer = optimizer or schedulers[0].optimizer
+        if any(s.optimizer is not self.optimizer for s in schedulers):
+            raise ValueError("ChainedScheduler: every scheduler must belong to the same optimizer")
+        if any(isinstance(s, ReduceLROnPlateau) for s in schedulers):
+            raise ValueError("ChainedScheduler: ReduceLROnPlateau needs a metric at each step, so it cannot be chained")
+        self._schedulers = list(schedulers)
+    def step(self):
+        for s in self._schedulers: s.step()
 
 lr_scheduler = types.ModuleType('minima.optim.lr_scheduler', "torch's `torch.optim.lr_scheduler` names.")
 for _c in ('LRScheduler', 'StepLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR', 'ConstantLR',
            'LinearLR', 'PolynomialLR', 'CosineAnnealingLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'OneCycleLR',
-           'ReduceLROnPlateau'):
+           'ReduceLROnPlateau', 'CyclicLR', 'ChainedScheduler'):
     setattr(lr_scheduler, _c, globals()[_c])
 lr_scheduler._LRScheduler = LRScheduler
 sys.modules[lr_scheduler.__name__] = lr_scheduler   # `from minima.optim.lr_scheduler import StepLR` works
