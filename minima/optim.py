@@ -14,8 +14,9 @@ from .backend_ndarray.ndarray import NDArray
 # %% auto 0
 __all__ = ['clip_grad_norm', 'lr_scheduler', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR',
            'LinearLR', 'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_', 'clip_grad_value_', 'RMSprop', 'Adagrad',
-           'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR',
-           'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'CyclicLR', 'ChainedScheduler']
+           'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'LBFGS', 'MultiStepLR', 'ExponentialLR', 'LambdaLR',
+           'MultiplicativeLR', 'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'CyclicLR',
+           'ChainedScheduler']
 
 # %% ../nbs/11_optim.ipynb
 class Optimizer:
@@ -638,6 +639,191 @@ class RAdam(_Stepper):
         if rho <= 5: w -= m * (lr / bc1); return
         rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
         w -= m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
+
+# %% ../nbs/11_optim.ipynb
+class LBFGS(Optimizer):
+    """L-BFGS as `torch.optim.LBFGS` (after Schmidt's minFunc): each `step(closure)` runs up to `max_iter`
+    quasi-Newton iterations, the direction from the last `history_size` curvature pairs (the two-loop recursion),
+    the step `lr`, or a strong-Wolfe line search with `line_search_fn='strong_wolfe'`. One parameter group."""
+    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
+                 history_size=100, line_search_fn=None):
+        if line_search_fn not in (None, 'strong_wolfe'):
+            raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
+        max_eval = max_iter * 5 // 4 if max_eval is None else max_eval
+        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
+                                      tolerance_change=tolerance_change, history_size=history_size,
+                                      line_search_fn=line_search_fn))
+        if len(self.param_groups) != 1:
+            raise ValueError("LBFGS: doesn't support per-parameter options (parameter groups), as torch")
+        self._params = self.param_groups[0]['params']
+
+# %% ../nbs/11_optim.ipynb
+def _copy(a: NDArray) -> NDArray:
+    c = NDArray.make(a.shape, device=a.device, dtype=a.dtype)
+    c[...] = a
+    return c
+def _dot(a: NDArray, b: NDArray) -> float: return float((a * b).sum().item())
+def _amax(a: NDArray) -> float: return float(a.abs().max().item())
+
+@patch
+def _flat_grad(self: LBFGS) -> NDArray:
+    "Every parameter's gradient, flattened into one vector (zeros for a parameter without one)."
+    p0 = self._params[0]
+    flat = NDArray.make((sum(p.size for p in self._params),), device=p0.device, dtype=p0.dtype).fill(0)
+    i = 0
+    for p in self._params:
+        if p.grad is not None: flat[i:i + p.size] = p.grad.cached_data.compact().reshape((p.size,))
+        i += p.size
+    return flat
+
+@patch
+def _add_grad(self: LBFGS, t: float, d: NDArray):
+    "Move the parameters by `t * d` (in place)."
+    i = 0
+    for p in self._params:
+        w = p.cached_data
+        w += d[i:i + p.size].compact().reshape(p.shape) * t
+        i += p.size
+
+@patch
+def _directional_evaluate(self: LBFGS, closure, x, t, d):
+    "The loss and flat gradient at `x + t d`; the parameters are put back to `x` after."
+    self._add_grad(t, d)
+    loss = float(_closure(closure))
+    g = self._flat_grad()
+    for p, xi in zip(self._params, x): p.cached_data[...] = xi
+    return loss, g
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def _direction(self: LBFGS, g, dirs, stps, ro, H) -> NDArray:
+    "The two-loop recursion: `-H g` with the inverse Hessian built from the stored pairs (Nocedal, 1980)."
+    q, al = -g, [0.0] * len(dirs)
+    for i in range(len(dirs) - 1, -1, -1):
+        al[i] = _dot(stps[i], q) * ro[i]
+        q -= dirs[i] * al[i]
+    r = q * H
+    for i in range(len(dirs)):
+        r += stps[i] * (al[i] - _dot(dirs[i], r) * ro[i])
+    return r
+
+@patch
+def _next_direction(self: LBFGS, st, g, d, t, prev_g) -> NDArray:
+    "Steepest descent at first; later, store the newest curvature pair `(y, s)` and take the two-loop direction."
+    if st['n_iter'] == 1:
+        st.update(old_dirs=[], old_stps=[], ro=[], H_diag=1.0)
+        return -g
+    dirs, stps, ro = st['old_dirs'], st['old_stps'], st['ro']
+    y, s = g - prev_g, d * t
+    ys = _dot(y, s)
+    if ys > 1e-10:   # keep the pair only where the curvature is positive
+        if len(dirs) == self.param_groups[0]['history_size']: dirs.pop(0); stps.pop(0); ro.pop(0)
+        dirs.append(y); stps.append(s); ro.append(1.0 / ys)
+        st['H_diag'] = ys / _dot(y, y)
+    return self._direction(g, dirs, stps, ro, st['H_diag'])
+
+def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
+    "The minimiser of the cubic through two points with their slopes, clipped to `bounds` (the bracket)."
+    lo, hi = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
+    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    d2_square = d1 ** 2 - g1 * g2
+    if d2_square < 0: return (lo + hi) / 2.0
+    d2 = math.sqrt(d2_square)
+    if x1 <= x2: m = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
+    else: m = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
+    return min(max(m, lo), hi)
+
+# %% ../nbs/11_optim.ipynb
+def _strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+    """A step `t` along `d` with sufficient decrease and a small enough slope (the strong Wolfe conditions), as
+    torch's: widen the step until a bracket holds such a point, then zoom in by cubic interpolation."""
+    d_norm, g = _amax(d), _copy(g)
+    f_new, g_new = obj(x, t, d)
+    evals, gtd_new = 1, _dot(g_new, d)
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
+    done, ls_iter, br_gtd = False, 0, None
+    while ls_iter < max_ls:
+        if f_new > f + c1 * t * gtd or (ls_iter > 1 and f_new >= f_prev):
+            br, br_f, br_g, br_gtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new], [gtd_prev, gtd_new]; break
+        if abs(gtd_new) <= -c2 * gtd:
+            br, br_f, br_g, done = [t], [f_new], [g_new], True; break
+        if gtd_new >= 0:
+            br, br_f, br_g, br_gtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new], [gtd_prev, gtd_new]; break
+        t_prev, t = t, _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+                                          bounds=(t + 0.01 * (t - t_prev), t * 10))
+        f_prev, g_prev, gtd_prev = f_new, g_new, gtd_new
+        f_new, g_new = obj(x, t, d)
+        evals, gtd_new, ls_iter = evals + 1, _dot(g_new, d), ls_iter + 1
+    if ls_iter == max_ls: br, br_f, br_g = [0, t], [f, f_new], [g, g_new]
+    return _zoom(obj, x, d, f, gtd, c1, c2, tolerance_change, max_ls, d_norm, done, ls_iter, evals,
+                 br, br_f, br_g, br_gtd)
+
+# %% ../nbs/11_optim.ipynb
+def _zoom(obj, x, d, f, gtd, c1, c2, tolerance_change, max_ls, d_norm, done, ls_iter, evals, br, br_f, br_g, br_gtd):
+    "Shrink the bracket `br` around a strong-Wolfe point (the second phase of `_strong_wolfe`)."
+    insuf = False
+    low, high = (0, 1) if br_f[0] <= br_f[-1] else (1, 0)
+    while not done and ls_iter < max_ls:
+        if abs(br[1] - br[0]) * d_norm < tolerance_change: break
+        t = _cubic_interpolate(br[0], br_f[0], br_gtd[0], br[1], br_f[1], br_gtd[1])
+        eps, top, bot = 0.1 * (max(br) - min(br)), max(br), min(br)
+        if min(top - t, t - bot) < eps:   # too close to an end: move away from it, or note the slow progress
+            if insuf or t >= top or t <= bot:
+                t = top - eps if abs(t - top) < abs(t - bot) else bot + eps
+                insuf = False
+            else: insuf = True
+        else: insuf = False
+        f_new, g_new = obj(x, t, d)
+        evals, gtd_new, ls_iter = evals + 1, _dot(g_new, d), ls_iter + 1
+        if f_new > f + c1 * t * gtd or f_new >= br_f[low]:
+            br[high], br_f[high], br_g[high], br_gtd[high] = t, f_new, g_new, gtd_new
+            low, high = (0, 1) if br_f[0] <= br_f[1] else (1, 0)
+        else:
+            if abs(gtd_new) <= -c2 * gtd: done = True
+            elif gtd_new * (br[high] - br[low]) >= 0:
+                br[high], br_f[high], br_g[high], br_gtd[high] = br[low], br_f[low], br_g[low], br_gtd[low]
+            br[low], br_f[low], br_g[low], br_gtd[low] = t, f_new, g_new, gtd_new
+    return br_f[low], br_g[low], br[low], evals
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def step(self: LBFGS, closure):
+    "Up to `max_iter` L-BFGS iterations; `closure()` recomputes the loss and the gradients. Returns the first loss."
+    if closure is None: raise RuntimeError("LBFGS.step: needs a closure that recomputes the loss and its gradients")
+    grp = self.param_groups[0]
+    lr, max_iter, max_eval, tol_grad, tol_change = (_num(grp['lr']), grp['max_iter'], grp['max_eval'],
+                                                    grp['tolerance_grad'], grp['tolerance_change'])
+    st = self.state[self._params[0]]
+    st.setdefault('func_evals', 0); st.setdefault('n_iter', 0)
+    orig_loss = _closure(closure)
+    loss, evals, g = float(orig_loss), 1, self._flat_grad()
+    st['func_evals'] += 1
+    if _amax(g) <= tol_grad: return orig_loss
+    d, t, prev_g, prev_loss = st.get('d'), st.get('t'), st.get('prev_flat_grad'), st.get('prev_loss')
+    for n_iter in range(1, max_iter + 1):
+        st['n_iter'] += 1
+        d = self._next_direction(st, g, d, t, prev_g)
+        prev_g, prev_loss = _copy(g), loss
+        t = min(1.0, 1.0 / float(g.abs().sum().item())) * lr if st['n_iter'] == 1 else lr
+        gtd = _dot(g, d)
+        if gtd > -tol_change: break   # not a descent direction
+        ls_evals, opt_cond = 0, False
+        if grp['line_search_fn'] == 'strong_wolfe':
+            x0 = [_copy(p.cached_data) for p in self._params]
+            obj = lambda x, t, d: self._directional_evaluate(closure, x, t, d)
+            loss, g, t, ls_evals = _strong_wolfe(obj, x0, t, d, loss, g, gtd, max_ls=max_eval - evals)
+            self._add_grad(t, d)
+            opt_cond = _amax(g) <= tol_grad
+        else:
+            self._add_grad(t, d)
+            if n_iter != max_iter:
+                loss, g, ls_evals = float(_closure(closure)), self._flat_grad(), 1
+                opt_cond = _amax(g) <= tol_grad
+        evals += ls_evals; st['func_evals'] += ls_evals
+        if n_iter == max_iter or evals >= max_eval or opt_cond: break
+        if _amax(d * t) <= tol_change or abs(loss - prev_loss) < tol_change: break
+    st.update(d=d, t=t, prev_flat_grad=prev_g, prev_loss=prev_loss)
+    return orig_loss
 
 # %% ../nbs/11_optim.ipynb
 class MultiStepLR(LRScheduler):

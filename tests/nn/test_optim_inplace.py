@@ -158,3 +158,40 @@ def test_bad_hyperparameters_of_the_newer_optimizers(make):
     "N2: refused as torch refuses them."
     with pytest.raises(ValueError): make(torch, [torch.nn.Parameter(torch.ones(2))])
     with pytest.raises(ValueError): make(mi, [nn.Parameter(mi.ones(2))])
+
+# ------------------------------------------------------------------------------------------------------ LBFGS
+def _lbfgs_run(L, P, O, line_search, steps=4, **kw):
+    "A least-squares fit plus a quartic term, float64, two parameters: the iterates after each step(closure)."
+    rng = np.random.default_rng(3)
+    A, b = rng.normal(size=(8, 3)), rng.normal(size=8)
+    w, c = P(L.tensor(np.zeros(3), dtype=L.float64)), P(L.tensor([0.5], dtype=L.float64))
+    o = O.LBFGS([w, c], line_search_fn=line_search, **kw)
+    At, bt = L.tensor(A, dtype=L.float64), L.tensor(b, dtype=L.float64)
+    def closure():
+        o.zero_grad()
+        r = At @ w + c - bt
+        loss = (r * r).sum() + (w ** 4).sum() * 0.1
+        loss.backward()
+        return loss
+    out = []
+    for _ in range(steps):
+        loss = o.step(closure)
+        out.append((float(loss), np.concatenate([w.detach().numpy(), c.detach().numpy()])))
+    return out, o.state[w]['func_evals'], o.state[w]['n_iter']
+
+@pytest.mark.parametrize('line_search', [None, 'strong_wolfe'])
+@pytest.mark.parametrize('kw', [dict(), dict(lr=0.5, max_iter=3, history_size=2), dict(max_iter=50, max_eval=30)])
+def test_lbfgs_matches_torch(line_search, kw):
+    ours, ne, ni = _lbfgs_run(mi, nn.Parameter, optim, line_search, **kw)
+    theirs, te, ti = _lbfgs_run(torch, torch.nn.Parameter, torch.optim, line_search, **kw)
+    assert (ne, ni) == (te, ti)
+    for (l1, x1), (l2, x2) in zip(ours, theirs):
+        np.testing.assert_allclose(l1, l2, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(x1, x2, rtol=1e-8, atol=1e-10)
+
+def test_lbfgs_bad_input():
+    p = nn.Parameter(mi.ones(2))
+    with pytest.raises(ValueError, match='line_search_fn'): optim.LBFGS([p], line_search_fn='armijo')
+    with pytest.raises(ValueError, match='parameter groups'):
+        optim.LBFGS([{'params': [p]}, {'params': [nn.Parameter(mi.ones(1))]}])
+    with pytest.raises(RuntimeError, match='closure'): optim.LBFGS([p]).step(None)
