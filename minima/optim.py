@@ -80,6 +80,8 @@ def _check_hyper(name, group):
     for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps', 'alpha', 'lr_decay', 'initial_accumulator_value',
               'momentum_decay'):
         v = group.get(k)
+        if v is not None and not isinstance(v, (numbers.Real, Tensor, np.ndarray, np.generic)):
+            raise TypeError(f"{name}: {k} must be a number (or a 0-d tensor), got {type(v).__name__} {v!r}")
         if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
     if not 0 <= group.get('rho', 0) <= 1: raise ValueError(f"{name}: invalid rho {group['rho']!r}; it must be in [0, 1]")
     if 'betas' in group:

@@ -195,3 +195,9 @@ def test_lbfgs_bad_input():
     with pytest.raises(ValueError, match='parameter groups'):
         optim.LBFGS([{'params': [p]}, {'params': [nn.Parameter(mi.ones(1))]}])
     with pytest.raises(RuntimeError, match='closure'): optim.LBFGS([p]).step(None)
+
+def test_a_hyperparameter_of_the_wrong_type_is_named():
+    "reliability D5.4: SGD(lr='0.1') says which argument is wrong (torch's error is a bare comparison TypeError)."
+    with pytest.raises(TypeError, match="lr must be a number"): optim.SGD([nn.Parameter(mi.ones(2))], lr='0.1')
+    with pytest.raises(TypeError, match="weight_decay must be a number"):
+        optim.Adam([nn.Parameter(mi.ones(2))], weight_decay=[0.1])
