@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, numbers
 import numpy as np
 from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad_enabled, grad as _grad,
-                             find_topo_sort)
+                             find_topo_sort, draws_random)
 from ..backend_ndarray.ndarray import prod, full, zeros, arange
 from .elementwise import exp, log, _const
 from .activations import sigmoid, clamp
@@ -366,6 +366,7 @@ def _default_generator() -> np.random.Generator:
         return generator()
     except ImportError: return _FALLBACK_RNG[0]
 
+@draws_random('array')
 def _keep_mask(rng, shape, p) -> np.ndarray: return rng.random(tuple(shape)) >= p
 
 class DropoutOp(TensorOp):

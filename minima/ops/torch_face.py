@@ -6,7 +6,7 @@
 from __future__ import annotations
 import builtins, collections, math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad, draws_random
 from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
 from ..backend_ndarray.device import DTYPES, get_device, default_device
 from ..testing import register_op, case
@@ -155,11 +155,13 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     a = np.eye(n, n if m is None else m)
     return _leaf(NDArray(a, device=device, dtype=as_dtype(dtype or 'float32')), requires_grad)
 
+@draws_random('tensor')
 def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Uniform samples in [0, 1) (numpy's global stream: `minima.manual_seed` seeds it)."
     return _leaf(NDArray(np.random.rand(*_size(size, 'rand')), device=device, dtype=as_dtype(dtype or 'float32')),
                  requires_grad)
 
+@draws_random('tensor')
 def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Standard normal samples."
     return _leaf(NDArray(np.random.randn(*_size(size, 'randn')), device=device, dtype=as_dtype(dtype or 'float32')),
@@ -175,6 +177,7 @@ def randn_like(input, dtype=None, device=None) -> Tensor:
     "`randn` with the shape, dtype and device of `input`."
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
+@draws_random('tensor')
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Random ints in `[low, high)`: `randint(high, size)` or `randint(low, high, size)`, as torch."
     if size is not None: args = args + (size,)
@@ -185,6 +188,7 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False) -> T
     return _leaf(NDArray(np.random.randint(low, high, _size((size,), 'randint')), device=device,
                          dtype=as_dtype(dtype or 'int64')), requires_grad)
 
+@draws_random('tensor')
 def randperm(n, dtype=None, device=None) -> Tensor:
     "A random permutation of `0..n-1` (int64)."
     return _leaf(NDArray(np.random.permutation(n), device=device, dtype=as_dtype(dtype or 'int64')))
@@ -330,6 +334,7 @@ def _fill_(self, value, name='fill_'):
     self.cached_data.fill(value)
     return self
 
+@draws_random('inplace')
 def _random_(self, draw, name):
     _check_leaf(self, name)
     value = NDArray(draw(self.shape), device=self.device, dtype=self.dtype)
