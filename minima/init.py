@@ -252,6 +252,7 @@ def kaiming_normal_(tensor, a=0.0, mode='fan_in', nonlinearity='leaky_relu', gen
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
 # %% ../nbs/09_init.ipynb
+@draws_random('inplace')
 def orthogonal_(tensor, gain=1.0, generator=None):
     "A (semi-)orthogonal matrix, the trailing dimensions flattened, times `gain` (Saxe et al., 2014), as torch's."
     if tensor.ndim < 2:
@@ -279,6 +280,7 @@ def dirac_(tensor, groups=1):
         for i in range(min(out, tensor.shape[1])): w[(g * out + i, i) + centre] = 1
     return _write(tensor, w)
 
+@draws_random('inplace')
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     "N(0, std²) with `ceil(sparsity * rows)` entries of each column zeroed (Martens, 2010), for a 2-d tensor."
     if tensor.ndim != 2: raise ValueError(f"sparse_: only 2-d tensors are supported, got shape {tensor.shape}")
