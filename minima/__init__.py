@@ -10,6 +10,7 @@ from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.losses import checkpoint
 from .init import manual_seed, Generator
+from . import serialization
 from . import utils                                                  # minima.utils.data (21b)
 from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)
 

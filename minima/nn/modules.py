@@ -18,7 +18,7 @@ from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['MAX_INFLATE_RATIO', 'Parameter', 'Module', 'CorruptFileError', 'atomic_write', 'read_npz', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
@@ -323,16 +323,128 @@ def save(self: Module, path): "Save the state to `path` (.npz)."; return save(se
 def load(self: Module, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
 
 # %% ../../nbs/10_nn.ipynb
+import contextlib, secrets, zipfile
+from pathlib import Path
+
+class CorruptFileError(ValueError):
+    """A file minima reads is malformed (truncated, tampered, not what it claims): one error type for every reader.
+    `e.path` is the file, `e.problem` what is wrong; the message says both."""
+    def __init__(self, path, problem):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"{path}: {problem}")
+
+# %% ../../nbs/10_nn.ipynb
+_TMP = '.minima-tmp'
+
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def _stale_temporaries(path: Path) -> list:
+    "Temporaries of earlier saves to `path` whose writing process has ended (a crash or a kill mid-save)."
+    stale = []
+    for p in path.parent.glob(f'.{path.name}.*{_TMP}'):
+        pid = p.name[len(path.name) + 2:-len(_TMP)].split('.')[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)): stale.append(p)
+    return stale
+
+def _new_file_mode(path: Path) -> int:
+    "The mode a plain `open(path, 'w')` would give: the old file's, else 0o666 less the umask."
+    try: return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError: pass
+    mask = os.umask(0); os.umask(mask)
+    return 0o666 & ~mask
+
+# %% ../../nbs/10_nn.ipynb
+@contextlib.contextmanager
+def atomic_write(path):
+    """Open a binary file that replaces `path` all at once, when the `with` block ends without an error: the bytes go
+    to a temporary beside `path`, are flushed to disk (`fsync`), then renamed over it. A crash, a kill or a full disk
+    at any moment leaves the old file or the new one, whole; the temporary is removed on an error, and the next save
+    to `path` removes any left by a killed process. `with atomic_write('ck.npz') as f: f.write(data)`."""
+    path = Path(path)
+    for p in _stale_temporaries(path):
+        with contextlib.suppress(OSError): p.unlink()
+    tmp = path.parent / f'.{path.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP}'
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            yield f
+            f.flush(); os.fchmod(f.fileno(), _new_file_mode(path)); os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError): os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):          # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try: os.fsync(dfd)
+        finally: os.close(dfd)
+
+# %% ../../nbs/10_nn.ipynb
+MAX_INFLATE_RATIO = 100   # a compressed member may inflate to at most this many times its size on disk
+
+def _npy_header(f, where):
+    "Shape, Fortran order and dtype from an `.npy` header, refusing object arrays (pickles)."
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0): shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0): shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else: raise ValueError(f'npy format version {version} is not supported')
+    except ValueError as e: raise CorruptFileError(where, f'bad .npy header ({e})') from None
+    if dtype.hasobject:
+        raise CorruptFileError(where, 'holds Python objects (a pickle); minima never loads pickles')
+    return shape, fortran, dtype
+
+# %% ../../nbs/10_nn.ipynb
+def read_npz(file, what='load') -> dict:
+    """The arrays of an `.npz` archive (`file` a path or a binary file), each checked before it is read: its `.npy`
+    header's shape and dtype must account for exactly the member's size, and a compressed member may not inflate
+    beyond `MAX_INFLATE_RATIO` times its size. A malformed archive raises `CorruptFileError` naming the file."""
+    name = file if isinstance(file, (str, os.PathLike)) else getattr(file, 'name', '<file object>')
+    try: z = zipfile.ZipFile(file)
+    except zipfile.BadZipFile:
+        raise CorruptFileError(name, f'{what}: not an .npz archive (truncated, or not written by minima)') from None
+    arrays = {}
+    with z:
+        for info in z.infolist():
+            where = f'{name} (entry {info.filename!r})'
+            if not info.filename.endswith('.npy'): raise CorruptFileError(where, f'{what}: not an .npy array')
+            if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+                raise CorruptFileError(where, f'{what}: stored entry declares {info.file_size} bytes '
+                                              f'but occupies {info.compress_size}')
+            if info.file_size > MAX_INFLATE_RATIO * info.compress_size + (1 << 16):
+                raise CorruptFileError(where, f'{what}: a {info.compress_size}-byte compressed entry declares '
+                    f'{info.file_size} bytes, more than minima.nn.modules.MAX_INFLATE_RATIO '
+                    f'({MAX_INFLATE_RATIO}) times its size; raise that limit if you trust the file')
+            try:
+                with z.open(info) as f:
+                    shape, fortran, dtype = _npy_header(f, where)
+                    nbytes = math.prod(shape) * dtype.itemsize
+                    if f.tell() + nbytes != info.file_size:
+                        raise CorruptFileError(where, f'{what}: header says {dtype} of shape {shape} '
+                            f'({nbytes} bytes), the entry holds {info.file_size - f.tell()} bytes of data')
+                    data = f.read(nbytes)
+                    f.read(1)                       # reach the end, where zipfile checks the CRC
+            except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
+                raise CorruptFileError(where, f'{what}: unreadable entry ({e})') from None
+            a = np.frombuffer(data, dtype=dtype).copy() if nbytes else np.empty(0, dtype)
+            arrays[info.filename[:-4]] = a.reshape(shape, order='F' if fortran else 'C')
+    return arrays
+
+# %% ../../nbs/10_nn.ipynb
 def save(module: Module, path):
-    "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name."
-    with open(path, 'wb') as f: np.savez(f, **module.state_dict())
+    "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name, atomically."
+    state = module.state_dict()
+    with atomic_write(path) as f: np.savez(f, **state)
 
 def load(module: Module, path, strict: bool = True) -> Module:
     """Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an
-    error. A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
+    error, a malformed file a `CorruptFileError`. A `path` without its `.npz` suffix finds the file numpy's
+    `savez` would have written."""
     if not os.path.exists(path) and os.path.exists(f'{path}.npz'): path = f'{path}.npz'
-    with np.load(path, allow_pickle=False) as f: state = {k: f[k] for k in f.files}
-    return module.load_state_dict(state, strict)
+    return module.load_state_dict(read_npz(path, f'{type(module).__name__}.load'), strict)
 
 # %% ../../nbs/10_nn.ipynb
 class Identity(Module):
@@ -1058,49 +1170,161 @@ class KLDivLoss(_Loss):
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
 # %% ../../nbs/10b_nn_more.ipynb 28
-import io, json
+import io, json, sys
 
-def _flatten_obj(obj, arrays):
-    "A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ..."
+def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
+
+def _flatten_obj(obj, arrays, memo, where='obj'):
+    """A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ...; a tensor or module met twice
+    (tied weights) is stored once, and `memo` (by `id`) makes the second a reference to the first."""
     def put(a): name = f'a{len(arrays)}'; arrays[name] = a; return name
-    if isinstance(obj, (Tensor, NDArray)): return {'tensor': put(obj.numpy())}
-    if isinstance(obj, np.ndarray): return {'array': put(obj)}
+    def rec(v, w): return _flatten_obj(v, arrays, memo, w)
+    if id(obj) in memo: return memo[id(obj)]
+    if isinstance(obj, (Tensor, NDArray)):
+        node = {'tensor': put(obj.numpy())}
+        if isinstance(obj, Tensor):
+            node.update(requires_grad=bool(obj.requires_grad), parameter=isinstance(obj, Parameter))
+        memo[id(obj)] = node; return node
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject: raise TypeError(f"save: {where} is a numpy array of Python objects, which minima "
+                                                "does not pickle")
+        return {'array': put(obj)}
     if isinstance(obj, np.generic): obj = obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)): return {'value': obj}
+    if isinstance(obj, Module):
+        memo[id(obj)] = {'module_ref': len(memo)}; ref = memo[id(obj)]['module_ref']
+        return {'module': _qualname(type(obj)), 'id': ref,
+                'attrs': [[k, rec(v, f'{where}.{k}')] for k, v in vars(obj).items()]}
     if isinstance(obj, dict):
-        return {'dict': [[_flatten_obj(k, arrays), _flatten_obj(v, arrays)] for k, v in obj.items()],
+        return {'dict': [[rec(k, f'{where} key'), rec(v, f'{where}[{k!r}]')] for k, v in obj.items()],
                 'ordered': isinstance(obj, OrderedDict)}
-    if isinstance(obj, (list, tuple)):
-        return {type(obj).__name__ if type(obj) in (list, tuple) else 'tuple': [_flatten_obj(v, arrays) for v in obj]}
-    raise TypeError(f"save: cannot save a {type(obj).__name__} (minima saves dicts, lists, tuples, numbers, strings, "
-                    "arrays and Tensors, without pickling; save a module's state_dict())")
-
-def _unflatten_obj(d, arrays):
-    if 'tensor' in d: return Tensor(arrays[d['tensor']], dtype=str(arrays[d['tensor']].dtype), requires_grad=False)
-    if 'array' in d: return arrays[d['array']]
-    if 'value' in d: return d['value']
-    if 'dict' in d:
-        items = [(_unflatten_obj(k, arrays), _unflatten_obj(v, arrays)) for k, v in d['dict']]
-        return OrderedDict(items) if d.get('ordered') else dict(items)
-    if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
-    return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
+    if isinstance(obj, tuple) and hasattr(type(obj), '_fields'):          # a namedtuple
+        return {'namedtuple': [rec(v, f'{where}.{k}') for k, v in zip(obj._fields, obj)],
+                'type': _qualname(type(obj)), 'fields': list(obj._fields)}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        kind = next(t.__name__ for t in (list, tuple, set, frozenset) if isinstance(obj, t))
+        return {kind: [rec(v, f'{where}[{i}]') for i, v in enumerate(obj)]}
+    raise TypeError(f"save: cannot save {where}, a {type(obj).__name__} (minima saves modules, dicts, lists, tuples, "
+                    "sets, numbers, strings, arrays and Tensors, without pickling; for a module holding other "
+                    "objects save its state_dict())")
 
 # %% ../../nbs/10b_nn_more.ipynb 29
+_NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
+          'module_ref')
+_MAX_DEPTH = 500
+
+def _find_class(name, bad):
+    "The class `module:qualname` if its module is already imported (a file never makes minima import code)."
+    if not isinstance(name, str) or name.count(':') != 1: bad(f'class name {name!r} is not module:qualname')
+    mod, qual = name.split(':')
+    if mod not in sys.modules:
+        raise ImportError(f"load: the file holds a {qual} from module {mod!r}, which is not imported; import it "
+                          "first (minima.load never imports the code a file names)")
+    obj = sys.modules[mod]
+    for part in qual.split('.'):
+        obj = getattr(obj, part, None)
+        if obj is None: bad(f'{mod} has no class {qual}')
+    return obj
+
+def _namedtuple_type(d, bad):
+    fields = d.get('fields')
+    if not (isinstance(fields, list) and all(isinstance(f, str) and f.isidentifier() for f in fields)):
+        bad(f"a namedtuple's fields {fields!r} are not a list of names")
+    try: cls = _find_class(d.get('type'), bad)
+    except ImportError: cls = None
+    if isinstance(cls, type) and issubclass(cls, tuple) and list(getattr(cls, '_fields', ())) == fields: return cls
+    from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
+    return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
+
+# %% ../../nbs/10b_nn_more.ipynb 30
+def _unflatten_obj(d, arrays, bad, memo, depth=0):
+    "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
+    if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
+    if not isinstance(d, dict): bad(f'a node is a JSON {type(d).__name__}, expected an object')
+    kinds = [k for k in _NODES if k in d]
+    if len(kinds) != 1: bad(f'a node has keys {sorted(d)[:6]}, expected exactly one of {", ".join(_NODES)}')
+    kind, v = kinds[0], d[kinds[0]]
+    def rec(x): return _unflatten_obj(x, arrays, bad, memo, depth + 1)
+    def items(x):
+        if not isinstance(x, list): bad(f"a {kind} node holds a JSON {type(x).__name__}, expected a list")
+        return x
+    if kind in ('tensor', 'array'): return _unflatten_array(d, kind, v, arrays, bad, memo)
+    if kind == 'value':
+        if v is not None and not isinstance(v, (bool, int, float, str)): bad(f'a value is a JSON {type(v).__name__}')
+        return v
+    if kind == 'dict':
+        pairs = [p if isinstance(p, list) and len(p) == 2 else bad(f'a dict entry {str(p)[:40]} is not a [key, '
+                 'value] pair') for p in items(v)]
+        out = OrderedDict() if d.get('ordered') else {}
+        for k, x in pairs:
+            k = rec(k)
+            try: hash(k)
+            except TypeError: bad(f'a dict key is a {type(k).__name__}, which cannot be a key')
+            out[k] = rec(x)
+        return out
+    if kind in ('list', 'tuple', 'set', 'frozenset'):
+        vals = [rec(x) for x in items(v)]
+        if kind in ('set', 'frozenset'):
+            try: return (set if kind == 'set' else frozenset)(vals)
+            except TypeError as e: bad(f'a set holds an unhashable element ({e})')
+        return vals if kind == 'list' else tuple(vals)
+    if kind == 'namedtuple':
+        vals, cls = [rec(x) for x in items(v)], _namedtuple_type(d, bad)
+        if len(vals) != len(cls._fields): bad(f'a namedtuple has {len(vals)} values for {len(cls._fields)} fields')
+        return cls(*vals)
+    return _unflatten_module(d, kind, v, rec, bad, memo)
+
+# %% ../../nbs/10b_nn_more.ipynb 31
+def _unflatten_array(d, kind, v, arrays, bad, memo):
+    "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
+    if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
+    if kind == 'array': return arrays[v]
+    if v not in memo:
+        cls = Parameter if d.get('parameter') is True else Tensor
+        memo[v] = cls(arrays[v], dtype=str(arrays[v].dtype), requires_grad=d.get('requires_grad') is True)
+    return memo[v]
+
+def _unflatten_module(d, kind, v, rec, bad, memo):
+    """A module rebuilt without running code from the file: its class must be an `nn.Module` subclass that is
+    already imported; `cls.__new__` makes the object and its attributes are set from the file, as unpickling does."""
+    key = ('module', d.get('id') if kind == 'module' else v)
+    if kind == 'module_ref':
+        if key not in memo: bad(f'a module reference {v!r} comes before its module')
+        return memo[key]
+    cls = _find_class(v, bad)
+    if not (isinstance(cls, type) and issubclass(cls, Module)): bad(f'{v} is not an nn.Module class')
+    attrs = d.get('attrs')
+    if not isinstance(attrs, list) or not all(isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)
+                                              for a in attrs): bad(f"{v}'s attributes are not [name, value] pairs")
+    m = memo[key] = cls.__new__(cls)
+    for name, x in attrs: m.__dict__[name] = rec(x)
+    return m
+
+# %% ../../nbs/10b_nn_more.ipynb 32
 def save_object(obj, f):
-    "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
+    """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
+    no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""
     arrays = {}
-    spec = _flatten_obj(obj, arrays)
+    spec = _flatten_obj(obj, arrays, {})
     arrays['__spec__'] = np.array(json.dumps(spec))
     if isinstance(f, (str, os.PathLike)):
-        with open(f, 'wb') as fh: np.savez(fh, **arrays)
+        with atomic_write(f) as fh: np.savez(fh, **arrays)
     else: np.savez(f, **arrays)
 
 def load_object(f, map_location=None, weights_only=True):
-    "`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file."
+    """`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file. Nothing in the
+    file is executed, so `weights_only` changes nothing; a malformed file raises `CorruptFileError`."""
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f) and os.path.exists(f'{f}.npz'): f = f'{f}.npz'
-    with np.load(f, allow_pickle=False) as z:
-        if '__spec__' not in z.files:
-            raise ValueError(f"load: {f} was not written by minima.save (no '__spec__' entry); for a module's "
-                             ".npz use module.load(path)")
-        arrays = {k: z[k] for k in z.files}
-    return _unflatten_obj(json.loads(str(arrays.pop('__spec__'))), arrays)
+    name = f if isinstance(f, (str, os.PathLike)) else getattr(f, 'name', '<file object>')
+    arrays = read_npz(f, 'load')
+    def bad(problem): raise CorruptFileError(name, f'load: malformed structure (__spec__): {problem}')
+    if '__spec__' not in arrays:
+        raise CorruptFileError(name, "load: not written by minima.save (no '__spec__' entry); for a module's "
+                                     ".npz use module.load(path)")
+    spec = arrays.pop('__spec__')
+    if spec.dtype.kind != 'U' or spec.ndim: bad(f'__spec__ is {spec.dtype} of shape {spec.shape}, not a string')
+    try: spec = json.loads(str(spec))
+    except RecursionError: bad('nested too deeply to decode')
+    except ValueError as e: bad(f'not JSON ({str(e)[:80]})')
+    try: return _unflatten_obj(spec, arrays, bad, {})
+    except RecursionError: bad('nested too deeply')
