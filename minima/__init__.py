@@ -9,7 +9,7 @@ from . import ops
 from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.losses import checkpoint
-from .init import manual_seed
+from .init import manual_seed, Generator
 from . import serialization
 from . import utils                                                  # minima.utils.data (21b)
 from . import cuda, backends, amp, onnx   # torch's module tree (18b); `minima.cuda()` is still the CUDA device
@@ -26,7 +26,7 @@ from . import profiler         # torch.profiler's API (chapter 23); also reads M
 import sys as _sys, types as _types
 
 __all__ = sorted(['Tensor', 'TensorTuple', 'no_grad', 'enable_grad', 'is_grad_enabled', 'grad', 'set_grad_enabled',
-                  'inference_mode', 'draw_graph', 'checkpoint', 'compile', 'manual_seed', 'save', 'load', 'cpu', 'cpu_numpy', 'cuda',
+                  'inference_mode', 'draw_graph', 'checkpoint', 'compile', 'manual_seed', 'Generator', 'save', 'load', 'cpu', 'cpu_numpy', 'cuda',
                   'default_device', 'all_devices', *_torch_face.TORCH_FUNCTIONS, *_torch_face.DTYPE_NAMES])
 
 def _api_dir(mod):

@@ -4,14 +4,14 @@
 
 # %% ../nbs/01_autograd.ipynb 18
 from __future__ import annotations
-import numbers, weakref
+import numbers, threading, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand']
+__all__ = ['ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand', 'FunctionCtx', 'Function', 'backward']
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -90,7 +90,7 @@ def make_from_op(cls: Value, op: Op, inputs):
     if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
     v = out.__new__(out)
     v.cached_data = data
-    if _GRAD[0] and any(x.requires_grad for x in inputs):
+    if _GRAD.on and any(x.requires_grad for x in inputs):
         if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
         try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
@@ -159,6 +159,9 @@ def requires_grad_(self: Tensor, flag=True) -> Tensor:
     "Switch gradients on (or off) for this tensor; only floating tensors can require them."
     if flag and not is_float_dtype(self.dtype):
         raise TypeError(f"requires_grad_: only floating tensors can require gradients, got {self.dtype}")
+    if not flag and self.op is not None:
+        raise RuntimeError(f"requires_grad_: you can only change requires_grad flags of leaf variables (as torch; this "
+                           f"tensor of shape {self.shape} was made by {type(self.op).__name__}). Use .detach()")
     self.requires_grad = flag
     return self
 @patch
@@ -210,7 +213,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
     """Adjoints of every node that requires grad. `keep(node)` says whose adjoint to return. `free=True` marks each
     node passed as used up (torch frees what it saved), so that a second backward through it raises."""
     result = {}
-    prev, _GRAD[0] = _GRAD[0], bool(create_graph)   # record the gradients' graph only with create_graph
+    prev, _GRAD.on = _GRAD.on, bool(create_graph)   # record the gradients' graph only with create_graph
     try:
         order = find_topo_sort(outputs)
         adj = {}
@@ -235,7 +238,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
                     raise RuntimeError(f"{type(node.op).__name__}.gradient returned shape {gx.shape} for an input of shape {x.shape}")
                 if gx.dtype != x.dtype and isinstance(x, Tensor): gx = _cast(gx, x.dtype, create_graph)
                 adj.setdefault(id(x), []).append(gx)
-    finally: _GRAD[0] = prev
+    finally: _GRAD.on = prev
     return result
 
 # %% ../nbs/01_autograd.ipynb
@@ -246,8 +249,10 @@ def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, r
     else:
         want = {id(x) for x in inputs}
         keep = lambda n: id(n) in want
-    res = _backprop([output_tensor], [out_grad], create_graph, keep, free=not retain_graph)
-    taken = {id(out_grad.cached_data._handle)}
+    outs, gs = ((list(output_tensor), list(out_grad)) if isinstance(output_tensor, (list, tuple))
+                else ([output_tensor], [out_grad]))   # several outputs: `autograd.backward`
+    res = _backprop(outs, gs, create_graph, keep, free=not retain_graph)
+    taken = {id(g.cached_data._handle) for g in gs}
     for node, g in res.values():
         if g.dtype != node.dtype: g = _cast(g, node.dtype, create_graph)
         old = node.grad
@@ -257,6 +262,8 @@ def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, r
             d = old.cached_data
             d += g.cached_data   # in place: a reference to `.grad` taken earlier sees the sum (torch's accumulation)
         else: node.grad = Tensor.make_const(old.cached_data + g.cached_data)
+        if _POST_HOOKS and id(node) in _POST_HOOKS:   # register_post_accumulate_grad_hook (chapter 01c)
+            for h in list(_POST_HOOKS[id(node)].values()): h(node)
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, out_grad=None):
     """Accumulate d(self)/d(leaf) into every leaf's `.grad`, as torch's `backward`. `gradient` (or `out_grad`) is the
@@ -276,13 +283,13 @@ Tensor.backward = _backward
 # %% ../nbs/01_autograd.ipynb
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          materialize_grads=False):
-    """The gradients of `outputs` with respect to `inputs`, returned as a tuple; `.grad` is left untouched.
+    """The gradients of `outputs` with respect to `inputs`, always returned as a tuple (one tensor as `inputs` too:
+    `g, = grad(y, x)`, as torch); `.grad` is left untouched.
     As `torch.autograd.grad`: `create_graph=True` to differentiate the result again, `retain_graph=True` to go
     through the graph again, `allow_unused=True` to get None (or zeros, `materialize_grads=True`) for an input the
     outputs do not depend on, which otherwise raises."""
-    single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    inputs = [inputs] if single else list(inputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if grad_outputs is None: grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor): grad_outputs = [grad_outputs]
     else: grad_outputs = list(grad_outputs)
@@ -312,7 +319,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         elif materialize_grads:
             out.append(Tensor.make_const(NDArray.make(x.shape, device=x.device, dtype=x.dtype).fill(0)))
         else: out.append(None)
-    return out[0] if single else tuple(out)
+    return tuple(out)
 
 # %% ../nbs/01_autograd.ipynb
 class _LazyOps:
@@ -464,16 +471,19 @@ def draws_random(kind: str):
     return declare
 
 # %% ../nbs/01c_autograd_guards.ipynb 7
-_GRAD = [True]
-def is_grad_enabled() -> bool: "Whether new ops record the graph."; return _GRAD[0]
+class _GradState(threading.local):
+    "Whether ops record the graph: one flag per thread, as torch's grad mode."
+    on = True
+_GRAD = _GradState()
+def is_grad_enabled() -> bool: "Whether new ops record the graph."; return _GRAD.on
 
 class _GradMode:
     mode = True
     def __new__(cls, func=None):
         self = object.__new__(cls)
         return self(func) if callable(func) else self   # `@no_grad` without parentheses, as in torch
-    def __enter__(self): self.prev = _GRAD[0]; _GRAD[0] = self.mode
-    def __exit__(self, *exc): _GRAD[0] = self.prev
+    def __enter__(self): self.prev = _GRAD.on; _GRAD.on = self.mode
+    def __exit__(self, *exc): _GRAD.on = self.prev
     def _clone(self): return type(self)()
     def __call__(self, f):
         def wrapped(*args, **kwargs):
@@ -494,12 +504,12 @@ class set_grad_enabled(_GradMode):
     def __new__(cls, mode): return object.__new__(cls)
     def __init__(self, mode):
         if not isinstance(mode, (bool, int)): raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
-        self.mode, self.prev = bool(mode), _GRAD[0]
-        _GRAD[0] = self.mode
+        self.mode, self.prev = bool(mode), _GRAD.on
+        _GRAD.on = self.mode
     def __enter__(self): pass
     def _clone(self): return set_grad_enabled(self.mode)
     def __call__(self, f):
-        _GRAD[0] = self.prev   # decorating does not switch the mode for the caller
+        _GRAD.on = self.prev   # decorating does not switch the mode for the caller
         return super().__call__(f)
 
 class inference_mode(_GradMode):
@@ -511,8 +521,8 @@ class inference_mode(_GradMode):
         return self(mode) if callable(mode) else self   # `@inference_mode` without parentheses
     def __init__(self, mode=True): self.on = bool(mode)
     def __enter__(self):
-        self.prev = _GRAD[0]
-        if self.on: _GRAD[0] = False
+        self.prev = _GRAD.on
+        if self.on: _GRAD.on = False
     def _clone(self): return inference_mode(self.on)
 
 # %% ../nbs/01c_autograd_guards.ipynb 12
@@ -586,7 +596,7 @@ _VIEW_OPS = set()   # op classes whose output is a view of their first input (se
 def _snapshot(t, copy=False) -> 'Tensor':
     """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
     the nodes that used `t` until now reach the old node in backward (`_inputs`). `copy`: the
-    object keeps a copy of the old values."""
+    object keeps a copy of the old values. Hooks registered on `t` so far go with the old node."""
     prev, d = Tensor.__new__(Tensor), t.cached_data
     prev.op, prev.inputs, prev.requires_grad = t.op, t.inputs, t.requires_grad
     prev.grad, prev._retain = None, False
@@ -597,6 +607,10 @@ def _snapshot(t, copy=False) -> 'Tensor':
         c._ver = [d._ver[0]]   # the version the old users recorded
         d = c
     prev.cached_data = d
+    hooks = _HOOKS.pop(id(t), None) if _HOOKS else None
+    if hooks:   # a hook belongs to the value it was registered on (torch's)
+        _HOOKS[id(prev)] = hooks
+        weakref.finalize(prev, _HOOKS.pop, id(prev), None)
     snaps = _SNAPS.get(id(t))
     if snaps is None:
         snaps = _SNAPS[id(t)] = []
@@ -692,3 +706,156 @@ def _register_hook(self, hook) -> _HookHandle:
     hooks[key] = hook
     return _HookHandle(hooks, key)
 Tensor.register_hook = _register_hook
+
+# %% ../nbs/01c_autograd_guards.ipynb 49
+class FunctionCtx:
+    "What `forward` and `backward` of an `autograd.Function` share: torch's `ctx` (any attribute can be set on it)."
+    def __init__(self, name):
+        self._name, self._saved, self._saved_vers, self._non_diff = name, (), (), set()
+        self.materialize_grads, self.needs_input_grad = True, ()
+    def save_for_backward(self, *tensors):
+        "Keep tensors for `backward`; reading them after an in-place change raises, as torch's."
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"{self._name}.save_for_backward: expects Tensors or None, got {type(t).__name__}")
+        self._saved = tensors
+        self._saved_vers = tuple(None if t is None else _ver(t.cached_data) for t in tensors)
+    @property
+    def saved_tensors(self) -> tuple:
+        for i, (t, v) in enumerate(zip(self._saved, self._saved_vers)):
+            if t is not None and _ver(t.cached_data) != v:
+                raise RuntimeError(f"{self._name}: saved tensor {i} (a {t.dtype} tensor of shape {t.shape}) was "
+                                   f"modified by an inplace operation: it is at version {_ver(t.cached_data)}, "
+                                   f"expected version {v}")
+        return self._saved
+    def mark_non_differentiable(self, *outputs):
+        "These outputs get no gradient: they are returned as leaves that do not require grad."
+        self._non_diff |= {id(o) for o in outputs}
+    def set_materialize_grads(self, value: bool):
+        "With False, `backward` gets None (not zeros) for an output whose gradient was not computed."
+        self.materialize_grads = bool(value)
+
+# %% ../nbs/01c_autograd_guards.ipynb 50
+class _FunctionBackward(Op):
+    "The node an `autograd.Function` leaves in the graph: its gradient is the Function's `backward`."
+    saved_inputs = ()
+    def __init__(self, fn, ctx, positions, nargs, single):
+        self.fn, self.ctx, self.positions, self.nargs, self.single = fn, ctx, positions, nargs, single
+        self.saves_output = bool(ctx._saved)   # a second backward without retain_graph raises, as torch's
+    def compute(self, *args):
+        raise RuntimeError(f"{type(self).__name__}: the value comes from {self.fn.__name__}.forward")
+    def gradient(self, out_grad, node):
+        if self.single: grads = (out_grad,)
+        elif self.ctx.materialize_grads or not isinstance(out_grad, _SparseTuple):
+            grads = tuple(out_grad[i] for i in range(len(out_grad)))
+        else: grads = tuple(out_grad.parts.get(i) for i in range(len(out_grad)))
+        r = self.fn.backward(self.ctx, *grads)
+        r = r if isinstance(r, tuple) else (r,)
+        name = f"{self.fn.__name__}.backward"
+        if len(r) < self.nargs or any(g is not None for g in r[self.nargs:]):
+            raise RuntimeError(f"{name} returned an incorrect number of gradients (expected {self.nargs}, "
+                               f"got {len(r)}): one per argument of forward, None for a non-tensor one (as torch)")
+        for i, g in enumerate(r[:self.nargs]):
+            if g is not None and i not in self.positions:
+                raise RuntimeError(f"{name} returned a gradient different than None at position {i}, but the "
+                                   "corresponding forward input was not a Tensor (as torch)")
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"{name} returned a {type(g).__name__} at position {i}; expected a Tensor or None")
+        return tuple(r[i] for i in self.positions)
+
+def _fn_node(cls, op, inputs, data):
+    v = cls.__new__(cls)
+    v.cached_data, v.op, v.inputs, v.requires_grad = data, op, tuple(inputs), True
+    v.grad, v._retain = None, False
+    v._vers = _versions(v)
+    return v
+
+
+# %% ../nbs/01c_autograd_guards.ipynb 51
+class Function:
+    """torch's `autograd.Function`: subclass it with static `forward(ctx, *args)` and `backward(ctx, *grads)` (or
+    `forward(*args)` plus `setup_context(ctx, inputs, output)`), then call `MyFn.apply(*args)`. `forward` runs
+    without recording; the result is one node whose gradient is `backward`."""
+    @staticmethod
+    def forward(ctx, *args, **kwargs): raise NotImplementedError("subclass Function and define forward")
+    @staticmethod
+    def backward(ctx, *grad_outputs): raise NotImplementedError("subclass Function and define backward")
+    @staticmethod
+    def setup_context(ctx, inputs, output): raise NotImplementedError("setup_context is optional")
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx(cls.__name__)
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            if cls.setup_context is Function.setup_context: out = cls.forward(ctx, *args, **kwargs)
+            else:
+                out = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, out)
+        single = isinstance(out, Tensor)
+        outs = (out,) if single else tuple(out) if isinstance(out, (tuple, list)) else None
+        if outs is None or not all(isinstance(o, Tensor) for o in outs):
+            raise TypeError(f"{cls.__name__}.forward must return a Tensor or a tuple of Tensors, got {out!r}")
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not (is_grad_enabled() and any(args[i].requires_grad for i in positions)): return out
+        if cls.__dict__.get('_Backward') is None:   # the node's class is named as torch names grad_fn
+            cls._Backward = type(f'{cls.__name__}Backward', (_FunctionBackward,), {})
+        op = cls._Backward(cls, ctx, positions, len(args), single)
+        inputs = [args[i] for i in positions]
+        if single: res = [out if id(out) in ctx._non_diff else _fn_node(Tensor, op, inputs, out.cached_data)]
+        else:
+            tup = _fn_node(TensorTuple, op, inputs, tuple(o.cached_data for o in outs))
+            res = [o if id(o) in ctx._non_diff else TupleGetItem(i)(tup) for i, o in enumerate(outs)]
+        new = {id(o): r for o, r in zip(outs, res)}   # a saved output is the node (as torch's): second order works
+        ctx._saved = tuple(new.get(id(t), t) for t in ctx._saved)
+        return res[0] if single else tuple(res)
+
+# %% ../nbs/01c_autograd_guards.ipynb 52
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """torch's `autograd.backward`: accumulate the gradients of several outputs (each with its upstream gradient in
+    `grad_tensors`, None for a one-element output) into the leaves' `.grad`, in one backward pass."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None: grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor): grad_tensors = [grad_tensors]
+    else: grad_tensors = list(grad_tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"backward: got {len(tensors)} tensors and {len(grad_tensors)} grad_tensors; pass one per "
+                           "tensor (None for a tensor with one element)")
+    for t in tensors:
+        if not isinstance(t, Tensor): raise TypeError(f"backward: tensors must be Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: a tensor (shape {t.shape}) does not require grad and has no grad_fn")
+    gs = [_check_out_grad(t, g) for t, g in zip(tensors, grad_tensors)]
+    if inputs is not None: inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    compute_gradient_of_variables(tensors, gs, create_graph, retain, inputs)
+
+# %% ../nbs/01c_autograd_guards.ipynb 53
+_POST_HOOKS = {}   # id(leaf) -> {key: hook}: called with the leaf after its .grad was accumulated
+
+def _register_post_accumulate_grad_hook(self, hook) -> _HookHandle:
+    "torch's: `hook(tensor)` runs after backward has accumulated into this leaf's `.grad` (an optimizer step per leaf)."
+    if self.op is not None:
+        raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered on "
+                           f"non-leaf tensors (as torch; this one was made by {type(self.op).__name__})")
+    if not self.requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+                           "require gradient")
+    hooks = _POST_HOOKS.get(id(self))
+    if hooks is None:
+        hooks = _POST_HOOKS[id(self)] = {}
+        weakref.finalize(self, _POST_HOOKS.pop, id(self), None)
+    key = max(hooks, default=-1) + 1
+    hooks[key] = hook
+    return _HookHandle(hooks, key)
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
+Tensor.retains_grad = property(lambda self: self.op is not None and self._retain,
+                               doc="Whether `.grad` is kept for this non-leaf tensor (False for a leaf, as torch).")
+
+def _detach_(self) -> Tensor:
+    "torch's `detach_`: this tensor becomes a leaf that requires no grad, in place (a view cannot: use `detach`)."
+    if self.op is not None and type(self.op) in _VIEW_OPS \
+            and self.inputs[0].cached_data._handle is self.cached_data._handle:
+        raise RuntimeError("detach_: can't detach views in-place (as torch). Use detach() instead")
+    self.op, self.inputs, self.requires_grad = None, (), False
+    return self
+Tensor.detach_ = _detach_

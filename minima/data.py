@@ -4,20 +4,22 @@
 
 # %% ../nbs/12_data.ipynb 4
 from __future__ import annotations
-import contextlib, gzip, hashlib, json, math, os, struct, sys, tempfile, time, zlib
+import bisect, contextlib, gzip, hashlib, itertools, json, math, os, struct, sys, tempfile, time, zlib
 import http.client, urllib.error, urllib.request
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .autograd import Tensor
+from .backend_ndarray.device import DTYPES
 from .nn.modules import CorruptFileError, MAX_INFLATE_RATIO, atomic_write, _stale_temporaries
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'STAND_IN_TEXT', 'Transform', 'RandomFlipHorizontal', 'RandomCrop',
            'Normalize', 'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'TensorDataset',
-           'Subset', 'random_split', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'load_digits',
-           'train_test_split', 'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash', 'download_url',
-           'verify_file', 'data_dir', 'MNIST', 'tiny_shakespeare', 'tiny_shakespeare_or_stand_in']
+           'Subset', 'random_split', 'Sampler', 'SequentialSampler', 'RandomSampler', 'BatchSampler',
+           'SubsetRandomSampler', 'WeightedRandomSampler', 'IterableDataset', 'ConcatDataset', 'get_worker_info',
+           'load_digits', 'train_test_split', 'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash',
+           'download_url', 'verify_file', 'data_dir', 'MNIST', 'tiny_shakespeare', 'tiny_shakespeare_or_stand_in']
 
 # %% ../nbs/12_data.ipynb
 class Transform:
@@ -70,6 +72,7 @@ class Dataset:
     def apply_transforms(self, x):
         for t in self.transforms or (): x = t(x)
         return x
+    def __add__(self, other): return ConcatDataset([self, other])
 
 class NDArrayDataset(Dataset):
     "Rows of equal-length numpy arrays: `ds[i]` is `(a[i], b[i], ...)`, with the transforms applied to `a[i]`."
@@ -91,7 +94,8 @@ class NDArrayDataset(Dataset):
 # %% ../nbs/12_data.ipynb
 def default_collate(samples):
     """Stack a list of examples field by field, as torch's `default_collate`: arrays, Tensors and numbers are stacked
-    into numpy arrays; tuples, lists and dicts are collated entry by entry (at any depth); strings stay a list."""
+    into numpy arrays of their dtype (Python floats give float64, ints int64, as torch); tuples, lists and dicts
+    are collated entry by entry (at any depth); strings stay a list."""
     first = samples[0]
     if isinstance(first, dict): return {k: default_collate([s[k] for s in samples]) for k in first}
     if isinstance(first, (tuple, list)):
@@ -107,24 +111,25 @@ def _to_tensors(b, device):
     if isinstance(b, dict): return {k: _to_tensors(v, device) for k, v in b.items()}
     if isinstance(b, (tuple, list)) and not (b and isinstance(b[0], (str, bytes))):
         return type(b)(_to_tensors(v, device) for v in b)
-    if isinstance(b, np.ndarray) or isinstance(b, Tensor): return Tensor(b, device=device, requires_grad=False)
+    if isinstance(b, np.ndarray): return _as_tensor(b, device)
+    if isinstance(b, Tensor): return Tensor(b, device=device, requires_grad=False)
     return b
+
+def _as_tensor(a: np.ndarray, device=None) -> Tensor:
+    "A numpy array as a Tensor of the same dtype (float64 stays float64, as torch's `default_collate`)."
+    return Tensor(a, device=device, dtype=a.dtype.name if a.dtype.name in DTYPES else None, requires_grad=False)
 
 # %% ../nbs/12_data.ipynb
 class DataLoader:
-    """Iterate over `dataset` in batches of `batch_size` examples, as tuples of Tensors (dicts and lists of them for
-    such examples). torch's `sampler`, `batch_sampler` and `generator` (a numpy Generator) choose the order;
-    `num_workers`, `pin_memory` and `persistent_workers` are accepted and the loading stays in this process."""
+    """Iterate over `dataset` in batches of `batch_size` examples, collated as torch's: a Tensor for examples that
+    are arrays, tuples (dicts, lists) of Tensors for such examples. torch's `sampler`, `batch_sampler` and
+    `generator` (a numpy Generator or `minima.Generator`) choose the order; `num_workers`, `pin_memory` and
+    `persistent_workers` are accepted and the loading stays in this process."""
     def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None, generator=None,
                  *, device=None, prefetch_factor=None, persistent_workers=False):
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-            raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
-        if sampler is not None and shuffle:
-            raise ValueError("DataLoader: sampler is mutually exclusive with shuffle (the sampler sets the order)")
-        if batch_sampler is not None and (batch_size not in (1, None) or shuffle or sampler is not None or drop_last):
-            raise ValueError("DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
-                             "drop_last")
+        _check_loader_args(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, drop_last, timeout,
+                           prefetch_factor)
         self.dataset, self.shuffle, self.drop_last = dataset, shuffle, drop_last
         self.batch_size = None if batch_size is None or batch_sampler is not None else int(batch_size)
         self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
@@ -132,25 +137,47 @@ class DataLoader:
 
     def __len__(self):
         if self.batch_sampler is not None: return len(self.batch_sampler)
-        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
+        n = len(self.sampler) if self.sampler is not None else len(self.dataset)   # (an IterableDataset's own)
         if self.batch_size is None: return n
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self):
+        if isinstance(self.dataset, IterableDataset): yield from self._stream(); return
         fast = self.collate_fn is None and hasattr(self.dataset, 'get_batch') and not self.dataset.transforms
         for idx in self._batches():
             if self.batch_size is None and self.batch_sampler is None:   # torch's batch_size=None: one example
                 yield _to_tensors(self.dataset[int(idx[0])], self.device); continue
             if fast: batch = self.dataset.get_batch(idx)
             else: batch = (self.collate_fn or default_collate)([self.dataset[int(i)] for i in idx])
-            if not isinstance(batch, (tuple, list, dict)): batch = (batch,)
-            yield _to_tensors(batch, self.device)
+            yield _to_tensors(batch, self.device)   # a Tensor stays a Tensor, not a 1-tuple (torch's)
+
+# %% ../nbs/12_data.ipynb
+def _check_loader_args(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, drop_last, timeout,
+                       prefetch_factor):
+    "torch's checks on DataLoader's arguments, with messages that name the argument."
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or batch_size < 1):
+        raise ValueError(f"DataLoader: batch_size must be a positive integer or None, got {batch_size!r}")
+    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+        raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r} (0 loads in "
+                         "this process; minima always does)")
+    if not timeout >= 0: raise ValueError(f"DataLoader: timeout must be non-negative, got {timeout!r}")
+    if prefetch_factor is not None and num_workers == 0:
+        raise ValueError("DataLoader: prefetch_factor applies only to worker processes (num_workers > 0); leave it "
+                         "None otherwise (as torch)")
+    if isinstance(dataset, IterableDataset) and (shuffle or sampler is not None or batch_sampler is not None):
+        raise ValueError("DataLoader: an IterableDataset sets its own order, so shuffle, sampler and batch_sampler "
+                         "must be left unset (as torch)")
+    if sampler is not None and shuffle:
+        raise ValueError("DataLoader: sampler is mutually exclusive with shuffle (the sampler sets the order)")
+    if batch_sampler is not None and (batch_size not in (1, None) or shuffle or sampler is not None or drop_last):
+        raise ValueError("DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
+                         "drop_last")
 
 # %% ../nbs/12_data.ipynb
 @patch
 def _order(self: DataLoader):
     n = len(self.dataset)
-    if self.sampler is not None: return np.asarray(list(self.sampler), dtype='int64')
     if not self.shuffle: return np.arange(n)
     return self.generator.permutation(n) if self.generator is not None else np.random.permutation(n)
 
@@ -158,9 +185,21 @@ def _order(self: DataLoader):
 def _batches(self: DataLoader):
     if self.batch_sampler is not None:
         yield from (np.asarray(list(b), dtype='int64') for b in self.batch_sampler); return
-    order = self._order()
     bs = self.batch_size or 1
+    if self.sampler is not None:   # lazily, batch by batch
+        yield from (np.asarray(b, dtype='int64') for b in BatchSampler(self.sampler, bs, self.drop_last)); return
+    order = self._order()
     for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
+
+@patch
+def _stream(self: DataLoader):
+    "An IterableDataset's examples in its order, `batch_size` at a time (a short last batch unless `drop_last`)."
+    it = iter(self.dataset)
+    if self.batch_size is None:
+        yield from (_to_tensors(x, self.device) for x in it); return
+    while chunk := list(itertools.islice(it, self.batch_size)):
+        if self.drop_last and len(chunk) < self.batch_size: return
+        yield _to_tensors((self.collate_fn or default_collate)(chunk), self.device)
 
 # %% ../nbs/12_data.ipynb
 class TensorDataset(Dataset):
@@ -174,7 +213,7 @@ class TensorDataset(Dataset):
             raise ValueError(f"TensorDataset: size mismatch between tensors, first dims "
                              f"{[len(a) for a in self.arrays]}")
     def __len__(self): return len(self.arrays[0])
-    def __getitem__(self, i): return tuple(Tensor(a[i], requires_grad=False) for a in self.arrays)
+    def __getitem__(self, i): return tuple(_as_tensor(np.asarray(a[i])) for a in self.arrays)
     def get_batch(self, idx): return tuple(a[idx] for a in self.arrays)
 
 class Subset(Dataset):
@@ -198,34 +237,54 @@ def random_split(dataset, lengths, generator=None) -> list:
     if sum(lengths) != n:
         raise ValueError(f"random_split: the lengths {list(lengths)} sum to {sum(lengths)}, the dataset has {n} "
                          "examples")
-    perm = (generator or np.random).permutation(n)
+    perm = (generator if generator is not None else np.random).permutation(n)
     out, start = [], 0
     for k in lengths: out.append(Subset(dataset, perm[start:start + k])); start += k
     return out
 
 # %% ../nbs/12_data.ipynb
-class SequentialSampler:
+class Sampler:
+    "The base class of samplers, as torch's: `__iter__` yields dataset indices (and `__len__` says how many)."
+    def __init__(self, data_source=None): pass
+    def __iter__(self): raise NotImplementedError
+
+class SequentialSampler(Sampler):
     "Indices `0 .. len(data_source) - 1` in order."
     def __init__(self, data_source): self.data_source = data_source
     def __iter__(self): return iter(range(len(self.data_source)))
     def __len__(self): return len(self.data_source)
 
-class RandomSampler:
-    "A random permutation of the indices, or `num_samples` draws with `replacement`."
+def _positive(name, what, v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name}: {what} should be a positive integer, got {what}={v!r}")
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices (several, one after another, if `num_samples` is larger), or
+    `num_samples` draws with `replacement`; drawn as they are read, so `num_samples` may be huge."""
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a bool, got {replacement!r}")
+        if num_samples is not None: _positive('RandomSampler', 'num_samples', num_samples)
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
         self._num = num_samples
-    def __len__(self): return len(self.data_source) if self._num is None else self._num
+    def __len__(self): return len(self.data_source) if self._num is None else int(self._num)
     def __iter__(self):
-        g, n = self.generator or np.random, len(self.data_source)
+        g, n, k = self.generator if self.generator is not None else np.random, len(self.data_source), len(self)
         if self.replacement:
-            draw = g.integers(0, n, len(self)) if hasattr(g, 'integers') else g.randint(0, n, len(self))
-            return iter(int(i) for i in draw)
-        return iter(int(i) for i in g.permutation(n)[:len(self)])
+            for start in range(0, k, 1 << 16):   # in chunks of 65,536 draws
+                yield from (int(i) for i in _randint(g, n, min(1 << 16, k - start)))
+        else:
+            for start in range(0, k, n): yield from (int(i) for i in g.permutation(n)[:k - start])
 
-class BatchSampler:
+def _randint(g, n, size): return g.integers(0, n, size) if hasattr(g, 'integers') else g.randint(0, n, size)
+
+# %% ../nbs/12_data.ipynb
+class BatchSampler(Sampler):
     "Group the indices of `sampler` into lists of `batch_size` (the last one shorter unless `drop_last`)."
     def __init__(self, sampler, batch_size, drop_last):
+        _positive('BatchSampler', 'batch_size', batch_size)
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a bool, got drop_last={drop_last!r}")
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
     def __iter__(self):
         b = []
@@ -236,6 +295,64 @@ class BatchSampler:
     def __len__(self):
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+class SubsetRandomSampler(Sampler):
+    "The given `indices`, in a random order."
+    def __init__(self, indices, generator=None): self.indices, self.generator = indices, generator
+    def __iter__(self):
+        g = self.generator if self.generator is not None else np.random
+        return (self.indices[int(i)] for i in g.permutation(len(self.indices)))
+    def __len__(self): return len(self.indices)
+
+# %% ../nbs/12_data.ipynb
+class WeightedRandomSampler(Sampler):
+    "`num_samples` indices `i` drawn with probability proportional to `weights[i]` (with `replacement` by default)."
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        _positive('WeightedRandomSampler', 'num_samples', num_samples)
+        if not isinstance(replacement, bool):
+            raise TypeError(f"WeightedRandomSampler: replacement should be a bool, got {replacement!r}")
+        w = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights, dtype='float64')
+        if w.ndim != 1 or not len(w) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"WeightedRandomSampler: weights must be a non-empty 1-D sequence of finite, non-negative "
+                             f"numbers with a positive sum, got shape {w.shape}")
+        if not replacement and num_samples > np.count_nonzero(w):
+            raise ValueError(f"WeightedRandomSampler: cannot draw {num_samples} samples without replacement from "
+                             f"{np.count_nonzero(w)} nonzero weights")
+        self.weights, self.num_samples, self.replacement, self.generator = w, int(num_samples), replacement, generator
+    def __iter__(self):
+        g, p, k = self.generator if self.generator is not None else np.random, self.weights / self.weights.sum(), len(self)
+        if not self.replacement: yield from (int(i) for i in g.choice(len(p), k, replace=False, p=p)); return
+        for start in range(0, k, 1 << 16): yield from (int(i) for i in g.choice(len(p), min(1 << 16, k - start), p=p))
+    def __len__(self): return self.num_samples
+
+# %% ../nbs/12_data.ipynb
+class IterableDataset(Dataset):
+    "A stream of examples (`__iter__`), for data that is read in order rather than indexed; the DataLoader batches it."
+    def __iter__(self): raise NotImplementedError
+    def __len__(self): raise TypeError(f"{type(self).__name__} is an IterableDataset without a length")
+    def __getitem__(self, index):
+        raise TypeError(f"{type(self).__name__} is an IterableDataset: it is iterated, not indexed")
+
+class ConcatDataset(Dataset):
+    "Several datasets one after another: index `i` of the whole finds its dataset by the running sizes."
+    def __init__(self, datasets):
+        super().__init__()
+        self.datasets = list(datasets)
+        if not self.datasets: raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        if any(isinstance(ds, IterableDataset) for ds in self.datasets):
+            raise TypeError("ConcatDataset: an IterableDataset cannot be indexed, so it cannot be concatenated")
+        self.cumulative_sizes = list(itertools.accumulate(len(ds) for ds in self.datasets))
+    def __len__(self): return self.cumulative_sizes[-1] if self.cumulative_sizes else 0
+    def __getitem__(self, i):
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"ConcatDataset: index {i} is out of range for {n} examples")
+        i = i + n if i < 0 else i
+        k = bisect.bisect_right(self.cumulative_sizes, i)
+        return self.datasets[k][i - (self.cumulative_sizes[k - 1] if k else 0)]
+
+def get_worker_info():
+    "torch's: information about the loading worker process; None in the main process, where minima always loads."
+    return None
 
 # %% ../nbs/12_data.ipynb
 def load_digits(images: bool = False):

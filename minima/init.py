@@ -11,10 +11,11 @@ from .backend_ndarray.ndarray import NDArray, as_dtype
 from .backend_ndarray.device import get_device
 
 # %% auto 0
-__all__ = ['generator', 'manual_seed', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like', 'ones_like',
-           'one_hot', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',
+__all__ = ['generator', 'manual_seed', 'Generator', 'rand', 'randn', 'constant', 'ones', 'zeros', 'randb', 'zeros_like',
+           'ones_like', 'one_hot', 'calculate_gain', 'conv_fans', 'xavier_uniform', 'xavier_normal', 'kaiming_uniform',
            'kaiming_normal', 'uniform_', 'normal_', 'trunc_normal_', 'constant_', 'zeros_', 'ones_', 'eye_',
-           'xavier_uniform_', 'xavier_normal_', 'kaiming_uniform_', 'kaiming_normal_']
+           'xavier_uniform_', 'xavier_normal_', 'kaiming_uniform_', 'kaiming_normal_', 'orthogonal_', 'dirac_',
+           'sparse_']
 
 # %% ../nbs/09_init.ipynb
 _GEN = []
@@ -43,6 +44,42 @@ def _shape(shape):
         if not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"init: a shape must be non-negative integers, got {tuple(shape)}")
     return tuple(int(n) for n in shape)
+
+# %% ../nbs/09_init.ipynb
+class Generator:
+    """torch's `Generator`: `minima.Generator().manual_seed(42)` is accepted wherever minima takes a `generator`
+    (`random_split`, `DataLoader`, the samplers, the in-place initialisers). It holds a numpy `Generator` and answers
+    its methods (`permutation`, `integers`, `random`, ...): the numbers are numpy's, so they differ from torch's."""
+    default_seed = 67280421310721   # torch's
+    def __init__(self, device='cpu'):
+        self.device = device
+        self.manual_seed(self.default_seed)
+    def manual_seed(self, seed: int) -> 'Generator':
+        "Restart the stream from `seed`; returns the generator (torch's chaining idiom)."
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed % (1 << 64))
+        return self
+    def seed(self) -> int:
+        "Restart from a fresh random seed, and return it."
+        s = int(np.random.SeedSequence().entropy % (1 << 63))
+        self.manual_seed(s)
+        return s
+    def initial_seed(self) -> int: return self._seed
+    def get_state(self) -> dict: return self._rng.bit_generator.state
+    def set_state(self, state) -> 'Generator':
+        self._rng.bit_generator.state = state
+        return self
+    def __getattr__(self, name):
+        if name.startswith('_'): raise AttributeError(name)
+        return getattr(self._rng, name)
+
+def _draws(generator, kind: str, shape):
+    "`shape` samples of U(0, 1) or N(0, 1): numpy's global stream with needle's calls, or `generator`'s own."
+    if generator is None: return np.random.rand(*shape) if kind == 'uniform' else np.random.randn(*shape)
+    if not (hasattr(generator, 'random') and hasattr(generator, 'standard_normal')):
+        raise TypeError(f"init: generator must be a minima.Generator or a numpy Generator, got "
+                        f"{type(generator).__name__}")
+    return generator.random(shape) if kind == 'uniform' else generator.standard_normal(shape)
 
 # %% ../nbs/09_init.ipynb
 @draws_random('tensor')
@@ -159,23 +196,23 @@ def _write(tensor, a: np.ndarray):
 
 @draws_random('inplace')
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    "Fill with samples of U(a, b)."
-    return _write(tensor, np.random.rand(*tensor.shape) * (b - a) + a)
+    "Fill with samples of U(a, b) (from `generator` if given, else numpy's global stream)."
+    return _write(tensor, _draws(generator, 'uniform', tensor.shape) * (b - a) + a)
 
 @draws_random('inplace')
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     "Fill with samples of N(mean, std²)."
-    return _write(tensor, np.random.randn(*tensor.shape) * std + mean)
+    return _write(tensor, _draws(generator, 'normal', tensor.shape) * std + mean)
 
 @draws_random('inplace')
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     "Fill with N(mean, std²) samples kept inside `[a, b]` (the others are drawn again)."
     if not a < b: raise ValueError(f"trunc_normal_: need a < b, got a={a}, b={b}")
-    x = np.random.randn(*tensor.shape) * std + mean
+    x = _draws(generator, 'normal', tensor.shape) * std + mean
     for _ in range(1000):
         bad = (x < a) | (x > b)
         if not bad.any(): break
-        x[bad] = np.random.randn(int(bad.sum())) * std + mean
+        x[bad] = _draws(generator, 'normal', (int(bad.sum()),)) * std + mean
     else: raise ValueError(f"trunc_normal_: [a, b] = [{a}, {b}] holds almost none of N({mean}, {std}²)")
     return _write(tensor, x)
 
@@ -193,12 +230,12 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     "U(-a, a) with `a = gain * sqrt(6 / (fan_in + fan_out))` (Glorot and Bengio, 2010)."
     fi, fo = _calculate_fan_in_and_fan_out(tensor)
     a = gain * math.sqrt(6.0 / (fi + fo))
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     "N(0, std²) with `std = gain * sqrt(2 / (fan_in + fan_out))`."
     fi, fo = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fi + fo)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fi + fo)), generator)
 
 def _kaiming_std(tensor, a, mode, nonlinearity):
     if mode not in ('fan_in', 'fan_out'): raise ValueError(f"kaiming: mode must be 'fan_in' or 'fan_out', got {mode!r}")
@@ -208,8 +245,47 @@ def _kaiming_std(tensor, a, mode, nonlinearity):
 def kaiming_uniform_(tensor, a=0.0, mode='fan_in', nonlinearity='leaky_relu', generator=None):
     "U(-b, b) with `b = sqrt(3) * gain / sqrt(fan)` (He et al., 2015), torch's arguments."
     b = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
-    return uniform_(tensor, -b, b)
+    return uniform_(tensor, -b, b, generator)
 
 def kaiming_normal_(tensor, a=0.0, mode='fan_in', nonlinearity='leaky_relu', generator=None):
     "N(0, std²) with `std = gain / sqrt(fan)`, torch's arguments."
-    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity))
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+
+# %% ../nbs/09_init.ipynb
+@draws_random('inplace')
+def orthogonal_(tensor, gain=1.0, generator=None):
+    "A (semi-)orthogonal matrix, the trailing dimensions flattened, times `gain` (Saxe et al., 2014), as torch's."
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape {tensor.shape}")
+    rows = tensor.shape[0]
+    cols = math.prod(tensor.shape) // rows if rows else 0
+    if rows == 0 or cols == 0: return tensor
+    a = _draws(generator, 'normal', (rows, cols))
+    if rows < cols: a = a.T
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))   # the signs that make the draw uniform (Haar)
+    if rows < cols: q = q.T
+    return _write(tensor, q * gain)
+
+def dirac_(tensor, groups=1):
+    "The identity convolution: weight `(out, in, *kernel)` with a 1 at the centre of channel `i -> i` in each group."
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4 or 5 dimensions are supported, got shape {tensor.shape}")
+    if tensor.shape[0] % groups:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups={groups}")
+    out = tensor.shape[0] // groups
+    w = np.zeros(tensor.shape)
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    for g in range(groups):
+        for i in range(min(out, tensor.shape[1])): w[(g * out + i, i) + centre] = 1
+    return _write(tensor, w)
+
+@draws_random('inplace')
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    "N(0, std²) with `ceil(sparsity * rows)` entries of each column zeroed (Martens, 2010), for a 2-d tensor."
+    if tensor.ndim != 2: raise ValueError(f"sparse_: only 2-d tensors are supported, got shape {tensor.shape}")
+    rows, cols = tensor.shape
+    w = _draws(generator, 'normal', (rows, cols)) * std
+    g = generator if generator is not None else np.random
+    for c in range(cols): w[g.permutation(rows)[:math.ceil(sparsity * rows)], c] = 0
+    return _write(tensor, w)

@@ -5,16 +5,18 @@
 # %% ../nbs/11_optim.ipynb 4
 from __future__ import annotations
 import bisect, math, numbers, sys, types
+from collections import defaultdict
 import numpy as np
 from fastcore.basics import patch
-from .autograd import Tensor
+from .autograd import Tensor, enable_grad
 from .backend_ndarray.ndarray import NDArray
 
 # %% auto 0
 __all__ = ['clip_grad_norm', 'lr_scheduler', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'LRScheduler', 'StepLR', 'CosineAnnealingLR',
            'LinearLR', 'OneCycleLR', 'ReduceLROnPlateau', 'clip_grad_norm_', 'clip_grad_value_', 'RMSprop', 'Adagrad',
-           'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR',
-           'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR']
+           'Adadelta', 'Adamax', 'NAdam', 'RAdam', 'LBFGS', 'MultiStepLR', 'ExponentialLR', 'LambdaLR',
+           'MultiplicativeLR', 'ConstantLR', 'PolynomialLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'CyclicLR',
+           'ChainedScheduler']
 
 # %% ../nbs/11_optim.ipynb
 class Optimizer:
@@ -29,7 +31,8 @@ class Optimizer:
         if not params:
             raise ValueError(f"{name}: got an empty parameter list; pass model.parameters() of a model that has parameters")
         groups = params if isinstance(params[0], dict) else [{'params': params}]
-        self.defaults, self.param_groups, self.state, self.step_count = dict(defaults), [], {}, 0
+        self.defaults, self.param_groups, self.step_count = dict(defaults), [], 0
+        self.state = defaultdict(dict)   # keyed by the parameter, as torch's: opt.state[p]['exp_avg']
         for g in groups: self.add_param_group(g)
 
     @property
@@ -51,14 +54,36 @@ class Optimizer:
         "Forget every parameter's gradient (needle's name for `zero_grad()`)."
         self.zero_grad()
 
-    def step(self): raise NotImplementedError
+    def step(self, closure=None): raise NotImplementedError
+
+# %% ../nbs/11_optim.ipynb
+def _closure(closure):
+    "torch's `step(closure)`: call the closure (which recomputes the loss and its gradients) and return its loss."
+    if closure is None: return None
+    with enable_grad(): return closure()
+
+def _num(v) -> float:
+    "A hyper-parameter given as a Python number, a 0-d tensor or a 0-d numpy value, as a float."
+    return v if v.__class__ is float else float(v)
+
+def _flags(name, foreach=None, fused=None, differentiable=False, **more) -> dict:
+    """torch's implementation switches. `foreach` and `fused` choose among torch's kernels, which compute the same
+    update, so here they change nothing (minima has one implementation); `differentiable=True` is refused."""
+    if differentiable:
+        raise NotImplementedError(f"{name}: differentiable=True (autograd through the optimizer step) is not "
+                                  "supported; minima's step always runs outside the graph")
+    return dict(foreach=foreach, fused=fused, differentiable=False, **more)
 
 # %% ../nbs/11_optim.ipynb
 def _check_hyper(name, group):
     "torch's checks on the hyper-parameters of one parameter group (a negative rate or decay is an error)."
-    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps'):
+    for k in ('lr', 'momentum', 'dampening', 'weight_decay', 'eps', 'alpha', 'lr_decay', 'initial_accumulator_value',
+              'momentum_decay'):
         v = group.get(k)
+        if v is not None and not isinstance(v, (numbers.Real, Tensor, np.ndarray, np.generic)):
+            raise TypeError(f"{name}: {k} must be a number (or a 0-d tensor), got {type(v).__name__} {v!r}")
         if v is not None and not v >= 0: raise ValueError(f"{name}: invalid {k} {v!r}; it must be >= 0")
+    if not 0 <= group.get('rho', 0) <= 1: raise ValueError(f"{name}: invalid rho {group['rho']!r}; it must be in [0, 1]")
     if 'betas' in group:
         b = group['betas']
         if len(b) != 2 or not all(0 <= x < 1 for x in b):
@@ -82,11 +107,21 @@ def add_param_group(self: Optimizer, group: dict):
     _check_hyper(name, g)
     self.param_groups.append(g)
 
+# %% ../nbs/11_optim.ipynb
 @patch
 def _grads(self: Optimizer, group):
     "(parameter, gradient NDArray, its state dict) for each parameter of `group` that has a gradient."
     for p in group['params']:
-        if p.grad is not None: yield p, p.grad.cached_data, self.state.setdefault(id(p), {})
+        g = p.grad
+        if g is None: continue
+        if g.shape != p.shape or g.dtype != p.dtype: _bad_grad(type(self).__name__, p, g)
+        yield p, g.cached_data, self.state[p]
+
+def _bad_grad(name, p, g):
+    "A `.grad` of another shape or dtype would silently reshape or recast the parameter: refused, as torch does."
+    err = ValueError if g.shape != p.shape else TypeError
+    raise err(f"{name}.step: a parameter of shape {p.shape} and dtype {p.dtype} has a .grad of shape {g.shape} and "
+              f"dtype {g.dtype}; a gradient must match its parameter (torch refuses it when .grad is assigned)")
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
@@ -94,8 +129,8 @@ def _grads(self: Optimizer, group):
 def state_dict(self: Optimizer) -> dict:
     "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
     index = {id(p): i for i, p in enumerate(self.params)}
-    state = {index[k]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
-             for k, s in self.state.items() if k in index and s}
+    state = {index[id(k)]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
+             for k, s in self.state.items() if id(k) in index and s}
     groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
               for g in self.param_groups]
     return {'state': state, 'param_groups': groups}
@@ -110,7 +145,7 @@ def load_state_dict(self: Optimizer, state_dict: dict):
                          f"parameters, this optimizer's {[len(g['params']) for g in self.param_groups]}")
     for g, saved in zip(self.param_groups, groups):
         g.update({k: v for k, v in saved.items() if k != 'params'})
-    self.state = {}
+    self.state = defaultdict(dict)
     for i, s in state_dict['state'].items():
         p = ps[int(i)]
         st = {}
@@ -125,23 +160,25 @@ def load_state_dict(self: Optimizer, state_dict: dict):
                                      f"{tuple(v.shape)}, the parameter {p.shape}")
                 v = NDArray(v, device=p.device, dtype=p.dtype)
             st[k] = v
-        self.state[id(p)] = st
+        self.state[p] = st
 
 # %% ../nbs/11_optim.ipynb
 class SGD(Optimizer):
     "Stochastic gradient descent with optional momentum, dampening, Nesterov momentum and weight decay (torch's rules)."
     def __init__(self, params, lr=0.001, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize,
+                                      **_flags('SGD', foreach, fused, differentiable)))
         for g in self.param_groups:
             if g['nesterov'] and (g['momentum'] <= 0 or g['dampening'] != 0):
                 raise ValueError("SGD: Nesterov momentum requires a positive momentum and zero dampening")
 
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
-            lr, mu, tau, wd = group['lr'], group['momentum'], group['dampening'], group['weight_decay']
+            lr, mu, tau, wd = _num(group['lr']), group['momentum'], group['dampening'], group['weight_decay']
             for p, g, st in self._grads(group):
                 w = p.cached_data
                 if group.get('maximize'): g = -g
@@ -153,7 +190,8 @@ class SGD(Optimizer):
                         buf *= mu
                         buf += g * (1 - tau) if tau else g
                     g = g + buf * mu if group['nesterov'] else buf
-                p.cached_data = w - g * lr
+                w -= g * lr   # in place, as torch's p.add_(g, alpha=-lr)
+        return loss
 
 # %% ../nbs/11_optim.ipynb
 class Adam(Optimizer):
@@ -161,22 +199,23 @@ class Adam(Optimizer):
     the running maximum of the second moment, `maximize` ascends. `Adam(params, 1e-3, (0.9, 0.999))` as torch."""
     decoupled = False
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, capturable=False, beta1=None, beta2=None):
+                 maximize=False, capturable=False, beta1=None, beta2=None, foreach=None, differentiable=False,
+                 fused=None):
         name = type(self).__name__
-        if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
-            raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
-        betas = (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)   # needle's keywords
+        betas = _betas(name, betas, beta1, beta2)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize, capturable=capturable))
+                                      maximize=maximize, **_flags(name, foreach, fused, differentiable,
+                                                                  capturable=capturable)))
 
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
-            (b1, b2), lr, wd, eps = group['betas'], group['lr'], group['weight_decay'], group['eps']
+            (b1, b2), lr, wd, eps = group['betas'], _num(group['lr']), group['weight_decay'], group['eps']
             for p, g, st in self._grads(group):
                 w = p.cached_data
                 if group.get('maximize'): g = -g
-                if wd and self.decoupled: w = w * (1 - lr * wd)
+                if wd and self.decoupled: w *= 1 - lr * wd
                 elif wd: g = g + w * wd
                 m, v = st.get('exp_avg'), st.get('exp_avg_sq')
                 if m is None:
@@ -190,7 +229,8 @@ class Adam(Optimizer):
                 else:
                     st['step'] = t = st['step'] + 1   # per parameter, as in torch
                     step_size, bc2_sqrt = lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t)
-                p.cached_data = w - m / (v.sqrt() / bc2_sqrt + eps) * step_size
+                w -= m / (v.sqrt() / bc2_sqrt + eps) * step_size
+        return loss
 
 # %% ../nbs/11_optim.ipynb
 # needle's names for the first group's hyper-parameters
@@ -198,6 +238,12 @@ Adam.beta1 = property(lambda self: self.param_groups[0]['betas'][0])
 Adam.beta2 = property(lambda self: self.param_groups[0]['betas'][1])
 Adam.eps = property(lambda self: self.param_groups[0]['eps'])
 Adam.weight_decay = property(lambda self: self.param_groups[0]['weight_decay'])
+
+def _betas(name, betas, beta1, beta2) -> tuple:
+    "torch's `betas` pair, or needle's `beta1=`/`beta2=` keywords."
+    if isinstance(betas, numbers.Real) or not hasattr(betas, '__len__'):
+        raise TypeError(f"{name}: betas must be a pair (beta1, beta2), as torch's third argument, got {betas!r}")
+    return (betas[0] if beta1 is None else beta1, betas[1] if beta2 is None else beta2)
 
 def _amsgrad_max(st, v):
     "`amsgrad`: the running maximum of the second moment, updated in place (Reddi et al., 2018)."
@@ -219,20 +265,32 @@ class AdamW(Adam):
     "Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before each Adam step (torch's `AdamW`)."
     decoupled = True
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
-                 maximize=False, capturable=False, beta1=None, beta2=None):
+                 maximize=False, capturable=False, beta1=None, beta2=None, foreach=None, differentiable=False,
+                 fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
-                         beta1=beta1, beta2=beta2)
+                         beta1=beta1, beta2=beta2, foreach=foreach, differentiable=differentiable, fused=fused)
 
 # %% ../nbs/11_optim.ipynb
 class LRScheduler:
     """Sets each parameter group's `lr` at construction and at every `step()`, as torch's schedulers: *chainable*,
     each step works from the group's current `lr` (`get_lr`), so a rate changed by hand, or by a second scheduler,
-    is kept; `step(epoch)` jumps to the closed form (`lr_at`). `last_epoch` counts the steps."""
+    is kept; `step(epoch)` jumps to the closed form (`lr_at`). `last_epoch` counts the steps; a scheduler made with
+    `last_epoch=k` resumes after step k (the groups must hold `initial_lr`, from the optimizer's `state_dict`)."""
+    _is_initial = False   # True during the constructor's step: a chainable rule leaves the rate alone then (torch's)
     def __init__(self, optimizer: Optimizer, last_epoch=-1):
-        self.optimizer, self.last_epoch, self._step_count = optimizer, last_epoch, 0
-        for g in optimizer.param_groups: g.setdefault('initial_lr', g['lr'])
+        self.optimizer = optimizer
+        for i, g in enumerate(optimizer.param_groups):
+            if last_epoch == -1: g.setdefault('initial_lr', g['lr'])
+            elif 'initial_lr' not in g:
+                raise KeyError(f"{type(self).__name__}: param 'initial_lr' is not specified in param_groups[{i}] when "
+                               f"resuming with last_epoch={last_epoch}; load the optimizer's state_dict first (as torch)")
         self.base_lrs = [g['initial_lr'] for g in optimizer.param_groups]
-        self.step()
+        self.last_epoch = last_epoch
+        self._initial_step()
+    def _initial_step(self):
+        self._step_count, self._is_initial = 0, True
+        try: self.step()
+        finally: self._is_initial = False
     def get_lr(self) -> list:
         "The next rate of each group from its current one (torch's chainable form)."
         return [self.lr_at(b) for b in self.base_lrs]
@@ -249,19 +307,17 @@ class LRScheduler:
             self.last_epoch = epoch
             closed = type(self).lr_at is not LRScheduler.lr_at
             self._set([self.lr_at(b) for b in self.base_lrs] if closed else self.get_lr())
-    def get_last_lr(self) -> list:
-        "The current rate of each group, as torch."
-        return self._lrs()
+    def get_last_lr(self) -> list: return self._lrs()   # the current rate of each group, as torch
     def state_dict(self) -> dict: return {k: v for k, v in vars(self).items() if k != 'optimizer'}
     def load_state_dict(self, state): vars(self).update(state)
 
 # %% ../nbs/11_optim.ipynb
 class StepLR(LRScheduler):
     "`lr = base_lr * gamma ** (epoch // step_size)`."
-    def __init__(self, optimizer, step_size, gamma=0.1):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         if step_size < 1: raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def get_lr(self):
         t = self.last_epoch
         return [lr * self.gamma if t and t % self.step_size == 0 else lr for lr in self._lrs()]
@@ -269,17 +325,16 @@ class StepLR(LRScheduler):
 
 class CosineAnnealingLR(LRScheduler):
     "Half a cosine from the base rate to `eta_min` over `T_max` steps; past `T_max` the cosine goes on (torch's rule)."
-    def __init__(self, optimizer, T_max, eta_min=0.0):
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         if T_max < 1: raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
         self.T_max, self.eta_min = T_max, eta_min
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def lr_at(self, base):
         t = self.last_epoch
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
     def get_lr(self):
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if t == 0: return self._lrs()
-        if self._step_count == 1 and t > 0: return [self.lr_at(b) for b in self.base_lrs]
+        if self._is_initial or t == 0: return self._lrs()
         if (t - 1 - T) % (2 * T) == 0:
             return [lr + (b - lo) * (1 - math.cos(math.pi / T)) / 2 for lr, b in zip(self._lrs(), self.base_lrs)]
         return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (lr - lo) + lo
@@ -288,28 +343,34 @@ class CosineAnnealingLR(LRScheduler):
 # %% ../nbs/11_optim.ipynb
 class LinearLR(LRScheduler):
     "`lr = base_lr * factor`, the factor moving linearly from `start_factor` to `end_factor` over `total_iters` steps."
-    def __init__(self, optimizer, start_factor=1 / 3, end_factor=1.0, total_iters=5):
+    def __init__(self, optimizer, start_factor=1 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
         if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
             raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], "
                              f"got {start_factor} and {end_factor}")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
     def lr_at(self, base):
         t = min(self.last_epoch, self.total_iters)
         return base * (self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters)
     def get_lr(self):
         t, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if t == 0: return [lr * a for lr in self._lrs()]
-        if t > n: return self._lrs()
+        if self._is_initial or t > n: return self._lrs()
         return [lr * (1.0 + (b - a) / (n * a + (t - 1) * (b - a))) for lr in self._lrs()]
 
 # %% ../nbs/11_optim.ipynb
+def _per_group(name, what, v, n) -> list:
+    "One value per parameter group: a list of exactly `n`, or one value for all (torch's check)."
+    if not isinstance(v, (list, tuple)): return [v] * n
+    if len(v) != n: raise ValueError(f"{name}: expected {n} values for {what} (one per parameter group), got {len(v)}")
+    return list(v)
+
 class OneCycleLR(LRScheduler):
     """The one-cycle policy, as `torch.optim.lr_scheduler.OneCycleLR`: call `step()` after every batch, at most
     `total_steps` (or `epochs * steps_per_epoch`) times. `OneCycleLR(opt, max_lr=0.1, total_steps=100)`."""
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy='cos', cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
-                 div_factor=25.0, final_div_factor=1e4, three_phase=False):
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
@@ -320,7 +381,7 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.total_steps, self.anneal_strategy, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
         n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        max_lrs = _per_group('OneCycleLR', 'max_lr', max_lr, n)
         for g, m in zip(optimizer.param_groups, max_lrs):
             g['initial_lr'], g['max_lr'] = m / div_factor, m
             g['min_lr'] = g['initial_lr'] / final_div_factor
@@ -334,7 +395,7 @@ class OneCycleLR(LRScheduler):
         if cycle_momentum:
             if not any(k in optimizer.defaults for k in ('momentum', 'betas')):
                 raise ValueError("OneCycleLR: cycle_momentum needs an optimizer with momentum or betas")
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
 # %% ../nbs/11_optim.ipynb
 @patch
@@ -429,7 +490,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                            "pass error_if_nonfinite=False to scale them by it anyway")
     coef = max_norm / (total + 1e-6)
     if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
-        for p in ps: p.grad = Tensor.make_const(p.grad.cached_data * coef)
+        for p in ps: p.grad.cached_data.__imul__(coef)   # in place: a reference to .grad sees it, as torch
     return _Norm(total)
 
 clip_grad_norm = clip_grad_norm_
@@ -438,129 +499,333 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None):
     "Clamp every gradient element to `[-clip_value, clip_value]`, in place of the gradients, as torch."
     c = float(clip_value)
     for p in _with_grads(parameters):
-        p.grad = Tensor.make_const(p.grad.cached_data.maximum(-c).minimum(c))
+        d = p.grad.cached_data
+        d[...] = d.maximum(-c).minimum(c)   # in place, as torch
 
 # %% ../nbs/11_optim.ipynb
 class _Stepper(Optimizer):
     "Shared by the optimizers below: one loop over the groups, the gradient negated for `maximize`, then `update`."
-    def step(self):
+    def step(self, closure=None):
+        loss = _closure(closure)
         self.step_count += 1
         for group in self.param_groups:
             for p, g, st in self._grads(group):
                 if group.get('maximize'): g = -g
-                p.cached_data = self.update(p.cached_data, g, st, group)
+                self.update(p.cached_data, g, st, group)   # writes into the parameter and its state
+        return loss
 
-def _zeros(w: NDArray) -> NDArray: return NDArray.make(w.shape, device=w.device, dtype=w.dtype).fill(0.0)
+def _buf(st, name, w: NDArray, fill=0.0) -> NDArray:
+    "The state buffer `name`, created (filled with `fill`) on first use; updated in place afterwards."
+    b = st.get(name)
+    if b is None: b = st[name] = NDArray.make(w.shape, device=w.device, dtype=w.dtype).fill(fill)
+    return b
 def _decay(w, g, group):
-    "L2 weight decay, or the decoupled kind (`w *= 1 - lr * wd`) where the group asks for it: (w, g)."
+    "L2 weight decay (returns `g + wd * w`), or the decoupled kind (`w *= 1 - lr * wd`, in place) if asked for."
     wd = group['weight_decay']
-    if not wd: return w, g
-    if group.get('decoupled_weight_decay'): return w * (1 - group['lr'] * wd), g
-    return w, g + w * wd
+    if not wd: return g
+    if group.get('decoupled_weight_decay'):
+        w *= 1 - _num(group['lr']) * wd
+        return g
+    return g + w * wd
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class RMSprop(_Stepper):
     "RMSprop as `torch.optim.RMSprop`: a running average of squared gradients divides the step."
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+                                      centered=centered, maximize=maximize,
+                                      **_flags('RMSprop', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        lr, a, eps, mu = group['lr'], group['alpha'], group['eps'], group['momentum']
-        w, g = _decay(w, g, group)
+        lr, a, eps, mu = _num(group['lr']), group['alpha'], group['eps'], group['momentum']
+        g = _decay(w, g, group)
         st['step'] = st.get('step', 0) + 1
-        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * a + g * g * (1 - a)
+        v = _buf(st, 'square_avg', w); v *= a; v += g * g * (1 - a)
         if group['centered']:
-            m = st['grad_avg'] = st.get('grad_avg', _zeros(w)) * a + g * (1 - a)
+            m = _buf(st, 'grad_avg', w); m *= a; m += g * (1 - a)
             avg = (v - m * m).sqrt() + eps
         else: avg = v.sqrt() + eps
         if mu > 0:
-            buf = st['momentum_buffer'] = st.get('momentum_buffer', _zeros(w)) * mu + g / avg
-            return w - buf * lr
-        return w - g / avg * lr
+            buf = _buf(st, 'momentum_buffer', w); buf *= mu; buf += g / avg
+            w -= buf * lr
+        else: w -= g / avg * lr
 
 class Adagrad(_Stepper):
     "Adagrad as `torch.optim.Adagrad`: the sum of all squared gradients divides the step."
-    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10, *,
-                 maximize=False):
+    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
-                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize,
+                                      **_flags('Adagrad', foreach, fused, differentiable)))
     def update(self, w, g, st, group):
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        s = st.get('sum')
-        if s is None: s = _zeros(w) + group['initial_accumulator_value']
-        s = st['sum'] = s + g * g
-        clr = group['lr'] / (1 + (t - 1) * group['lr_decay'])
-        return w - g / (s.sqrt() + group['eps']) * clr
+        s = _buf(st, 'sum', w, group['initial_accumulator_value'])
+        s += g * g
+        clr = _num(group['lr']) / (1 + (t - 1) * group['lr_decay'])
+        w -= g / (s.sqrt() + group['eps']) * clr
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class Adadelta(_Stepper):
     "Adadelta as `torch.optim.Adadelta`: steps in the parameter's own units, from two running averages."
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False):
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      **_flags('Adadelta', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
         rho, eps = group['rho'], group['eps']
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = st.get('step', 0) + 1
-        v = st['square_avg'] = st.get('square_avg', _zeros(w)) * rho + g * g * (1 - rho)
-        u = st.get('acc_delta', _zeros(w))
+        v = _buf(st, 'square_avg', w); v *= rho; v += g * g * (1 - rho)
+        u = _buf(st, 'acc_delta', w)
         delta = (u + eps).sqrt() / (v + eps).sqrt() * g
-        st['acc_delta'] = u * rho + delta * delta * (1 - rho)
-        return w - delta * group['lr']
+        u *= rho; u += delta * delta * (1 - rho)
+        w -= delta * _num(group['lr'])
 
 class Adamax(_Stepper):
     "Adamax as `torch.optim.Adamax`: Adam with an infinity-norm second moment."
-    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+    def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      **_flags('Adamax', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
         (b1, b2), eps = group['betas'], group['eps']
-        w, g = _decay(w, g, group)
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        u = st['exp_inf'] = (st.get('exp_inf', _zeros(w)) * b2).maximum(g.abs() + eps)
-        return w - m / u * (group['lr'] / (1 - b1 ** t))
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        u = _buf(st, 'exp_inf', w); u *= b2; u[...] = u.maximum(g.abs() + eps)
+        w -= m / u * (_num(group['lr']) / (1 - b1 ** t))
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
 class NAdam(_Stepper):
     "NAdam as `torch.optim.NAdam`: Adam with Nesterov momentum and torch's momentum decay schedule."
     def __init__(self, params, lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=0.004,
-                 decoupled_weight_decay=False, *, maximize=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
-                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay))
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                                      **_flags('NAdam', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        (b1, b2), lr, eps, psi = group['betas'], group['lr'], group['eps'], group['momentum_decay']
-        w, g = _decay(w, g, group)
+        (b1, b2), lr, eps, psi = group['betas'], _num(group['lr']), group['eps'], group['momentum_decay']
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
         mu, mu_next = b1 * (1 - 0.5 * 0.96 ** (t * psi)), b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
         st['mu_product'] = prod = st.get('mu_product', 1.0) * mu
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        v = _buf(st, 'exp_avg_sq', w); v *= b2; v += g * g * (1 - b2)
         denom = (v / (1 - b2 ** t)).sqrt() + eps
-        w = w - g / denom * (lr * (1 - mu) / (1 - prod))
-        return w - m / denom * (lr * mu_next / (1 - prod * mu_next))
+        w -= g / denom * (lr * (1 - mu) / (1 - prod))
+        w -= m / denom * (lr * mu_next / (1 - prod * mu_next))
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 class RAdam(_Stepper):
     "RAdam as `torch.optim.RAdam`: Adam with the variance of its adaptive rate rectified (SGD with momentum early on)."
     def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
-                 *, maximize=False):
+                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      **_flags('RAdam', foreach, None, differentiable, capturable=capturable)))
     def update(self, w, g, st, group):
-        (b1, b2), lr, eps = group['betas'], group['lr'], group['eps']
-        w, g = _decay(w, g, group)
+        (b1, b2), lr, eps = group['betas'], _num(group['lr']), group['eps']
+        g = _decay(w, g, group)
         st['step'] = t = st.get('step', 0) + 1
-        m = st['exp_avg'] = st.get('exp_avg', _zeros(w)) * b1 + g * (1 - b1)
-        v = st['exp_avg_sq'] = st.get('exp_avg_sq', _zeros(w)) * b2 + g * g * (1 - b2)
+        m = _buf(st, 'exp_avg', w); m *= b1; m += g * (1 - b1)
+        v = _buf(st, 'exp_avg_sq', w); v *= b2; v += g * g * (1 - b2)
         bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
         rho_inf = 2 / (1 - b2) - 1
         rho = rho_inf - 2 * t * b2 ** t / bc2
-        if rho <= 5: return w - m * (lr / bc1)
+        if rho <= 5: w -= m * (lr / bc1); return
         rect = math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
-        return w - m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
+        w -= m / (v.sqrt() + eps) * (lr / bc1 * rect * math.sqrt(bc2))
+
+# %% ../nbs/11_optim.ipynb
+class LBFGS(Optimizer):
+    """L-BFGS as `torch.optim.LBFGS` (after Schmidt's minFunc): each `step(closure)` runs up to `max_iter`
+    quasi-Newton iterations, the direction from the last `history_size` curvature pairs (the two-loop recursion),
+    the step `lr`, or a strong-Wolfe line search with `line_search_fn='strong_wolfe'`. One parameter group."""
+    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
+                 history_size=100, line_search_fn=None):
+        if line_search_fn not in (None, 'strong_wolfe'):
+            raise ValueError(f"LBFGS: line_search_fn must be None or 'strong_wolfe', got {line_search_fn!r}")
+        max_eval = max_iter * 5 // 4 if max_eval is None else max_eval
+        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
+                                      tolerance_change=tolerance_change, history_size=history_size,
+                                      line_search_fn=line_search_fn))
+        if len(self.param_groups) != 1:
+            raise ValueError("LBFGS: doesn't support per-parameter options (parameter groups), as torch")
+        self._params = self.param_groups[0]['params']
+
+# %% ../nbs/11_optim.ipynb
+def _copy(a: NDArray) -> NDArray:
+    c = NDArray.make(a.shape, device=a.device, dtype=a.dtype)
+    c[...] = a
+    return c
+def _dot(a: NDArray, b: NDArray) -> float: return float((a * b).sum().item())
+def _amax(a: NDArray) -> float: return float(a.abs().max().item())
+
+@patch
+def _flat_grad(self: LBFGS) -> NDArray:
+    "Every parameter's gradient, flattened into one vector (zeros for a parameter without one)."
+    p0 = self._params[0]
+    flat = NDArray.make((sum(p.size for p in self._params),), device=p0.device, dtype=p0.dtype).fill(0)
+    i = 0
+    for p in self._params:
+        if p.grad is not None: flat[i:i + p.size] = p.grad.cached_data.compact().reshape((p.size,))
+        i += p.size
+    return flat
+
+@patch
+def _add_grad(self: LBFGS, t: float, d: NDArray):
+    "Move the parameters by `t * d` (in place)."
+    i = 0
+    for p in self._params:
+        w = p.cached_data
+        w += d[i:i + p.size].compact().reshape(p.shape) * t
+        i += p.size
+
+@patch
+def _directional_evaluate(self: LBFGS, closure, x, t, d):
+    "The loss and flat gradient at `x + t d`; the parameters are put back to `x` after."
+    self._add_grad(t, d)
+    loss = float(_closure(closure))
+    g = self._flat_grad()
+    for p, xi in zip(self._params, x): p.cached_data[...] = xi
+    return loss, g
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def _direction(self: LBFGS, g, dirs, stps, ro, H) -> NDArray:
+    "The two-loop recursion: `-H g` with the inverse Hessian built from the stored pairs (Nocedal, 1980)."
+    q, al = -g, [0.0] * len(dirs)
+    for i in range(len(dirs) - 1, -1, -1):
+        al[i] = _dot(stps[i], q) * ro[i]
+        q -= dirs[i] * al[i]
+    r = q * H
+    for i in range(len(dirs)):
+        r += stps[i] * (al[i] - _dot(dirs[i], r) * ro[i])
+    return r
+
+@patch
+def _next_direction(self: LBFGS, st, g, d, t, prev_g) -> NDArray:
+    "Steepest descent at first; later, store the newest curvature pair `(y, s)` and take the two-loop direction."
+    if st['n_iter'] == 1:
+        st.update(old_dirs=[], old_stps=[], ro=[], H_diag=1.0)
+        return -g
+    dirs, stps, ro = st['old_dirs'], st['old_stps'], st['ro']
+    y, s = g - prev_g, d * t
+    ys = _dot(y, s)
+    if ys > 1e-10:   # keep the pair only where the curvature is positive
+        if len(dirs) == self.param_groups[0]['history_size']: dirs.pop(0); stps.pop(0); ro.pop(0)
+        dirs.append(y); stps.append(s); ro.append(1.0 / ys)
+        st['H_diag'] = ys / _dot(y, y)
+    return self._direction(g, dirs, stps, ro, st['H_diag'])
+
+def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None) -> float:
+    "The minimiser of the cubic through two points with their slopes, clipped to `bounds` (the bracket)."
+    lo, hi = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
+    d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
+    d2_square = d1 ** 2 - g1 * g2
+    if d2_square < 0: return (lo + hi) / 2.0
+    d2 = math.sqrt(d2_square)
+    if x1 <= x2: m = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
+    else: m = x1 - (x1 - x2) * ((g1 + d2 - d1) / (g1 - g2 + 2 * d2))
+    return min(max(m, lo), hi)
+
+# %% ../nbs/11_optim.ipynb
+def _strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+    """A step `t` along `d` with sufficient decrease and a small enough slope (the strong Wolfe conditions), as
+    torch's: widen the step until a bracket holds such a point, then zoom in by cubic interpolation."""
+    d_norm, g = _amax(d), _copy(g)
+    f_new, g_new = obj(x, t, d)
+    evals, gtd_new = 1, _dot(g_new, d)
+    t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
+    done, ls_iter, br_gtd = False, 0, None
+    while ls_iter < max_ls:
+        if f_new > f + c1 * t * gtd or (ls_iter > 1 and f_new >= f_prev):
+            br, br_f, br_g, br_gtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new], [gtd_prev, gtd_new]; break
+        if abs(gtd_new) <= -c2 * gtd:
+            br, br_f, br_g, done = [t], [f_new], [g_new], True; break
+        if gtd_new >= 0:
+            br, br_f, br_g, br_gtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new], [gtd_prev, gtd_new]; break
+        t_prev, t = t, _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
+                                          bounds=(t + 0.01 * (t - t_prev), t * 10))
+        f_prev, g_prev, gtd_prev = f_new, g_new, gtd_new
+        f_new, g_new = obj(x, t, d)
+        evals, gtd_new, ls_iter = evals + 1, _dot(g_new, d), ls_iter + 1
+    if ls_iter == max_ls: br, br_f, br_g = [0, t], [f, f_new], [g, g_new]
+    return _zoom(obj, x, d, f, gtd, c1, c2, tolerance_change, max_ls, d_norm, done, ls_iter, evals,
+                 br, br_f, br_g, br_gtd)
+
+# %% ../nbs/11_optim.ipynb
+def _zoom(obj, x, d, f, gtd, c1, c2, tolerance_change, max_ls, d_norm, done, ls_iter, evals, br, br_f, br_g, br_gtd):
+    "Shrink the bracket `br` around a strong-Wolfe point (the second phase of `_strong_wolfe`)."
+    insuf = False
+    low, high = (0, 1) if br_f[0] <= br_f[-1] else (1, 0)
+    while not done and ls_iter < max_ls:
+        if abs(br[1] - br[0]) * d_norm < tolerance_change: break
+        t = _cubic_interpolate(br[0], br_f[0], br_gtd[0], br[1], br_f[1], br_gtd[1])
+        eps, top, bot = 0.1 * (max(br) - min(br)), max(br), min(br)
+        if min(top - t, t - bot) < eps:   # too close to an end: move away from it, or note the slow progress
+            if insuf or t >= top or t <= bot:
+                t = top - eps if abs(t - top) < abs(t - bot) else bot + eps
+                insuf = False
+            else: insuf = True
+        else: insuf = False
+        f_new, g_new = obj(x, t, d)
+        evals, gtd_new, ls_iter = evals + 1, _dot(g_new, d), ls_iter + 1
+        if f_new > f + c1 * t * gtd or f_new >= br_f[low]:
+            br[high], br_f[high], br_g[high], br_gtd[high] = t, f_new, g_new, gtd_new
+            low, high = (0, 1) if br_f[0] <= br_f[1] else (1, 0)
+        else:
+            if abs(gtd_new) <= -c2 * gtd: done = True
+            elif gtd_new * (br[high] - br[low]) >= 0:
+                br[high], br_f[high], br_g[high], br_gtd[high] = br[low], br_f[low], br_g[low], br_gtd[low]
+            br[low], br_f[low], br_g[low], br_gtd[low] = t, f_new, g_new, gtd_new
+    return br_f[low], br_g[low], br[low], evals
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def step(self: LBFGS, closure):
+    "Up to `max_iter` L-BFGS iterations; `closure()` recomputes the loss and the gradients. Returns the first loss."
+    if closure is None: raise RuntimeError("LBFGS.step: needs a closure that recomputes the loss and its gradients")
+    grp = self.param_groups[0]
+    lr, max_iter, max_eval, tol_grad, tol_change = (_num(grp['lr']), grp['max_iter'], grp['max_eval'],
+                                                    grp['tolerance_grad'], grp['tolerance_change'])
+    st = self.state[self._params[0]]
+    st.setdefault('func_evals', 0); st.setdefault('n_iter', 0)
+    orig_loss = _closure(closure)
+    loss, evals, g = float(orig_loss), 1, self._flat_grad()
+    st['func_evals'] += 1
+    if _amax(g) <= tol_grad: return orig_loss
+    d, t, prev_g, prev_loss = st.get('d'), st.get('t'), st.get('prev_flat_grad'), st.get('prev_loss')
+    for n_iter in range(1, max_iter + 1):
+        st['n_iter'] += 1
+        d = self._next_direction(st, g, d, t, prev_g)
+        prev_g, prev_loss = _copy(g), loss
+        t = min(1.0, 1.0 / float(g.abs().sum().item())) * lr if st['n_iter'] == 1 else lr
+        gtd = _dot(g, d)
+        if gtd > -tol_change: break   # not a descent direction
+        ls_evals, opt_cond = 0, False
+        if grp['line_search_fn'] == 'strong_wolfe':
+            x0 = [_copy(p.cached_data) for p in self._params]
+            obj = lambda x, t, d: self._directional_evaluate(closure, x, t, d)
+            loss, g, t, ls_evals = _strong_wolfe(obj, x0, t, d, loss, g, gtd, max_ls=max_eval - evals)
+            self._add_grad(t, d)
+            opt_cond = _amax(g) <= tol_grad
+        else:
+            self._add_grad(t, d)
+            if n_iter != max_iter:
+                loss, g, ls_evals = float(_closure(closure)), self._flat_grad(), 1
+                opt_cond = _amax(g) <= tol_grad
+        evals += ls_evals; st['func_evals'] += ls_evals
+        if n_iter == max_iter or evals >= max_eval or opt_cond: break
+        if _amax(d * t) <= tol_change or abs(loss - prev_loss) < tol_change: break
+    st.update(d=d, t=t, prev_flat_grad=prev_g, prev_loss=prev_loss)
+    return orig_loss
 
 # %% ../nbs/11_optim.ipynb
 class MultiStepLR(LRScheduler):
@@ -578,7 +843,9 @@ class ExponentialLR(LRScheduler):
     def __init__(self, optimizer, gamma, last_epoch=-1):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
-    def get_lr(self): return [lr * (self.gamma if self.last_epoch else 1.0) for lr in self._lrs()]
+    def get_lr(self):
+        if self._is_initial or not self.last_epoch: return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
     def lr_at(self, base): return base * self.gamma ** self.last_epoch
 
 class LambdaLR(LRScheduler):
@@ -602,7 +869,7 @@ class LambdaLR(LRScheduler):
 class MultiplicativeLR(LambdaLR):
     "Multiply the rate by `lr_lambda(epoch)` at every step after the first."
     def get_lr(self):
-        if self.last_epoch <= 0: return self._lrs()
+        if self._is_initial: return self._lrs()
         return [lr * f(self.last_epoch) for lr, f in zip(self._lrs(), self.lr_lambdas)]
 
 class ConstantLR(LRScheduler):
@@ -625,7 +892,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
     def get_lr(self):
         t, n = self.last_epoch, self.total_iters
-        if t == 0 or t > n: return self._lrs()
+        if self._is_initial or t > n: return self._lrs()
         f = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
         return [lr * f for lr in self._lrs()]
     def lr_at(self, base): return base * (1.0 - min(self.last_epoch, self.total_iters) / self.total_iters) ** self.power
@@ -663,7 +930,19 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
 # %% ../nbs/11_optim.ipynb
 #| code-fold: true
-class SequentialLR:
+class _Composite:
+    "A scheduler made of schedulers: its `state_dict` holds theirs (torch's layout), so it can be checkpointed."
+    def state_dict(self) -> dict:
+        sd = {k: v for k, v in vars(self).items() if k not in ('optimizer', '_schedulers')}
+        sd['_schedulers'] = [s.state_dict() for s in self._schedulers]
+        return sd
+    def load_state_dict(self, state):
+        state = dict(state)
+        for s, st in zip(self._schedulers, state.pop('_schedulers')): s.load_state_dict(st)
+        vars(self).update(state)
+    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+
+class SequentialLR(_Composite):
     "Run `schedulers` one after another, switching at `milestones` (each later one restarts from its own epoch 0)."
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(milestones) != len(schedulers) - 1:
@@ -671,24 +950,99 @@ class SequentialLR:
                              f"schedulers, got {len(milestones)}")
         if any(s.optimizer is not optimizer for s in schedulers):
             raise ValueError("SequentialLR: every scheduler must belong to the optimizer given")
+        if any(isinstance(s, ReduceLROnPlateau) for s in schedulers):
+            raise ValueError("SequentialLR: ReduceLROnPlateau needs a metric at each step, so it cannot be sequenced")
         self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups: g['lr'] = g['initial_lr']   # undo the schedulers' own first steps
         for sch in self._schedulers: sch.last_epoch -= 1
-        self._schedulers[0]._step_count = 0
-        self._schedulers[0].step()
+        self._schedulers[bisect.bisect_right(self._milestones, 0)]._initial_step()
     def step(self):
         self.last_epoch += 1
         i = bisect.bisect_right(self._milestones, self.last_epoch)
         sch = self._schedulers[i]
         if i > 0 and self._milestones[i - 1] == self.last_epoch: sch.step(0)
         else: sch.step()
-    def get_last_lr(self) -> list: return [g['lr'] for g in self.optimizer.param_groups]
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+class CyclicLR(LRScheduler):
+    """The cyclical rate of Smith (2017), as torch's: up from `base_lr` to `max_lr` in `step_size_up` steps and down
+    in `step_size_down`; `mode` 'triangular', 'triangular2' (the height halves each cycle) or 'exp_range' (times
+    `gamma**step`), or your own `scale_fn`. Momentum (or beta1) cycles the other way. Call `step()` after each batch."""
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode='triangular',
+                 gamma=1.0, scale_fn=None, scale_mode='cycle', cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        base_lrs = _per_group('CyclicLR', 'base_lr', base_lr, n)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups): g['lr'] = lr
+        self.max_lrs = _per_group('CyclicLR', 'max_lr', max_lr, n)
+        up = float(step_size_up)
+        self.total_size = up + (float(step_size_down) if step_size_down is not None else up)
+        self.step_ratio = up / self.total_size
+        if mode not in ('triangular', 'triangular2', 'exp_range') and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode must be 'triangular', 'triangular2' or 'exp_range' (or give scale_fn), "
+                             f"got {mode!r}")
+        self.mode, self.gamma, self.scale_fn_custom, self.cycle_momentum = mode, gamma, scale_fn, cycle_momentum
+        self.scale_mode = scale_mode if scale_fn is not None else 'iterations' if mode == 'exp_range' else 'cycle'
+        if cycle_momentum:
+            if 'momentum' not in optimizer.defaults and 'betas' not in optimizer.defaults:
+                raise ValueError("CyclicLR: cycle_momentum needs an optimizer with momentum or betas")
+            self.use_beta1 = 'betas' in optimizer.defaults
+            self.base_momentums = _per_group('CyclicLR', 'base_momentum', base_momentum, n)
+            self.max_momentums = _per_group('CyclicLR', 'max_momentum', max_momentum, n)
+            if last_epoch == -1:
+                for m, g in zip(self.max_momentums, optimizer.param_groups): self._set_momentum(g, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+    def _set_momentum(self, g, m):
+        if self.use_beta1: g['betas'] = (m, *g['betas'][1:])
+        else: g['momentum'] = m
+
+# %% ../nbs/11_optim.ipynb
+@patch
+def scale_fn(self: CyclicLR, x) -> float:
+    "The height of cycle `x` (or of step `x` for 'exp_range'), relative to the first."
+    if self.scale_fn_custom is not None: return self.scale_fn_custom(x)
+    if self.mode == 'triangular': return 1.0
+    if self.mode == 'triangular2': return 1 / 2.0 ** (x - 1)
+    return self.gamma ** x
+
+@patch
+def get_lr(self: CyclicLR):
+    cycle = math.floor(1 + self.last_epoch / self.total_size)
+    x = 1.0 + self.last_epoch / self.total_size - cycle
+    frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+    scale = self.scale_fn(cycle if self.scale_mode == 'cycle' else self.last_epoch)
+    if self.cycle_momentum:
+        for g, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+            self._set_momentum(g, hi - (hi - lo) * frac * scale)
+    return [b + (m - b) * frac * scale for b, m in zip(self.base_lrs, self.max_lrs)]
+
+@patch
+def state_dict(self: CyclicLR) -> dict:
+    return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'scale_fn_custom')}
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+class ChainedScheduler(_Composite):
+    "Step several schedulers at once, each on the rate the one before it set (torch's `ChainedScheduler`)."
+    def __init__(self, schedulers, optimizer=None):
+        if not schedulers: raise ValueError("ChainedScheduler: expects at least one scheduler")
+        self.optimizer = optimizer or schedulers[0].optimizer
+        if any(s.optimizer is not self.optimizer for s in schedulers):
+            raise ValueError("ChainedScheduler: every scheduler must belong to the same optimizer")
+        if any(isinstance(s, ReduceLROnPlateau) for s in schedulers):
+            raise ValueError("ChainedScheduler: ReduceLROnPlateau needs a metric at each step, so it cannot be chained")
+        self._schedulers = list(schedulers)
+    def step(self):
+        for s in self._schedulers: s.step()
 
 lr_scheduler = types.ModuleType('minima.optim.lr_scheduler', "torch's `torch.optim.lr_scheduler` names.")
 for _c in ('LRScheduler', 'StepLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'MultiplicativeLR', 'ConstantLR',
            'LinearLR', 'PolynomialLR', 'CosineAnnealingLR', 'CosineAnnealingWarmRestarts', 'SequentialLR', 'OneCycleLR',
-           'ReduceLROnPlateau'):
+           'ReduceLROnPlateau', 'CyclicLR', 'ChainedScheduler'):
     setattr(lr_scheduler, _c, globals()[_c])
 lr_scheduler._LRScheduler = LRScheduler
 sys.modules[lr_scheduler.__name__] = lr_scheduler   # `from minima.optim.lr_scheduler import StepLR` works

@@ -33,9 +33,9 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
 # %% auto 0
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'TensorTuple',
            'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
-           'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'make_tuple', 'tuple_get_item',
-           'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv', 'SoftmaxLoss',
-           'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'MultiHeadAttention', 'AttentionLayer',
+           'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'matmul', 'make_tuple',
+           'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv',
+           'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'MultiHeadAttention', 'AttentionLayer',
            'TransformerLayer', 'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
            'NDArrayDataset', 'MNISTDataset', 'DataLoader', 'ResidualBlock', 'MLPResNet', 'ConvBN', 'ResNet9',
            'LanguageModel']
@@ -69,6 +69,10 @@ class Tensor(_ag.Tensor):
     def max(self, axes=None, keepdims=False):
         "The maximum over `axes`, values only (torch's `max(dim)` also returns the indices)."
         return _ops.amax(self, axes, keepdims)
+    def __matmul__(self, other): return matmul(self, other if isinstance(other, _ag.Tensor) else
+                                               _ag.as_operand(other, self))
+    def __rmatmul__(self, other): return matmul(_ag.as_operand(other, self), self)
+    def matmul(self, other): return self @ other
     def __iadd__(self, other): return self + other      # needle rebinds the name: no in-place write, no leaf check
     def __isub__(self, other): return self - other
     def __imul__(self, other): return self * other
@@ -156,11 +160,18 @@ def mul_scalar(a, scalar): "`a * scalar`."; return _ops.mul_scalar(a, _scalar(sc
 def divide_scalar(a, scalar): "`a / scalar`."; return _ops.divide_scalar(a, _scalar(scalar))
 def power_scalar(a, scalar): "`a ** scalar`."; return _ops.power_scalar(a, _scalar(scalar))
 
+def matmul(a, b):
+    "`a @ b` with numpy's promotion (float32 @ float64 is float64), as needle's numpy backend; torch refuses it."
+    if isinstance(a, _ag.Tensor) and isinstance(b, _ag.Tensor) and a.dtype != b.dtype:
+        dt = np.promote_types(a.dtype, b.dtype).name
+        a, b = (x if x.dtype == dt else _ops.cast(x, dt) for x in (a, b))
+    return _ops.matmul(a, b)
+
 def make_tuple(*args): "Pack Tensors into a TensorTuple."; return _ag.MakeTensorTuple()(*args)
 def tuple_get_item(value, index): "`value[index]`."; return value[index]
 def fused_add_scalars(x, c0, c1): "The tuple `(x + c0, x + c1)`."; return make_tuple(x + c0, x + c1)
 
-ops = namespace('ops', _ops, logsoftmax, add_scalar, mul_scalar, divide_scalar, power_scalar,
+ops = namespace('ops', _ops, logsoftmax, matmul, add_scalar, mul_scalar, divide_scalar, power_scalar,
                 make_tuple, tuple_get_item, fused_add_scalars)
 
 # %% ../../nbs/30_needle.ipynb

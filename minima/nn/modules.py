@@ -954,8 +954,8 @@ class Conv2d(Module):
         self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
         fan_in, fan_out = init.conv_fans(in_channels // groups, out_channels, k)
         shape = (out_channels, in_channels // groups) + k
-        self.weight = Parameter(init.kaiming_uniform(fan_in, fan_out, shape=shape, device=device, dtype=dtype))
-        b = 1 / math.sqrt(fan_in)
+        b = 1 / math.sqrt(fan_in)   # torch's default, kaiming_uniform_(a=sqrt(5)): U(-b, b) for weight and bias
+        self.weight = Parameter(init.rand(*shape, low=-b, high=b, device=device, dtype=dtype))
         self.bias = Parameter(init.rand(out_channels, low=-b, high=b, device=device, dtype=dtype)) if bias else None
     def extra_repr(self):
         extra = ''.join(f', {n}={v!r}' for n, v, dflt in (('dilation', self.dilation, 1), ('groups', self.groups, 1),

@@ -260,7 +260,9 @@ def _writable_view_root(t, name):
 # %% ../../nbs/18_torch_face.ipynb
 def _inplace(t, out: Tensor, name) -> Tensor:
     """Make `t` hold `out` in place. With a graph, `t` takes `out`'s place in it; the nodes that used `t` before keep
-    its old node (a snapshot, see `_ag._inputs`); if `t` is a view, its base becomes `CopySlices(old base, out)`."""
+    its old node (a snapshot, see `_ag._inputs`). If `t` is a view, its base becomes `CopySlices(old base, out)` and `t`
+    a view of that new node (torch regenerates a view's grad_fn the same way), so a second op through `t` reaches the
+    base too."""
     _check_leaf(t, name)
     if out.dtype != t.dtype and not is_float_dtype(t.dtype) and is_float_dtype(out.dtype):
         raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type {t.dtype}")
@@ -279,13 +281,18 @@ def _inplace(t, out: Tensor, name) -> Tensor:
     prev = _ag._snapshot(t, copy=reads or _reads_output(t))
     _write(t, out.cached_data, name)
     if out.dtype != t.dtype: out = _mv.cast(out, t.dtype)
-    t.op, t.requires_grad = out.op, True
-    t.inputs = tuple(prev if x is t else x for x in out.inputs)
-    t._vers = (t.cached_data._ver[0], *out._vers[1:])
-    if root is not None:
-        root.op, root.inputs, root.requires_grad = CopySlices(region), (prev_root, out), True
-        root._vers = _ag._versions(root)
+    if root is None:   # t takes out's place in the graph
+        t.op, t.requires_grad = out.op, True
+        t.inputs = tuple(prev if x is t else x for x in out.inputs)
+        t._vers = (t.cached_data._ver[0], *out._vers[1:])
+        return t
+    out.inputs = tuple(prev if x is t else x for x in out.inputs)
+    root.op, root.inputs, root.requires_grad = CopySlices(region), (prev_root, out), True
+    root._vers = _ag._versions(root)
+    t.op, t.inputs, t.requires_grad = ViewTake(region), (root,), True   # still a view: of the base's new node
+    t._vers = _ag._versions(t)
     return t
+
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -432,7 +439,7 @@ register_op('copy_slices', copy_slices, _torch_copy_slices,
              case((2, 3, 4), (3, 4), idx=_IDX[2])], op=CopySlices)
 
 _ag._VIEW_OPS.update({_mv.GetItem, _mv.Reshape, _mv.Transpose, _mv.Permute, _mv.Squeeze, _mv.Unsqueeze, _mv.Flip,
-                      _mv.BroadcastTo})
+                      _mv.BroadcastTo, ViewTake})
 
 # %% ../../nbs/18_torch_face.ipynb
 def _setitem(self, idx, value):

@@ -26,7 +26,7 @@ class Squares(data.Dataset):
     def __getitem__(self, i): return np.float32(i * i)
 
 def test_custom_dataset_single_field():
-    (xb,), = [b for b in data.DataLoader(Squares(), batch_size=5)]
+    xb, = [b for b in data.DataLoader(Squares(), batch_size=5)]   # a Tensor, as torch's (not a 1-tuple)
     assert xb.numpy().tolist() == [0, 1, 4, 9, 16]
 
 @pytest.mark.parametrize('bs', [0, -1, 2.5])   # None is torch's 'no batching', tested in test_torch_nn.py

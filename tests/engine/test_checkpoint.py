@@ -52,10 +52,10 @@ def test_grad_api_and_params_found():
 def test_second_order_through_checkpoint():
     x = mi.Tensor(np.array([0.3, -0.2, 0.5]), dtype='float64')
     f = lambda h: mi.ops.exp(h * h).sum()
-    g = mi.grad(checkpoint(f, x), x, create_graph=True)
-    h = mi.grad(g.sum(), x)
-    g2 = mi.grad(f(x), x, create_graph=True)
-    h2 = mi.grad(g2.sum(), x)
+    g, = mi.grad(checkpoint(f, x), x, create_graph=True)
+    h, = mi.grad(g.sum(), x)
+    g2, = mi.grad(f(x), x, create_graph=True)
+    h2, = mi.grad(g2.sum(), x)
     np.testing.assert_allclose(h.numpy(), h2.numpy(), rtol=1e-12)
 
 def test_dropout_is_replayed_on_recompute():

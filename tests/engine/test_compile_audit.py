@@ -143,7 +143,6 @@ def test_sw7_parameter_frozen_after_capture():
         if i == 3: m[0].weight.requires_grad = False
     f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
 
-@pytest.mark.xfail(strict=True, reason="needs s5-torch-a's in-place optimizers (until then the capture refuses them)")
 def test_sw3_rmsprop_adagrad_adadelta_follow_eager():
     for make in (lambda ps: optim.RMSprop(ps, lr=0.01), lambda ps: optim.Adagrad(ps, lr=0.1),
                  lambda ps: optim.Adadelta(ps, lr=1.0)):

@@ -278,7 +278,7 @@ def test_clip_grad_norm_nonfinite(bad):
 # ---- mi.grad and gradient buffers
 def test_grad_keeps_float32_with_float64_constant():
     x, k = T([1., 2.]), mi.Tensor(np.array([2., 3.]), dtype='float64', requires_grad=False)
-    g = mi.grad((x * k).sum(), x)
+    g, = mi.grad((x * k).sum(), x)
     tx = TT([1., 2.]); tg, = torch.autograd.grad((tx * torch.tensor([2., 3.], dtype=torch.float64)).sum(), tx)
     assert g.dtype == 'float32' == str(tg.dtype).replace('torch.', '')
     same(g, tg)

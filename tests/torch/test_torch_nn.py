@@ -597,7 +597,7 @@ def test_backward_hook_on_lstm_and_second_order_like_torch():
     for net in (m, tm): net[0].register_full_backward_hook(lambda mod, gi, go: None)
     x2 = r.standard_normal((2, 5))
     X, TX = M(x2), T(x2)
-    gm = mi.autograd.grad(m(X).pow(2).sum(), X, create_graph=True)
+    gm, = mi.autograd.grad(m(X).pow(2).sum(), X, create_graph=True)
     gt = torch.autograd.grad(tm(TX).pow(2).sum(), TX, create_graph=True)[0]
     (gm * gm).sum().backward(); (gt * gt).sum().backward()
     close(X.grad, TX.grad, 1e-8)
