@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
-from ..backend_ndarray.ndarray import arange, prod
+from ..backend_ndarray.ndarray import arange, prod, is_float_dtype
 from .softmax_family import softmax
 from .activations import where
 from .movement import cast
@@ -150,7 +150,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     learned = None   # a float mask that requires grad: an input of the op, so that it gets its gradient
     if attn_mask is not None:
         m = _as_ndarray(attn_mask, q.cached_data)
-        if m.dtype != 'bool' and m.dtype not in ('float16', 'float32', 'float64'):
+        if m.dtype != 'bool' and not is_float_dtype(m.dtype):
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = attend) or float "
                             f"(added to the scores), got dtype {m.dtype}")
         mask = _additive(m, q.dtype)

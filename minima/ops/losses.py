@@ -150,7 +150,7 @@ def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, l
     target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
     if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
-    if isinstance(target, Tensor) and target.dtype in ('float16', 'float32', 'float64') and isinstance(x, Tensor) \
+    if isinstance(target, Tensor) and target.dtype in ('float16', 'bfloat16', 'float32', 'float64') and isinstance(x, Tensor) \
             and target.shape == x.shape and x.ndim:
         return _soft_cross_entropy(x, target, weight, reduction, label_smoothing)
     target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
