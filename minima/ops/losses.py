@@ -459,7 +459,8 @@ register_op('checkpoint', lambda a, b: checkpoint(lambda u, v: exp(matmul(u, v) 
             lambda T, a, b: T.exp((a @ b) * 0.5), [case((3, 4), (4, 2)), case((2, 3), (3, 3))], op=Checkpoint);
 
 # %% ../../nbs/08a_losses.ipynb
-_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1}
+_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1, 'float16': 2, 'bfloat16': 2, 'int32': 4,
+             'int16': 2, 'int8': 1, 'uint8': 1}
 
 def graph_memory(t: Tensor):
     "(number of buffers, bytes) held by the graph behind `t` for backward: non-leaf values and arrays kept by ops."
