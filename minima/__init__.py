@@ -42,3 +42,8 @@ def _install_api_dirs():
 
 _install_api_dirs()
 __dir__ = _api_dir(_sys.modules[__name__])   # dir(minima): torch's functions, dtypes and the submodules
+
+# mixed precision (chapter 24): importing minima.amp wraps the ops of torch's autocast policy
+from . import amp
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype
+__all__ = sorted([*__all__, 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'bfloat16'])

@@ -124,7 +124,7 @@ def _check_sdpa(q, k, v):
     for n, t in (('query', q), ('key', k), ('value', v)):
         if not isinstance(t, Tensor): raise TypeError(f"scaled_dot_product_attention: {n} must be a Tensor, got {type(t).__name__}")
         if t.ndim < 2: raise ValueError(f"scaled_dot_product_attention: {n} needs at least 2 dims, got shape {t.shape}")
-    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in ('float32', 'float64'):
+    if not (q.dtype == k.dtype == v.dtype) or not is_float_dtype(q.dtype):
         raise TypeError(f"scaled_dot_product_attention: query, key, value must share a float dtype, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
     if k.shape[-2] != v.shape[-2] or q.shape[-1] != k.shape[-1]:
