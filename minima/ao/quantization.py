@@ -20,7 +20,7 @@ __all__ = ['qint8', 'quint8', 'qint32', 'per_tensor_affine', 'per_tensor_symmetr
            'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
            'DynamicQuantizedLinear', 'quantize_dynamic', 'QuantStub', 'DeQuantStub', 'prepare', 'Quantize',
            'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
-           'QuantizedConv2d', 'convert', 'FakeQuantizeOp', 'fake_quantize_per_tensor_affine', 'FakeQuantize']
+           'QuantizedConv2d', 'convert', 'fake_quantize_per_tensor_affine', 'FakeQuantize']
 
 # %% ../../nbs/26_quantization.ipynb
 qint8, quint8, qint32 = 'qint8', 'quint8', 'qint32'   # torch's quantized dtypes, by name
@@ -84,6 +84,7 @@ class MinMaxObserver(Module):
         return functools.partial(cls, **kwargs)
     def extra_repr(self): return f'min_val={float(np.min(self.min_val)):.4g}, max_val={float(np.max(self.max_val)):.4g}'
 
+# %% ../../nbs/26_quantization.ipynb
 class PerChannelMinMaxObserver(MinMaxObserver):
     "torch's `PerChannelMinMaxObserver`: the min and max of each slice along `ch_axis`."
     _qschemes = (per_channel_affine, per_channel_symmetric)
@@ -401,32 +402,26 @@ def convert(model: Sequential, inplace: bool = False) -> Sequential:
     return Sequential(*out)
 
 # %% ../../nbs/26_quantization.ipynb
-class FakeQuantizeOp(TensorOp):
-    """Quantize and dequantize in one float op: `(clamp(round(x / s) + z, lo, hi) - z) * s`. Its gradient is the
-    straight-through estimator: 1 where the rounded value fell inside [lo, hi] (rounding counts as the identity),
-    0 where it was clamped."""
-    def __init__(self, scale, zero_point, quant_min, quant_max):
-        self.scale, self.zero_point, self.quant_min, self.quant_max = float(scale), int(zero_point), quant_min, quant_max
-    def compute(self, x: NDArray):
-        inv = float(np.float32(1) / np.float32(self.scale))
-        r = np.rint((x * inv).numpy()) + self.zero_point            # the contract has no round: on the host
-        inside = (r >= self.quant_min) & (r <= self.quant_max)
-        q = np.clip(r, self.quant_min, self.quant_max)
-        self.save(NDArray(inside.astype(x.dtype), device=x.device, dtype=x.dtype))
-        return NDArray(((q - self.zero_point) * np.float32(self.scale)).astype(x.dtype), device=x.device,
-                       dtype=x.dtype)
-    def gradient(self, out_grad, node):
-        (mask,) = self.saved
-        return out_grad * Tensor.make_const(mask)
+def _fake_quantize_values(x: NDArray, scale, zero_point, quant_min, quant_max):
+    "The quantized-dequantized values of `x` and the mask of those inside the range, as NDArrays."
+    inv = float(np.float32(1) / np.float32(scale))
+    r = np.rint((x * inv).numpy()) + zero_point                 # the contract has no round: on the host
+    inside = ((r >= quant_min) & (r <= quant_max)).astype(x.dtype)
+    xq = ((np.clip(r, quant_min, quant_max) - zero_point) * np.float32(scale)).astype(x.dtype)
+    return NDArray(xq, device=x.device, dtype=x.dtype), NDArray(inside, device=x.device, dtype=x.dtype)
 
 def fake_quantize_per_tensor_affine(input: Tensor, scale: float, zero_point: int, quant_min: int,
                                     quant_max: int) -> Tensor:
-    "torch's `fake_quantize_per_tensor_affine`, with the straight-through gradient."
+    """torch's `fake_quantize_per_tensor_affine`: `(clamp(round(x / s) + z, lo, hi) - z) * s`, with the
+    straight-through gradient (1 inside the range, 0 where clamped)."""
     if not quant_min <= zero_point <= quant_max:
         raise ValueError(f"fake_quantize_per_tensor_affine: zero_point {zero_point} is outside "
                          f"[{quant_min}, {quant_max}]")
-    return FakeQuantizeOp(scale, zero_point, quant_min, quant_max)(input)
+    xq, inside = _fake_quantize_values(input.cached_data, scale, zero_point, quant_min, quant_max)
+    # value: xq + 0 = xq exactly; gradient: d/dx of (x - x.detach()) * inside = inside (the STE)
+    return Tensor.make_const(xq) + (input - input.detach()) * Tensor.make_const(inside)
 
+# %% ../../nbs/26_quantization.ipynb
 class FakeQuantize(Module):
     """torch's `FakeQuantize` for quantization-aware training: observe the input, then fake-quantize it with the
     observer's current qparams. `FakeQuantize(MinMaxObserver, dtype='quint8')`."""
