@@ -232,7 +232,8 @@ def update(self: GradScaler, new_scale=None):
         if sum(infs) > 0:
             self._scale, self._growth_tracker = np.float32(np.float64(self._scale) * self._backoff_factor), 0
         elif self._growth_tracker + 1 == self._growth_interval:
-            grown = np.float32(np.float64(self._scale) * self._growth_factor)
+            with np.errstate(over='ignore'):   # an infinite grown scale is expected, then refused
+                grown = np.float32(np.float64(self._scale) * self._growth_factor)
             if np.isfinite(grown): self._scale = grown
             self._growth_tracker = 0
         else: self._growth_tracker += 1
