@@ -166,7 +166,8 @@ class GradScaler:
             raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval!r}")
         self.device, self._enabled = device, bool(enabled)
         self._scale, self._growth_tracker = np.float32(init_scale), 0   # torch keeps the scale in float32
-        self._growth_factor, self._backoff_factor, self._growth_interval = growth_factor, backoff_factor, growth_interval
+        self._growth_factor, self._backoff_factor = growth_factor, backoff_factor
+        self._growth_interval = growth_interval
         self._per_optimizer = {}
 
     def is_enabled(self) -> bool: return self._enabled

@@ -60,7 +60,8 @@ class MinMaxObserver(Module):
             raise ValueError(f"{type(self).__name__}: qscheme must be one of {self._qschemes}, got {qscheme!r}")
         self.dtype, self.qscheme, self.eps = dtype, qscheme, eps
         lo, hi = quant_range(dtype, reduce_range)
-        self.quant_min, self.quant_max = (lo if quant_min is None else quant_min), (hi if quant_max is None else quant_max)
+        self.quant_min = lo if quant_min is None else quant_min
+        self.quant_max = hi if quant_max is None else quant_max
         if not lo <= self.quant_min <= 0 <= self.quant_max <= hi:   # torch asserts the same
             raise ValueError(f"{type(self).__name__}: quant_min {self.quant_min} and quant_max {self.quant_max} must "
                              f"include 0 and lie in {dtype}'s range [{lo}, {hi}]")
@@ -82,7 +83,8 @@ class MinMaxObserver(Module):
     def with_args(cls, **kwargs):
         "A constructor with these arguments bound (torch's `with_args`), for a qconfig."
         return functools.partial(cls, **kwargs)
-    def extra_repr(self): return f'min_val={float(np.min(self.min_val)):.4g}, max_val={float(np.max(self.max_val)):.4g}'
+    def extra_repr(self):
+        return f'min_val={float(np.min(self.min_val)):.4g}, max_val={float(np.max(self.max_val)):.4g}'
 
 # %% ../../nbs/26_quantization.ipynb
 class PerChannelMinMaxObserver(MinMaxObserver):
@@ -141,7 +143,8 @@ def _quantize(x: Tensor, scale, zero_point, dtype, axis=None) -> QTensor:
         raise TypeError(f"quantize: expected a float32 Tensor, got {getattr(x, 'dtype', type(x).__name__)}")
     lo, hi = quant_range(dtype) if dtype != 'qint32' else (-2**31, 2**31 - 1)
     out = QTensor(NDArray.make((0,), device=x.device, dtype='int8'), scale, zero_point, dtype, axis)
-    inv = out._bcast((np.float32(1) / out.scale.astype(np.float32)).astype(np.float32), x.ndim)   # fbgemm: x * (1 / s)
+    inv = (np.float32(1) / out.scale.astype(np.float32)).astype(np.float32)   # fbgemm: x * (1 / s)
+    inv = out._bcast(inv, x.ndim)
     a = x.cached_data
     v = a * NDArray(inv, device=a.device).broadcast_to(a.shape)
     r = v.numpy()   # the device contract has no rounding primitive: round on the host (np.rint: ties to even)
@@ -273,7 +276,8 @@ def quantize_dynamic(model: Module, qconfig_spec=None, dtype='qint8', mapping=No
     model = model if inplace else copy.deepcopy(model)
     def swap(m):
         for name, child in list(vars(m).items()):
-            if isinstance(child, Linear): setattr(m, name, DynamicQuantizedLinear.from_float(child, spec[Linear]['weight']()))
+            if isinstance(child, Linear):
+                setattr(m, name, DynamicQuantizedLinear.from_float(child, spec[Linear]['weight']()))
             elif isinstance(child, Module): swap(child)
             elif isinstance(child, (list, tuple)) and any(isinstance(c, Module) for c in child):
                 setattr(m, name, type(child)(DynamicQuantizedLinear.from_float(c, spec[Linear]['weight']())
@@ -292,7 +296,7 @@ class DeQuantStub(Module):
 
 default_qconfig = dict(activation=MinMaxObserver.with_args(dtype='quint8', reduce_range=True),
                        weight=PerChannelMinMaxObserver.with_args(dtype='qint8', qscheme=per_channel_symmetric))
-_OBSERVED = (QuantStub, Conv2d, Linear)   # the modules whose outputs get an observer (torch's eager mode does the same)
+_OBSERVED = (QuantStub, Conv2d, Linear)   # the modules whose outputs get an observer (as torch's eager mode)
 
 def prepare(model: Sequential, inplace: bool = False) -> Sequential:
     """torch's `prepare` (eager mode) for a `Sequential`: give `QuantStub`, `Conv2d` and `Linear` an
@@ -321,7 +325,8 @@ def _requantize(acc: NDArray, zx: int, wsum: NDArray, scale: np.ndarray, bias, o
 
 class Quantize(Module):
     "float -> quint8 codes with fixed qparams (what a calibrated `QuantStub` becomes)."
-    def __init__(self, scale, zero_point): super().__init__(); self.scale, self.zero_point = float(scale), int(zero_point)
+    def __init__(self, scale, zero_point):
+        super().__init__(); self.scale, self.zero_point = float(scale), int(zero_point)
     def forward(self, x): return quantize_per_tensor(x, self.scale, self.zero_point, 'quint8')
     def extra_repr(self): return f'scale={self.scale:.4g}, zero_point={self.zero_point}'
 class DeQuantize(Module):
@@ -364,12 +369,13 @@ class QuantizedLinear(Module):
     def extra_repr(self): return f'scale={self.scale:.4g}, zero_point={self.zero_point}, qscheme=per_channel_affine'
 
 class QuantizedConv2d(QuantizedLinear):
-    "The same through im2col: the padded codes (padded with the zero point, the code of 0.0) as an (N*H*W, C*k*k) view."
+    "The same through im2col: the codes, padded with the zero point (the code of 0.0), as (N*H*W, C*k*k) rows."
     def __init__(self, mod, w_obs, out_obs):
         if mod.groups != 1 or mod.dilation not in (1, (1, 1)) or mod.padding_mode != 'zeros':
             raise NotImplementedError(f"QuantizedConv2d: groups=1, dilation=1, zero padding only, got {mod}")
         super().__init__(mod, w_obs, out_obs)
-        self.k, self.stride, self.pads = mod.weight.shape[-1], int_pair(mod.stride, 'stride', 'QuantizedConv2d')[0], mod.pads
+        self.k, self.pads = mod.weight.shape[-1], mod.pads
+        self.stride = int_pair(mod.stride, 'stride', 'QuantizedConv2d')[0]
     def forward(self, x: QTensor) -> QTensor:
         N, C, H, W = x.shape; k, s = self.k, self.stride
         (t, b), (l, r) = self.pads
