@@ -34,3 +34,51 @@ def profile(step, warmup=2, calls=5, rows=25):
     for _ in range(calls): step()
     pr.disable()
     pstats.Stats(pr).sort_stats('tottime').print_stats(rows)
+
+# ---------------------------------------------------------------------------------------------- results files
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+
+def _cpu_model():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'): return line.split(':', 1)[1].strip()
+    except OSError: pass
+    import platform
+    return platform.processor() or platform.machine()
+
+def _commit():
+    import subprocess
+    try:
+        r = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
+                           cwd=os.path.dirname(RESULTS), timeout=10)
+        dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'], capture_output=True,
+                               text=True, cwd=os.path.dirname(RESULTS), timeout=10).stdout.strip()
+        return r.stdout.strip() + ('+changes' if dirty else '') if r.returncode == 0 else 'unknown'
+    except (OSError, subprocess.SubprocessError): return 'unknown'
+
+def machine():
+    "Where and when a measurement ran: host, CPU model, cores, load average, date (UTC), commit, versions, threads."
+    import datetime, platform
+    info = dict(host=platform.node(), cpu=_cpu_model(), cores=os.cpu_count(),
+                load_1m=round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None,
+                date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'), commit=_commit(),
+                python=platform.python_version(), blas_threads=blas_threads())
+    for mod in ('numpy', 'torch'):
+        try: info[mod] = __import__(mod).__version__
+        except ImportError: pass
+    return info
+
+def write_results(name, rows, **meta):
+    """Write `rows` (a list of dicts) to `bench/results/NAME_DATE.json` with `machine()` taken now (its load average
+    beside the one `meta` may carry from the start of the run); returns the path. The README's speed table is
+    generated from the newest of these files (`tools/speed_table`)."""
+    import json
+    m = machine()
+    path = os.path.join(RESULTS, f"{name}_{m['date'][:10]}.json")
+    os.makedirs(RESULTS, exist_ok=True)
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as f: json.dump(dict(bench=name, machine=m, **meta, rows=rows), f, indent=1)
+    os.replace(tmp, path)
+    print(f'\nwrote {os.path.relpath(path)}')
+    return path

@@ -12,7 +12,7 @@ from the disk cache. Never gates CI.
 import argparse, os, subprocess, sys, tempfile, time
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import blas_threads, timeit_pair
+from _common import blas_threads, machine, timeit_pair, write_results
 
 LABELS = {'mlp': 'MLP 64-128-10 step, batch 128', 'cnn': 'digits CNN step (batch norm), batch 64',
           'mlp_big': 'MLP 784-512-512-10 step, batch 256', 'mlp_drop': 'MLP 64-128-10 + dropout 0.2, batch 128',
@@ -163,6 +163,7 @@ def main():
     nt = blas_threads()
     torch.set_num_threads(nt)
     clock = time.process_time
+    start, rows = machine(), []
     print(f"one training step, {nt} thread(s), best of {args.repeat} x {args.steps} steps, process CPU time\n")
     print('| workload | minima eager ms | minima compiled ms | torch eager ms | compiled / torch | eager / torch '
           '| target | calls (captured -> replayed) |' + (' torch.compile ms |' if args.torch_compile else ''))
@@ -187,12 +188,19 @@ def main():
             tcc, _ = timeit_pair(lambda: tc2(tx, ty), teager, rep, steps, clock, warmup=2)
             row += f' {tcc * 1e3:.3f} |'
         print(row, flush=True)
+        rows.append(dict(key=name, workload=LABELS[name], eager_ms=ce * 1e3, compiled_ms=tc * 1e3, torch_ms=tt * 1e3,
+                         compiled_ratio=tc / tt, eager_ratio=ce / tt, target=TARGETS[name]))
     if args.decode:
         b, st = decode_row(torch, clock)
         print(f"| GPT KV-cached decoding per token (bench/gpt.py model, batch 1, positions 1-256; compiled: "
               f"StaticDecoder) | {b['eager'] * 1e3:.3f} | {b['compiled'] * 1e3:.3f} | {b['torch'] * 1e3:.3f} "
               f"| {b['compiled'] / b['torch']:.2f}x | {b['eager'] / b['torch']:.2f}x | 1.5x "
               f"| {st['captured']} -> {st['final']} ({st['kernels']} fused) |", flush=True)
+        rows.append(dict(key='decode', workload='GPT KV-cached decoding, per token (StaticDecoder)',
+                         eager_ms=b['eager'] * 1e3, compiled_ms=b['compiled'] * 1e3, torch_ms=b['torch'] * 1e3,
+                         compiled_ratio=b['compiled'] / b['torch'], eager_ratio=b['eager'] / b['torch'], target='1.5x'))
+    settings = dict(repeat=args.repeat, steps=args.steps, clock='process CPU time', stat='best of interleaved rounds')
+    write_results('compile', rows, load_1m_at_start=start['load_1m'], settings=settings)
     if args.no_compile_time: return
     print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
     print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')

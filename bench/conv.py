@@ -6,7 +6,7 @@ Prints a table with the best time per call (minima and torch interleaved) and th
 import argparse, time
 import numpy as np
 
-from _common import blas_threads
+from _common import blas_threads, machine, write_results
 
 def timeit_pair(a, b, repeat):
     "Best-of-`repeat` seconds for `a` and `b`, interleaved so that background load hits both alike."
@@ -58,8 +58,12 @@ def main():
           f"(torch {torch.__version__}), best of {args.repeat}, interleaved")
     print(f"| {'what':<22} | {'minima (ms)':>11} | {'torch (ms)':>10} | {'ratio':>6} |")
     print(f"|{'-' * 24}|{'-' * 13}|{'-' * 12}|{'-' * 8}|")
+    start, rows = machine(), []
     for name, a, b in [('forward', mi_fwd, t_fwd), ('forward + backward', mi_fb, t_fb)]:
         ta, tb = timeit_pair(a, b, args.repeat)
         print(f"| {name:<22} | {ta * 1e3:11.1f} | {tb * 1e3:10.1f} | {ta / tb:5.2f}x |")
+        rows.append(dict(what=name, minima_ms=ta * 1e3, torch_ms=tb * 1e3, ratio=ta / tb))
+    write_results('conv', rows, load_1m_at_start=start['load_1m'],
+                  settings=dict(N=N, C=C, HW=HW, repeat=args.repeat, clock='wall', stat='best of interleaved'))
 
 if __name__ == '__main__': main()

@@ -63,7 +63,11 @@
              ['conv', 'convolution', 'conv2d'], ['matmul', 'matrix multiplication'], ['stride', 'strides', 'strided'],
              ['lr', 'learning rate'], ['gradcheck', 'gradient check']];
   // a light suffix stripper, the same for the index and the query: finding, finder, finds -> find; rates -> rat
+  // words the suffix rules would fold into another word: "autograder" is not "autograd", "grading" is not "grad"
+  var KEEP = {autograder: 'autograder', autograders: 'autograder', grader: 'grader', graders: 'grader',
+              grading: 'grader', graded: 'grader', grade: 'grader', grades: 'grader'};
   function stem(w) {
+    if (KEEP[w]) return KEEP[w];
     if (w.length <= 3 || /\d/.test(w)) return w;
     var s = w;
     if (/ies$/.test(s) && s.length > 4) s = s.slice(0, -3) + 'y';

@@ -157,6 +157,69 @@ def test_compare_unit():
     assert co.output_text([dict(output_type='display_data', data={'image/png': 'xx', 'text/plain': 'Fig 1'})]) == ''
 
 
+def test_check_op_errors_are_bounds():
+    "check_op's `ok (err)` figures and `worst error` are compared as 'the check still passes'; a FAIL stays a failure."
+    stored = ('mul on cpu: 2 cases, 8 checks pass, worst error 2.4e-07 (max abs error in brackets)\n'
+              '| `(6, 3)` | ok (6.0e-08) | ok (2.4e-07) |')
+    moved = stored.replace('2.4e-07', '1.4e-06').replace('6.0e-08', '4.8e-07')
+    assert co.compare(stored, moved) is None
+    failed = moved.replace('ok (4.8e-07)', 'FAIL (4.8e-07)')
+    assert co.compare(stored, failed) is not None
+    assert co.compare('loss 0.2412', 'loss 0.2431') is not None                   # a plain number is not a bound
+    assert co.spread('ok (1e-7) loss 0.5', 'ok (9e-7) loss 0.501') == pytest.approx(0.001 / 0.501)
+
+def test_integers_are_exact_whatever_the_tolerance():
+    assert co.compare('parameters: 24106, loss 0.0661', 'parameters: 24106, loss 0.0660', rtol=1e-2) is None
+    assert co.compare('parameters: 24106, loss 0.0661', 'parameters: 24107, loss 0.0661', rtol=1e-2) is not None
+    assert co.compare('[3 4]', '[3 5]', rtol=1.0) is not None
+
+def test_numeric_environments(tmp_path):
+    "`--envs` runs each notebook once per environment, with that environment's variables; a drift names it."
+    src = 'import os\nprint(os.environ.get("OPENBLAS_NUM_THREADS", "unset"), os.environ.get("OPENBLAS_CORETYPE", "-"))'
+    nb = mk_nb(tmp_path / 'env.ipynb', [(src, '1 Haswell\n')])
+    rc, out = check(nb, '--envs', 'narrow')
+    assert rc == 0, out
+    rc, out = check(nb, '--envs', 'threads1,narrow')
+    assert rc == 1 and 'env.ipynb [threads1]' in out and 'env.ipynb [narrow]' not in out.split('Outputs drift')[-1]
+    rc, out = check(nb, '--envs', 'nosuch')
+    assert rc != 0 and 'unknown environment' in out
+
+def _index_quick_start(tmp_path, edit=None):
+    "The index's quick start (a float32 training run whose printed loss carries a measured `#| tol:`), edited."
+    nb = json.loads((ROOT / 'nbs' / 'index.ipynb').read_text())
+    keep = [c for c in nb['cells'] if c.get('id') in ('c002', 'c003')]
+    assert len(keep) == 2 and '#| tol:' in ''.join(keep[1]['source']), 'the quick start lost its tolerance'
+    if edit:
+        src = ''.join(keep[0]['source'])
+        assert edit[0] in src, edit
+        keep[0]['source'] = src.replace(*edit).splitlines(True)
+    nb['cells'] = keep
+    p = tmp_path / 'quick.ipynb'
+    p.write_text(json.dumps(nb))
+    return p
+
+@pytest.mark.parametrize('edit', [('manual_seed(0)', 'manual_seed(1)'), ('lr=0.01', 'lr=0.02')],
+                         ids=['seed', 'learning-rate'])
+def test_a_measured_tolerance_still_catches_a_changed_seed_or_rate(tmp_path, edit):
+    "The tolerance covers summation order, not a changed model: the unedited run passes, an edited one drifts."
+    assert check(_index_quick_start(tmp_path))[0] == 0
+    rc, out = check(_index_quick_start(tmp_path, edit))
+    assert rc == 1 and 'quick.ipynb cell 1' in out, out[-2000:]
+
+def test_a_changed_formula_fails_the_check(tmp_path):
+    "A wrong gradient in a chapter (03's multiply, as its first exercise asks) fails the notebook's check."
+    nb = json.loads((ROOT / 'nbs' / '03_ops_elementwise.ipynb').read_text())
+    cells = [c for c in nb['cells'] if c['cell_type'] == 'code']
+    op = next(c for c in cells if 'class EWiseMul' in ''.join(c['source']))
+    src = ''.join(op['source'])
+    right = 'unbroadcast(out_grad * a, b.shape)'
+    assert right in src
+    op['source'] = src.replace(right, 'unbroadcast(out_grad * b, b.shape)')   # the second input's factor is wrong
+    p = tmp_path / 'ops.ipynb'
+    p.write_text(json.dumps(nb))
+    rc, out = check(p)
+    assert rc == 1 and 'multiply' in out, out[-2000:]
+
 # ------------------------------------------------------------------------------------------------- cell ids
 FIX = ROOT / 'tools' / 'fix_cell_ids'
 
