@@ -104,6 +104,7 @@ class PerChannelMinMaxObserver(MinMaxObserver):
         return x
 
 # %% ../../nbs/26_quantization.ipynb
+#| code-fold: true
 class QTensor:
     """A quantized tensor: integer codes `q` (an NDArray of int8/uint8/int32) and the affine map
     `x = (q - zero_point) * scale`, per tensor or per channel along `axis` (torch's quantized tensor)."""
@@ -194,6 +195,7 @@ def int8_matmul(a: NDArray, b: NDArray) -> NDArray:
     return out
 
 # %% ../../nbs/26_quantization.ipynb
+#| code-fold: true
 def choose_qparams_dynamic(x_min: float, x_max: float, reduce_range: bool = True):
     """The activation's (scale, zero_point) for quint8, as fbgemm's `ChooseQuantizationParams`, which torch's
     dynamic Linear uses: the range holds 0, the scale is computed in float64, the zero point is nudged from the end
@@ -313,6 +315,7 @@ def prepare(model: Sequential, inplace: bool = False) -> Sequential:
     return model
 
 # %% ../../nbs/26_quantization.ipynb
+#| code-fold: true
 def _requantize(acc: NDArray, zx: int, wsum: NDArray, scale: np.ndarray, bias, out_scale, out_zp, ax=-1) -> NDArray:
     """int32 `acc` = q_x q_w^T -> uint8 codes of the output: subtract z_x sum(q_w), multiply by s_x s_w per output
     channel, add the bias, divide by the output scale, round, add the output zero point, clamp to 0..255."""
@@ -348,6 +351,7 @@ class QuantizedFlatten(Module):
         return QTensor(x.q.compact().reshape((x.shape[0], -1)), x.scale, x.zero_point, x.dtype)
 
 # %% ../../nbs/26_quantization.ipynb
+#| code-fold: true
 class QuantizedLinear(Module):
     "uint8 codes in, uint8 codes out: int8 weights per output channel, int32 accumulation, requantized output."
     def __init__(self, mod, w_obs, out_obs):
