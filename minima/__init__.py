@@ -1,7 +1,7 @@
 __version__ = "0.1.0"
 """minima: a literate, notebook-driven deep-learning framework. `import minima` is torch's face (`import minima as torch`);
 `import minima.needle as ndl` is needle's."""
-from .backend_ndarray.device import cpu, cpu_numpy, cuda, default_device, all_devices
+from .backend_ndarray.device import cpu, cpu_numpy, default_device, all_devices
 from .autograd import (Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad, set_grad_enabled,
                        inference_mode)
 from .viz import draw_graph
@@ -10,7 +10,9 @@ from . import testing
 from . import init, nn, optim, data, datasets, learner, text, bpe
 from .ops.losses import checkpoint
 from .init import manual_seed
+from . import serialization
 from . import utils                                                  # minima.utils.data (21b)
+from . import cuda, backends, amp, onnx   # torch's module tree (18b); `minima.cuda()` is still the CUDA device
 from .nn.modules import save_object as save, load_object as load     # torch.save / torch.load (21b)
 
 # torch's face: torch's functions and dtypes (`minima.zeros`, `minima.cat`, `minima.float32`, ...); the op classes and
@@ -19,6 +21,7 @@ from .ops import torch_face as _torch_face
 globals().update(_torch_face.TORCH_FUNCTIONS)
 globals().update(_torch_face.DTYPE_NAMES)
 from .compile import compile   # the function; the module stays importable as minima.compile via sys.modules
+from . import profiler         # torch.profiler's API (chapter 23); also reads MINIMA_DEBUG
 
 import sys as _sys, types as _types
 
@@ -45,6 +48,7 @@ __dir__ = _api_dir(_sys.modules[__name__])   # dir(minima): torch's functions, d
 
 # mixed precision (chapter 24): importing minima.amp wraps the ops of torch's autocast policy
 from . import amp
+amp._install()   # again, now that minima's namespace holds torch's functions (amp was first imported above)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 __all__ = sorted([*__all__, 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'bfloat16'])
 

@@ -10,6 +10,7 @@ from fastcore.basics import patch
 from .autograd import Tensor
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, result_dtype
 from .ops.movement import cast
+from .backend_ndarray.device import get_device
 from .ops.fused import LinearOp, SoftmaxCrossEntropy
 
 # %% auto 0
@@ -153,6 +154,10 @@ _install()
 # %% ../nbs/24_mixed_precision.ipynb
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
+def _cuda_available() -> bool:
+    try: return get_device('cuda').enabled()
+    except (ImportError, OSError, RuntimeError): return False
+
 class GradScaler:
     """torch's `GradScaler`: multiply the loss by `scale` so that small float16 gradients do not flush to zero,
     divide the gradients by it before the step (`unscale_`), skip the step when any of them is inf or NaN, then
@@ -164,6 +169,9 @@ class GradScaler:
             raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
         if not (isinstance(growth_interval, int) and growth_interval > 0):
             raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval!r}")
+        if enabled and device == 'cuda' and not _cuda_available():   # torch warns and disables, as here
+            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available. Disabling.")
+            enabled = False
         self.device, self._enabled = device, bool(enabled)
         self._scale, self._growth_tracker = np.float32(init_scale), 0   # torch keeps the scale in float32
         self._growth_factor, self._backoff_factor = growth_factor, backoff_factor

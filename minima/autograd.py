@@ -11,7 +11,7 @@ from .backend_ndarray.device import cpu, DTYPES
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['ops', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand']
+__all__ = ['ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand']
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -444,6 +444,24 @@ class MakeTensorTuple(TensorTupleOp):
     "Pack tensors into a TensorTuple; the adjoint unpacks."
     def compute(self, *args): return tuple(args)
     def gradient(self, out_grad, node): return tuple(out_grad[i] for i in range(len(node.inputs)))
+
+# %% ../nbs/01_autograd.ipynb
+draw_hooks = []   # while a compiled step is captured: hook(f, kind, args, kwargs) runs each declared draw
+
+_DRAW_KINDS = ('tensor', 'inplace', 'array', 'generator')
+def draws_random(kind: str):
+    """Declare that the decorated function draws host random numbers, so that a compiled step draws afresh on each
+    replay. `kind`: 'tensor' (returns a new tensor of draws), 'inplace' (fills its first argument), 'array' (returns
+    a numpy array) or 'generator' (returns a numpy Generator)."""
+    if kind not in _DRAW_KINDS: raise ValueError(f"draws_random: kind must be one of {_DRAW_KINDS}, got {kind!r}")
+    def declare(f):
+        def drawn(*args, **kwargs):
+            if not draw_hooks: return f(*args, **kwargs)
+            return draw_hooks[-1](f, kind, args, kwargs)
+        drawn.__name__, drawn.__qualname__, drawn.__doc__ = f.__name__, f.__qualname__, f.__doc__
+        drawn.__module__, drawn.__wrapped__, drawn.draws_random = f.__module__, f, kind
+        return drawn
+    return declare
 
 # %% ../nbs/01c_autograd_guards.ipynb 7
 _GRAD = [True]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/21b_compile.ipynb 8
 from __future__ import annotations
-import ctypes, functools, hashlib, importlib.util, linecache, os, sys
+import ctypes, functools, hashlib, importlib.util, linecache, operator, os, sys, warnings, weakref
 import numpy as np
 from fastcore.basics import patch
 from .backend_ndarray.device import NumpyDevice
@@ -14,7 +14,7 @@ from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
 __all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile', 'StaticKVCache', 'StaticDecoder']
+           'cuda_source', 'Compiled', 'compile']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -49,7 +49,7 @@ _PKG += os.sep
 # .item(), .numpy(), ...
 _ARRAY_FILES = tuple(os.path.join(_PKG, f) for f in ('backend_ndarray', 'autograd.py'))
 # this chapter's own frames (by qualified name)
-_OWN = ('Recorder.', 'capture', 'Compiled.', '_Tracked.')
+_OWN = ('Recorder.', 'capture', '_hooks', 'Compiled.', '_Tracked.')
 
 def _skip(f, files) -> bool:
     return f.f_code.co_filename.startswith(files) or f.f_code.co_qualname.startswith(_OWN)
@@ -112,6 +112,8 @@ class Instr:
         return f"{', '.join(outs)} = {self.prim}({', '.join(rest)})"
 
 def _short(a):
+    if isinstance(a, tuple) and len(a) == 4 and a[0] == 'arr': return f'array{a[1]}'   # a frozen array
+    if isinstance(a, tuple): return '(' + ', '.join(_short(x) for x in a) + (',)' if len(a) == 1 else ')')
     if isinstance(a, np.ndarray): return f'array{a.shape}' if a.size > 4 else repr(a.tolist())
     if isinstance(a, (float, np.floating)): return f'{float(a):.6g}'
     return repr(a)
@@ -128,14 +130,8 @@ class Recorder:
     `instrs`; allocations are remembered, and reading a value back (`to_numpy`) is a `CaptureError`."""
     def __init__(self, device):
         self.device, self.instrs, self.bufs, self.keep, self.depth = device, [], {}, [], 0
-        self.random_arrays, self.random_handles, self.assumptions = {}, {}, []
-
-    def buf(self, h, kind='extern'):
-        b = self.bufs.get(id(h))
-        if b is None:
-            b = self.bufs[id(h)] = Buf(len(self.bufs), self.device.handle_size(h), self.device.handle_dtype(h), kind, h)
-            self.keep.append(h)
-        return b
+        self.all_bufs = []
+        self.random_arrays, self.assumptions = {}, []
 
     def _wrap(self, name):
         real = getattr(type(self.device), name).__get__(self.device)
@@ -155,6 +151,24 @@ class Recorder:
                 a[0] = None if rnd else np.array(args[0], copy=True)
             self.instrs.append(Instr(name, a, _line(_user_frame()), rnd, _origin()))
         return prim
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The recorder's buffers"
+@patch
+def buf(self: Recorder, h, kind='extern'):
+    """The `Buf` of handle `h`. A temporary is held weakly: when the step lets it go, its memory
+    goes (a capture needs no more memory than the eager step) and its id may be reused."""
+    b = self.bufs.get(id(h))
+    if b is None:
+        d = self.device
+        b = self.bufs[id(h)] = Buf(len(self.all_bufs), d.handle_size(h), d.handle_dtype(h), kind, h)
+        self.all_bufs.append(b)
+        if kind == 'temp':
+            b.handle = None
+            weakref.finalize(h, self.bufs.pop, id(h), None)
+        else: self.keep.append(h)
+    return b
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -194,16 +208,10 @@ def __exit__(self: Recorder, *exc):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-# Randomness enters through a few functions that draw on the host and copy to the device. While
-# capturing we wrap them: the draw still happens, and the recorder learns which `from_numpy` copies
-# random numbers, and how to draw them again, so that a replay draws fresh numbers from the same
-# generator, in the same order as eager code.
-def _random_sources():
-    from minima import init
-    from minima.ops import losses, attention
-    return [(init, 'rand', 'tensor'), (init, 'randn', 'tensor'), (init, 'randb', 'tensor'),
-            (losses, '_keep_mask', 'array'), (attention, '_rng', 'generator')]
-
+# Randomness enters through functions declared with `@draws_random(kind)` where they are defined
+# (chapter 01). While capturing, the recorder's hook runs each declared draw: the draw still happens,
+# and the recorder learns which `from_numpy` copies random numbers and how to draw them again, so that
+# a replay draws fresh numbers from the same generator, in the same order as eager code.
 class _Draw(np.ndarray):
     """Host random numbers, or an array computed from them with ufuncs, that know how to compute
     themselves again."""
@@ -241,9 +249,10 @@ class _Tracked:
     def __set__(self, o, v):
         try: old = self.md.__get__(o)
         except AttributeError:   # the first value of an object made during capture
-            if self.attr == 'cached_data': self.created[id(o)] = o
+            if self.attr == 'cached_data': self.created.add(id(o))
             return self.md.__set__(o, v)
-        self.log.setdefault((id(o), self.attr), (o, self.attr, old))
+        if id(o) not in self.created:   # (an object made during capture is not state: not kept)
+            self.log.setdefault((id(o), self.attr), (o, self.attr, old))
         self.md.__set__(o, v)
 
 def _leaves(x, out):
@@ -263,64 +272,97 @@ def _eq_state(a, b):
 class Capture:
     """What one capture saw: the instructions, the buffers, the state that changed, the modules and
     the result."""
-    def __init__(self, rec, writes, created, modules, args, result):
-        self.instrs, self.bufs, self.rec = rec.instrs, rec.bufs, rec
-        self.writes = [w for k, w in writes.items() if k[0] not in created]
+    def __init__(self, rec, writes, created, modules, args, result, optims=None):
+        self.instrs, self.bufs, self.all_bufs, self.rec = rec.instrs, rec.bufs, rec.all_bufs, rec
+        self.writes = list(writes.values())
         self.modules, self.args, self.result = modules, args, result
+        self.optims = optims or {}
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-def _wrap_random(orig, kind, rec):
-    """A random source (`kind` 'generator', 'array' or 'tensor') that tells the recorder `rec` what
-    it drew."""
-    def f(*a, **k):
-        r = orig(*a, **k)
+def _draw_hook(rec):
+    """The hook that runs a declared random draw `f(*a, **k)` of `kind` while `rec` records, and tells
+    `rec` how to draw again."""
+    def hook(f, kind, a, k):
         if kind == 'generator':   # a seeded call makes a new generator each time: so does a replay
-            fresh = (lambda: orig(*a, **k)) if a[0] is None and a[1] is not None else None
-            return _DrawingGenerator(r, rec, fresh)
-        if kind == 'array': rec.random_arrays[id(r)] = (orig, a, k, kind); rec.keep.append(r)
-        else: rec.random_handles[id(r.cached_data._handle)] = (orig, a, k, kind)
+            return _DrawingGenerator(f(*a, **k), rec, lambda: f(*a, **k))
+        if kind == 'array':
+            r = f(*a, **k)
+            rec.random_arrays[id(r)] = (f, a, k, kind); rec.keep.append(r)
+            return r
+        n0 = len(rec.instrs)
+        r = f(*a, **k)
+        new = [i for i in rec.instrs[n0:] if i.prim == 'from_numpy']
+        if len(new) != 1:
+            raise CaptureError(f"compile: {f.__qualname__} is declared to draw random numbers but copied "
+                               f"{len(new)} host arrays to the device (one expected)")
+        new[0].random, new[0].args = (f, a, k, kind), (None, new[0].args[1])
         return r
-    return f
+    return hook
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+def _hooks(modules, optims, walks):
+    """Wrap `Module.__call__`, each optimizer class's own `step` and autograd's graph walk, to note which
+    modules ran, which optimizers stepped and whether the function differentiated; returns the undo."""
+    from minima.nn.modules import Module
+    from minima.optim import Optimizer
+    from minima import autograd
+    mod_call, topo = Module.__call__, autograd.find_topo_sort
+    def call(m, *a, **k):
+        modules.setdefault(id(m), m)
+        return mod_call(m, *a, **k)
+    def stepper(f):
+        def step(o, *a, **k):
+            optims.setdefault(id(o), o)
+            return f(o, *a, **k)
+        return functools.wraps(f)(step)
+    def walk(*a, **k):   # backward() and grad() order the graph first
+        walks.append(1)
+        return topo(*a, **k)
+    steps = [(c, c.__dict__['step']) for c in _subclasses(Optimizer) if 'step' in c.__dict__]
+    Module.__call__, autograd.find_topo_sort = call, walk
+    for c, f in steps: c.step = stepper(f)
+    def undo():
+        Module.__call__, autograd.find_topo_sort = mod_call, topo
+        for c, f in steps: c.step = f
+    return undo
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 def capture(fn, args, kwargs, device):
     "Run `fn(*args, **kwargs)` once on a recording device; returns a `Capture`."
-    from minima.nn.modules import Module
-    rec, writes, created, modules = Recorder(device), {}, {}, {}
+    from minima import autograd
+    rec, writes, created, modules, optims, walks = Recorder(device), {}, set(), {}, {}, []
     cd, gr = Value.__dict__['cached_data'], Tensor.__dict__['grad']
-    srcs, saved = _random_sources(), []
-    mod_call = Module.__call__
-    def call(m, *a, **k):
-        modules.setdefault(id(m), m)
-        return mod_call(m, *a, **k)
     bg = np.random.get_bit_generator()
-    state0 = bg.state
+    state0, undo = bg.state, _hooks(modules, optims, walks)
+    autograd.draw_hooks.append(_draw_hook(rec))
     try:
-        for mod, name, kind in srcs:
-            saved.append((mod, name, getattr(mod, name)))
-            setattr(mod, name, _wrap_random(getattr(mod, name), kind, rec))
         Value.cached_data = _Tracked(cd, 'cached_data', writes, created)
         Tensor.grad = _Tracked(gr, 'grad', writes, created)
-        Module.__call__ = call
         for a in _leaves((args, kwargs), []):
             d = a.cached_data if isinstance(a, Tensor) else a
             rec.buf(d._handle)
         with rec: result = fn(*args, **kwargs)
     finally:
-        Value.cached_data, Tensor.grad, Module.__call__ = cd, gr, mod_call
-        for mod, name, f in saved: setattr(mod, name, f)
-    for ins in rec.instrs:   # a random tensor from init.*: from_numpy wrote the handle returned
-        if ins.prim == 'from_numpy' and id(ins.args[1].handle) in rec.random_handles:
-            ins.random, ins.args = rec.random_handles[id(ins.args[1].handle)], (None, ins.args[1])
-    n_random = sum(i.random is not None for i in rec.instrs)
-    if not n_random and not _eq_state(bg.state, state0):
-        raise CaptureError("compile: the function drew random numbers through a path the tracer "
-                           "does not know (minima.init.rand/randn/randb, dropout and attention's "
-                           "dropout are captured); a replay would reuse the same numbers. Draw "
-                           "them outside and pass them in as an argument.")
-    return Capture(rec, writes, created, modules, (args, kwargs), result)
+        Value.cached_data, Tensor.grad = cd, gr
+        undo(); autograd.draw_hooks.pop()
+    if not any(i.random is not None for i in rec.instrs) and not _eq_state(bg.state, state0):
+        raise CaptureError("compile: the function drew random numbers from numpy's global stream "
+                           "outside a function declared with @draws_random (minima's random "
+                           "tensors, initializers and dropout are declared); a replay would reuse the "
+                           "same numbers. Declare the drawing function, or draw outside and pass the "
+                           "numbers in as an argument.")
+    cap = Capture(rec, writes, created, modules, (args, kwargs), result, optims)
+    cap.differentiated = bool(walks)
+    return cap
+
+def _subclasses(c):
+    "`c` and every class derived from it."
+    out = [c]
+    for s in c.__subclasses__(): out += _subclasses(s)
+    return out
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -347,7 +389,7 @@ class Program:
     generated sources), `stats`. `print(program)` lists it."""
     def __init__(self, cap: Capture, device, fuse=True, backend='c'):
         self.device, self.captured = device, list(cap.instrs)
-        bufs, leaves = list(cap.bufs.values()), _leaves(cap.args, [])
+        bufs, leaves = list(cap.all_bufs), _leaves(cap.args, [])
         self._bind(cap, leaves, bufs)   # 1. where each buffer's storage comes from
         instrs = list(cap.instrs)
         # 2. the final value of a replaced state goes straight into its own buffer when that is safe
@@ -364,13 +406,7 @@ class Program:
         instrs = self._dce(instrs, liveout)
         self.n_live = len(instrs)
         # 5. fusion
-        self.backend = backend = _backend(backend)
-        if fuse and isinstance(device, NumpyDevice) and backend is not None:
-            last = {}
-            for i, ins in enumerate(instrs):
-                for b in ins.reads(): last[b] = i
-            instrs = _fuse(instrs, lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end, backend)
-        self.instrs = instrs
+        self.instrs = instrs = self._fusion(instrs, liveout, fuse, backend)
         self.kernels = list({i.args[0].name: i.args[0] for i in instrs if i.prim == 'fused'}.values())
         # 6. memory plan, 7. lowering
         self._plan(instrs, liveout)
@@ -379,6 +415,23 @@ class Program:
             if b.kind == 'temp': b.handle = None
         self.result = self.res_bufs = None
         self.stats = self._stats(instrs)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+@patch
+def _fusion(self: Program, instrs, liveout, fuse, backend):
+    "Step 5 of the build: fuse with `backend` if it works here (a compiler that fails: the next backend)."
+    self.backend = backend = _backend(backend)
+    if not (fuse and isinstance(self.device, NumpyDevice) and backend is not None): return instrs
+    last = {}
+    for i, ins in enumerate(instrs):
+        for b in ins.reads(): last[b] = i
+    needed = lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
+    try: return _fuse(instrs, needed, backend)
+    except _CompilerFailed as e:   # as if there were no C compiler
+        _compiler_failed(e)
+        self.backend = backend = _backend(backend)
+        return instrs if backend is None else _fuse(instrs, needed, backend)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -539,6 +592,24 @@ _C_HEAD = '''#define MAXN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b)
 #define SIGN(a) (((a) > 0) - ((a) < 0))
 '''
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "glibc's vector math"
+@functools.lru_cache(None)
+def _vector_math() -> str:
+    """C declarations that let the compiler call glibc's vector exp, log, tanh, ... (libmvec, glibc >= 2.35 on x86-64)
+    from a kernel's loop, eight or sixteen elements at a time, as numpy does; '' elsewhere (scalar libm calls)."""
+    import platform
+    lib, ver = platform.libc_ver()
+    try: new = lib == 'glibc' and tuple(int(v) for v in ver.split('.')[:2]) >= (2, 35)
+    except ValueError: new = False
+    if platform.machine() != 'x86_64' or not new: return ''
+    simd = '__attribute__((simd("notinbranch")))'
+    # (the name in parentheses: tgmath.h's macros do not expand)
+    one = [f'{t} ({f}{s})({t}) {simd};' for f in ('exp', 'log', 'sin', 'cos', 'tanh')
+           for t, s in (('float', 'f'), ('double', ''))]
+    return '\n'.join(one + [f'{t} (pow{s})({t}, {t}) {simd};' for t, s in (('float', 'f'), ('double', ''))]) + '\n'
+
 def _np_type(dtype) -> str: return 'np.bool_' if dtype == 'bool' else f'np.{dtype}'
 
 @functools.lru_cache(None)
@@ -546,67 +617,183 @@ def _have_numba() -> bool:
     "Whether numba is installed (found, not imported: importing it costs a second)."
     return importlib.util.find_spec('numba') is not None
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Choosing the backend; a compiler that fails"
+_FAILED = set()   # backends whose compiler failed in this process
+
 def _backend(want):
     "The kernel backend: `want` ('c' or 'numba') if it works here, else the other, else None."
     import shutil
-    ok = dict(c=shutil.which(os.environ.get('CC', 'cc')) is not None, numba=_have_numba())
+    ok = dict(c='c' not in _FAILED and shutil.which(os.environ.get('CC', 'cc')) is not None,
+              numba='numba' not in _FAILED and _have_numba())
     return want if ok.get(want) else next((b for b in ('c', 'numba') if ok[b]), None)
 
+class _CompilerFailed(CaptureError):
+    "The C compiler failed (or its library would not load): fused kernels fall back."
+
+def _compiler_failed(e):
+    "Stop using C for this process, with one warning; what is left: numba, else numpy calls."
+    if 'c' in _FAILED: return
+    _FAILED.add('c')
+    rest = _backend('numba') or 'unfused numpy calls'
+    warnings.warn(f"{e}\ncompile: kernels fall back to {rest} for this process", stacklevel=3)
+
+def _cc(): return os.environ.get('CC', 'cc')
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Compiler flags and what a kernel's code depends on"
+# -O3 and the host's vector instructions; no -ffast-math (NaN and inf keep their IEEE meaning);
+# -fno-math-errno only lets sqrt and friends skip setting errno, which nothing reads
+_CFLAGS = ('-O3', '-march=native', '-fno-math-errno', '-shared', '-fPIC')
+
+@functools.lru_cache(None)
+def _toolchain(cc) -> str:
+    "What a C kernel's machine code depends on besides its source: the compiler, its flags and the CPU."
+    import platform, shutil, subprocess
+    try: ver = subprocess.run([cc, '--version'], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError): ver = ''
+    cpu = [platform.machine()]
+    try:
+        with open('/proc/cpuinfo') as f:
+            cpu += sorted({l.split(':', 1)[1].strip() for l in f if l.startswith(('model name', 'flags'))})
+    except OSError: cpu.append(platform.processor())
+    return '\n'.join([str(shutil.which(cc)), ver.split('\n')[0], ' '.join(_CFLAGS), _vector_math()] + cpu)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The cache directory: private, or a temporary one"
+_CACHE_DIRS = {}
+
 def cache_dir() -> str:
-    "Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`."
-    d = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
-    os.makedirs(d, exist_ok=True)
+    """Where kernels and their compiled code are kept: `$MINIMA_CACHE` or `~/.cache/minima/kernels`,
+    created private (0700). A directory that others can write, or that cannot be written, is not used:
+    a private temporary one is, with one warning."""
+    want = os.environ.get('MINIMA_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'minima', 'kernels')
+    if want not in _CACHE_DIRS: _CACHE_DIRS[want] = _checked_dir(want)
+    return _CACHE_DIRS[want]
+
+def _checked_dir(want):
+    import stat, tempfile
+    try:
+        os.makedirs(want, mode=0o700, exist_ok=True)
+        st = os.stat(want)
+        if st.st_uid != os.getuid(): why = 'it belongs to another user'
+        elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH): why = f'others can write it (mode {st.st_mode & 0o777:o})'
+        else:
+            fd, probe = tempfile.mkstemp(dir=want)   # a read-only mount passes the mode checks
+            os.close(fd); os.remove(probe)
+            return want
+    except OSError as e: why = f'it cannot be written ({e.strerror or e})'
+    import atexit, shutil
+    d = tempfile.mkdtemp(prefix='minima-kernels-')
+    atexit.register(shutil.rmtree, d, True)
+    warnings.warn(f"compile: not using the kernel cache {want}: {why}; this process keeps its kernels in "
+                  f"{d} (set MINIMA_CACHE to a private directory)", stacklevel=4)
     return d
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Writing a kernel's source once"
-def _write_once(path, text):
-    if not os.path.exists(path):
-        tmp = f'{path}.{os.getpid()}.tmp'
-        with open(tmp, 'w') as f: f.write(text)
-        os.replace(tmp, path)
+#| code-summary: "Files written atomically, hashes"
+def _sha256(path) -> str:
+    with open(path, 'rb') as f: return hashlib.sha256(f.read()).hexdigest()
+
+def _save(path, data: bytes):
+    "Write `path` atomically: a temporary file, fsync, rename."
+    tmp = f'{path}.{os.getpid()}.tmp'
+    with open(tmp, 'wb') as f:
+        f.write(data); f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+def _same_text(path, text) -> bool:
+    try:
+        with open(path) as f: return f.read() == text
+    except (OSError, UnicodeDecodeError): return False
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Loading compiled kernels"
 class Kernel:
     """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
-    disk cache if there (numba keeps machine code beside the source; C is compiled to a library)."""
+    disk cache if there (numba keeps machine code beside the source; C is compiled to a library).
+    `key`, its file name in the cache, is the SHA-256 of the source and, for C, of the compiler, flags
+    and CPU; a cached library is loaded only if its content matches the hash recorded beside it when
+    it was built. `name`, shown in listings, comes from the source alone (the same on every machine)."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
-        self.name = 'k_' + hashlib.sha1(f'{lang}\n{source}'.encode()).hexdigest()[:10]
-        self.fn = self._loaded.get(self.name) or self._load()
+        tool = _toolchain(_cc()) if lang == 'c' else ''
+        self.name = 'k_' + hashlib.sha256(f'{lang}\n{source}'.encode()).hexdigest()[:10]
+        self.key = 'k_' + hashlib.sha256(f'{lang}\n{tool}\n{source}'.encode()).hexdigest()
+        self.fn = self._loaded.get(self.key) or self._load()
     def _load(self):
         d = cache_dir()
-        if self.lang == 'c':
-            import ctypes, subprocess
-            src, lib = os.path.join(d, self.name + '.c'), os.path.join(d, self.name + '.so')
-            _write_once(src, self.source)
-            if not os.path.exists(lib):
-                tmp = f'{lib}.{os.getpid()}.tmp'
-                cc = os.environ.get('CC', 'cc')
-                r = subprocess.run([cc, '-O2', '-shared', '-fPIC', '-o', tmp, src],
-                                   capture_output=True, text=True)
-                if r.returncode: raise CaptureError(f'compile: {cc} failed on {src}:\n{r.stderr}')
-                os.replace(tmp, lib)
-            fn = ctypes.CDLL(lib).kernel
-            fn.restype = None
-        else:
-            path = os.path.join(d, self.name + '.py')
-            _write_once(path, self.source)
-            # numba's disk cache imports the module by name when it loads
-            name = f'_minima_kernel_{self.name}'
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = sys.modules[name] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            fn = mod.kernel
-        self._loaded[self.name] = fn
+        fn = self._load_c(d) if self.lang == 'c' else self._load_numba(d)
+        self._loaded[self.key] = fn
         return fn
+    def _load_numba(self, d):
+        path = os.path.join(d, self.key + '.py')
+        if not _same_text(path, self.source): _save(path, self.source.encode())
+        # numba's disk cache imports the module by name when it loads
+        name = f'_minima_kernel_{self.key}'
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.kernel
     def __repr__(self): return f'Kernel({self.name}, {self.lang})'
     def _repr_markdown_(self):
         return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "A C kernel: verified from the cache, or built"
+@patch
+def _load_c(self: Kernel, d):
+    lib = os.path.join(d, self.key + '.so')
+    try:
+        with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
+    except OSError: ok = False
+    if ok:
+        try: return _entry(lib)
+        except OSError: pass   # verified yet unloadable: build it again
+    self._build(lib)
+    try: return _entry(lib)
+    except OSError as e: raise _CompilerFailed(f"compile: the library {_cc()} built does not load: {e}") from None
+
+def _entry(lib):
+    fn = ctypes.CDLL(lib).kernel
+    fn.restype = None
+    return fn
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Building a C kernel into the cache"
+@patch
+def _build(self: Kernel, lib):
+    """Compile the source into `lib`, and record the library's SHA-256 beside it (both written
+    atomically; a reader that sees one without the other builds again)."""
+    import subprocess
+    cc, pid, base = _cc(), os.getpid(), lib[:-3]
+    src, tmp = f'{base}.{pid}.c', f'{lib}.{pid}.tmp'
+    try:
+        # glibc's vector math declared after the includes (the shown source is the same on every machine)
+        text = self.source.replace('#include <tgmath.h>\n', '#include <tgmath.h>\n' + _vector_math(), 1)
+        with open(src, 'w') as f: f.write(text)
+        try: r = subprocess.run([cc, *_CFLAGS, '-o', tmp, src, '-lm'], capture_output=True, text=True)
+        except OSError as e: raise _CompilerFailed(f'compile: {cc} could not run: {e}') from None
+        if r.returncode:
+            raise _CompilerFailed(f'compile: {cc} failed (exit {r.returncode}) on a generated kernel:'
+                                  f'\n{r.stderr[-2000:]}')
+        with open(tmp, 'rb') as f: data = f.read()
+        _save(lib, data)
+        _save(lib + '.sha256', hashlib.sha256(data).hexdigest().encode())
+        os.replace(src, base + '.c')   # the source beside it, for reading
+    except OSError as e:
+        raise _CompilerFailed(f'compile: could not write a kernel into {os.path.dirname(lib)}: {e}') from None
+    finally:
+        for p in (src, tmp):
+            if os.path.exists(p): os.remove(p)
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -708,7 +895,7 @@ def _codegen(shape, members, outs, lang='numba'):
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
     lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
-    if nd == 1: lines.append('    for k in range(d0):'); ind = '        '
+    if nd == 1: lines += ['    for i0 in range(d0):', '        k = i0']; ind = '        '
     else:
         lines.append('    k = 0')
         for d in range(nd): lines.append('    ' * (d + 1) + f'for i{d} in range(d{d}):')
@@ -731,7 +918,9 @@ def _emit_c(nd, params, body, acc, args):
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n'
-    if nd == 1: lines.append('    for (int64_t k = 0; k < d0; k++) {'); ind, close = '        ', ['    }']
+    if nd == 1:   # a strided load names the loop index i0; contiguous ones use k
+        lines += ['    for (int64_t i0 = 0; i0 < d0; i0++) {', '        const int64_t k = i0;']
+        ind, close = '        ', ['    }']
     else:
         lines.append('    int64_t k = 0;')
         for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
@@ -779,11 +968,12 @@ def cuda_source(ins: Instr) -> str:
     return _codegen(shape, members, outs, 'cuda')[0]
 
 # %% ../nbs/21b_compile.ipynb
-# numpy's exp, log, tanh, ... are vectorised (SIMD); a C loop calls the scalar libm function per element. On big
-# arrays that costs more than fusion saves (the tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the
-# transcendental stays a numpy call and fusion works around it.
+# numpy's exp, log, tanh, ... are vectorised (SIMD). A C loop calls glibc's vector versions where `_vector_math`
+# declares them, else the scalar libm function per element: on big arrays that costs more than fusion saves (the
+# tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the transcendental stays a numpy call.
 _TRANSCENDENTAL, _SIMD_MIN = ('exp', 'log', 'tanh', 'sin', 'cos', 'pow', 'rpow', 'sqrt'), 1 << 15
-def _simd_wins(ins) -> bool:
+def _simd_wins(ins, lang) -> bool:
+    if lang == 'c' and _vector_math(): return False   # the C loop calls the vector functions too
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
@@ -837,7 +1027,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     for idx, ins in enumerate(instrs):
         if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
             close(idx, ins); continue
-        if ins.prim not in _FUSIBLE or _simd_wins(ins): close(idx - 1); out.append(ins); continue
+        if ins.prim not in _FUSIBLE or _simd_wins(ins, lang): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
@@ -853,13 +1043,20 @@ def _fuse(instrs, needed_after, lang='numba'):
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Replay helpers: results, kernel arguments, random draws"
+class _Hole:
+    "Where a result's tensor goes in the nest of the function's return value."
+_HOLE = _Hole()
+
 def _rebuild(x, it):
-    if isinstance(x, (Tensor, NDArray)): return next(it)
+    if isinstance(x, (Tensor, NDArray, _Hole)): return next(it)
     if isinstance(x, tuple): return tuple(_rebuild(y, it) for y in x)
     if isinstance(x, list): return [_rebuild(y, it) for y in x]
     if isinstance(x, dict): return {k: _rebuild(v, it) for k, v in x.items()}
     return x
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The scatter-add kernel, kernel arguments, random draws"
 # np.add.at is slow (a max-pool's backward spends ~1 ms in it on the digits CNN); this loop adds in the same order
 _SCATTER_ADD_C = '''#include <stdint.h>
 void kernel(float *out, const int64_t *idx, const float *a, int64_t outer, int64_t axis_len, int64_t inner,
@@ -883,10 +1080,17 @@ def _c_arg(kind, v, P):
     return ctypes.c_int64(v)
 
 def _random_call(rnd, h):
-    orig, a, k, kind = rnd
+    "A replay's fresh draw into buffer `h`: the declared function `f` runs again on the host."
+    f, a, k, kind = rnd
     def draw():
-        r = orig(*a, **k)
-        np.copyto(h, (r if kind == 'array' else r.cached_data._handle).reshape(-1), casting='unsafe')
+        if kind == 'array': r = f(*a, **k)
+        elif kind == 'tensor': r = f(*a, **k).cached_data.compact()._handle
+        else:   # 'inplace': fill a scratch tensor like the argument
+            t = a[0]
+            s = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype))
+            f(s, *a[1:], **k)
+            r = s.cached_data.compact()._handle
+        np.copyto(h, r.reshape(-1)[:h.size], casting='unsafe')
     return draw
 
 # %% ../nbs/21b_compile.ipynb
@@ -941,7 +1145,8 @@ def _lower_indexed(p, a):
         outer, al, inner, k = a[3:]
         if a[0].dtype == np.float32 and a[1].dtype == np.int64 and _backend('c') == 'c':
             ct = [ctypes.c_void_p(x.ctypes.data) for x in (a[2], a[1], a[0])] + [ctypes.c_int64(v) for v in a[3:]]
-            return part(Kernel(_SCATTER_ADD_C, 'c').fn, *ct)
+            try: return part(Kernel(_SCATTER_ADD_C, 'c').fn, *ct)
+            except _CompilerFailed as e: _compiler_failed(e)
         return part(np.add.at, a[2].reshape(outer, al, inner), (slice(None), a[1]), a[0].reshape(outer, k, inner))
     if p == 'ewise_strided':
         shape = tuple(a[8])
@@ -979,12 +1184,10 @@ def _lower(self: Program, instrs):
             if s.attr == 'grad': v = Tensor.make_const(v)
         else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
         self.slot_out.append((s.obj, s.arg, s.attr, v))
-    outs = []
-    for b, d in self.res_bufs:
-        h = P[b] if b is not None else d._handle
-        arr = NDArray.make(d._shape, d._strides, self.device, h, d._offset, d._dtype)
-        outs.append(Tensor.make_const(arr))
-    self.outputs = _rebuild(self.result, iter(outs))
+    # each result is copied out at every replay (a held result is never overwritten by a later call)
+    self.out_specs = [(_view(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset),
+                       d._dtype) for b, d in self.res_bufs]
+    self.out_tree = _rebuild(self.result, iter([_HOLE] * len(self.res_bufs)))
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1010,7 +1213,9 @@ def __call__(self: Program, args, kwargs):
     finally:
         if tok is not None: _ERR.reset(tok)
     for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
-    return self.outputs
+    dev, make = self.device, NDArray.make
+    outs = [Tensor.make_const(make(v.shape, None, dev, v.copy().reshape(-1), 0, dt)) for v, dt in self.out_specs]
+    return _rebuild(self.out_tree, iter(outs))
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1081,8 +1286,106 @@ def _sig(x):
     except TypeError: return ('id', id(x))
 
 class _Entry:
-    def __init__(self): self.calls, self.first, self.program, self.modules = 0, None, None, ()
-    def flags_ok(self): return all(m.training == t for m, t in self.modules)
+    def __init__(self): self.calls, self.first, self.program, self.guard, self.eager = 0, None, None, None, False
+    def ok(self): return self.guard is None or self.guard.ok()
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Guards on what the step reads besides its arguments"
+_PLAIN = frozenset((bool, int, float, complex, str, bytes, type(None)))
+
+def _snap(v, keep=None, depth=2):
+    """What a guard remembers of a value: numbers and strings by value, tensors by identity and
+    `requires_grad`, short lists, tuples and dicts by content, anything else by identity."""
+    t = type(v)
+    if t in _PLAIN or isinstance(v, np.generic): return v
+    if keep is not None: keep.append(v)   # an id stays unique while the guard holds the object
+    if isinstance(v, Tensor): return ('T', id(v), v.requires_grad)
+    if t in (list, tuple) and depth and len(v) <= 64:
+        return (t.__name__,) + tuple(_snap(x, keep, depth - 1) for x in v)
+    if t is dict and depth and len(v) <= 64:
+        return ('d',) + tuple((k, _snap(x, keep, depth - 1)) for k, x in v.items())
+    return ('id', id(v))
+
+def _names(code, out):
+    "The global names a function's code (and the functions defined in it) reads."
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, 'co_names'): _names(c, out)
+    return out
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Where a function reads values by name"
+def _read_sources(fn):
+    """Where `fn` reads values by name: its closure cells, its defaults (and, for a bound method, its
+    object), and the globals it names that are not modules, functions or classes."""
+    f = getattr(fn, '__func__', fn)
+    code = getattr(f, '__code__', None)
+    if code is None: return (), [], {}, ()
+    fixed = list(f.__defaults__ or ()) + list((f.__kwdefaults__ or {}).values())
+    if hasattr(fn, '__self__'): fixed.append(fn.__self__)
+    g = f.__globals__
+    names = [n for n in sorted(_names(code, set())) if n in g and not callable(g[n])
+             and type(g[n]).__name__ != 'module']
+    return tuple(f.__closure__ or ()), fixed, g, names
+
+def _values(c): return c.values() if type(c) is dict else c
+
+def _same_values(c, seen) -> bool:
+    return len(c) == len(seen) and all(map(_is, _values(c), seen))
+
+_is = operator.is_
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The guard"
+class _Guard:
+    """What a program assumes beyond its arguments, checked before each replay: the values its
+    function reaches by name, every attribute of the modules it called (`training`, `Dropout.p`, which
+    parameter, `requires_grad`), and the hyperparameters and parameters of the optimizers it stepped.
+    A quick check (the same objects, the same flags) passes most calls; the full one compares values."""
+    def __init__(self, fn, modules, optims):
+        self.modules, self.keep = list(modules), []
+        self.cells, self.fixed, self.g, self.names = _read_sources(fn)
+        reads = self.reads()
+        self.optims = list({id(o): o for o in list(optims) + [v for v in reads if hasattr(v, 'param_groups')]}.values())
+        self.read_value = [_snap(v, self.keep) for v in reads]
+        self.value = self.snapshot(self.keep)
+        self.dicts = [m.__dict__ for m in self.modules] + [g for o in self.optims for g in o.param_groups]
+        self.tensors = [v for d in self.dicts for v in d.values() if isinstance(v, Tensor)]
+        self.tensors += [p for d in self.dicts for p in d.get('params', ()) if isinstance(p, Tensor)]
+        # and the lists and dicts they hold (a block list, a buffer dict): one level, as the snapshot
+        self.dicts += [v for d in self.dicts for v in d.values() if type(v) in (list, dict)]
+        self._refresh()
+    def reads(self):
+        g = self.g
+        return [c.cell_contents for c in self.cells] + self.fixed + [g.get(n, _HOLE) for n in self.names]
+    def snapshot(self, keep=None):
+        s = []
+        for m in self.modules:
+            s.append(tuple((k, _snap(v, keep, 1)) for k, v in m.__dict__.items()))
+        for o in self.optims:
+            for g in o.param_groups:
+                s.append(tuple((k, _snap(v, keep, 1)) for k, v in g.items() if k != 'params'))
+                s.append(tuple((id(p), p.requires_grad) for p in g['params']))
+        return s
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The guard's check"
+@patch
+def _refresh(self: _Guard):
+    self.seen = [tuple(_values(d)) for d in self.dicts]
+    self.flags = [t.requires_grad for t in self.tensors]
+@patch
+def ok(self: _Guard) -> bool:
+    if [_snap(v) for v in self.reads()] != self.read_value: return False
+    if all(map(_same_values, self.dicts, self.seen)) and [t.requires_grad for t in self.tensors] == self.flags:
+        return True
+    if self.snapshot() != self.value: return False
+    self._refresh()   # equal values in new objects (a scheduler setting the same rate again)
+    return True
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1094,8 +1397,15 @@ class Compiled:
     def __init__(self, fn, fuse=True, cache_size=8, warmup=1, backend='c'):
         self.fn, self.fuse, self.cache_size = fn, fuse, cache_size
         self.warmup, self.backend = warmup, backend
-        self.cache, self.captures = {}, 0
-        functools.update_wrapper(self, fn)
+        self.cache, self.captures, self.warned = {}, 0, set()
+        # a module's own attributes are read through it (below), not copied
+        functools.update_wrapper(self, fn, updated=())
+
+    def __getattr__(self, name):
+        "A compiled module answers for its module: `parameters()`, `state_dict()`, `train()`, `eval()`, ..."
+        fn = self.__dict__.get('fn')
+        if fn is None or name.startswith('__'): raise AttributeError(name)
+        return getattr(fn, name)
 
     def reset(self): "Forget every program."; self.cache.clear()
     @property
@@ -1110,35 +1420,86 @@ class Compiled:
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
-def _device(self: Compiled, args, kwargs):
-    from minima.backend_ndarray.device import cpu
-    for a in _leaves((args, kwargs), []): return a.device
-    return cpu()
-
-@patch
 def __call__(self: Compiled, *args, **kwargs):
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
     entries = self.cache.get(key)
     if entries is None:
         entries = self.cache[key] = []
         if len(self.cache) > self.cache_size: self.cache.pop(next(iter(self.cache)))
-    e = next((e for e in entries if e.flags_ok()), None)
-    if e is None: e = _Entry(); entries.append(e)
+    e = next((e for e in entries if e.ok()), None)
+    if e is None: e = self._new_entry(entries)
     if e.program is not None: return e.program(args, kwargs)
     e.calls += 1
-    if e.calls <= self.warmup: return self.fn(*args, **kwargs)
+    if e.calls <= self.warmup or e.eager: return self.fn(*args, **kwargs)
     dev = self._device(args, kwargs)
     if not isinstance(dev, NumpyDevice):
         raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
     cap = capture(self.fn, args, kwargs, dev)
     self.captures += 1
-    e.modules = tuple((m, m.training) for m in cap.modules.values())
+    e.guard = _Guard(self.fn, cap.modules.values(), cap.optims.values())
+    if _backward_outside(cap):
+        e.eager = True
+        self._warn('grad', "compile: the function returns a tensor that requires grad but runs no "
+                   "backward (backward() is called outside it); it runs eagerly. Compile the whole "
+                   "step (forward, backward, optimizer) or call it under no_grad().")
+        return cap.result
     if e.first is None:
         e.first = [(i.prim, i.statics(), i.where) for i in cap.instrs]
         return cap.result
     _same(e.first, cap.instrs)
+    _state_replaced(cap)
+    # the result without its autograd graph: the step's activations go before the program's buffers come
+    cap.result = _rebuild(cap.result, iter([Tensor.make_const(t.cached_data) if isinstance(t, Tensor) else t
+                                            for t in _leaves(cap.result, [])]))
     e.program = Program(cap, dev, self.fuse, self.backend)
     return cap.result
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "New programs, warnings"
+@patch
+def _device(self: Compiled, args, kwargs):
+    from minima.backend_ndarray.device import cpu
+    for a in _leaves((args, kwargs), []): return a.device
+    return cpu()
+
+@patch
+def _new_entry(self: Compiled, entries):
+    "A new program slot for changed guards; the oldest is dropped beyond `cache_size`."
+    e = _Entry(); entries.append(e)
+    if len(entries) > self.cache_size:
+        entries.pop(0)
+        self._warn('guards', f"compile: more than {self.cache_size} programs for the same argument "
+                   "shapes: a value the step reads (a learning rate, a module attribute, a closure "
+                   "variable) changes from call to call, so each call runs eagerly and captures again")
+    return e
+
+@patch
+def _warn(self: Compiled, kind, msg):
+    if kind not in self.warned: self.warned.add(kind); warnings.warn(msg, stacklevel=3)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Refusals: a backward outside, an optimizer that replaces its state"
+def _backward_outside(cap) -> bool:
+    """Whether the result carries an autograd graph that the function did not run backward on (a
+    compiled forward whose backward is eager)."""
+    return is_grad_enabled() and not cap.differentiated and any(
+        isinstance(t, Tensor) and t.requires_grad and t.op is not None for t in _leaves(cap.result, []))
+
+def _state_replaced(cap):
+    """Refuse an optimizer whose step rebinds its state to new tensors (the program would keep reading
+    the old ones): its state must be updated in place."""
+    for o in cap.optims.values():
+        for p, st in getattr(o, 'state', {}).items():
+            for k, v in (st.items() if isinstance(st, dict) else ()):
+                d = v.cached_data if isinstance(v, Tensor) else v
+                b = cap.bufs.get(id(d._handle)) if isinstance(d, NDArray) else None
+                if b is not None and b.kind == 'temp':
+                    raise CaptureError(
+                        f"compile: {type(o).__name__}.step replaces its state '{k}' with a new tensor "
+                        "instead of updating it in place; a replay would keep reading the old one. "
+                        "Keep the optimizer step out of the compiled function.")
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1165,135 +1526,3 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     Use as `step = compile(step)` or as a decorator, `@compile` / `@compile(fuse=False)`."""
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
-
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "The static KV cache"
-class StaticKVCache:
-    """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
-    each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
-    hides the slots after it. The interface of chapter 16's `KVCache` (`update(layer, k, v)`, `pos`)."""
-    def __init__(self, n_layer, B, H, max_len, d, device=None, dtype='float32'):
-        mk = lambda: NDArray.make((B, H, max_len, d), device=device, dtype=dtype).fill(0)
-        self.k, self.v = [mk() for _ in range(n_layer)], [mk() for _ in range(n_layer)]
-        self.B, self.H, self.max_len, self.d, self.dtype = B, H, max_len, d, dtype
-        self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
-        self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
-        self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
-        # `n`: the position as a Python number, kept by the caller (bounds only)
-        self.n, self.mask = 0, None
-
-    @property
-    def pos(self) -> int: return self.n
-    def reset(self):
-        "Empty the cache (the slots must be zero before they are written)."
-        for c in self.k + self.v: c.fill(0)
-        self.pos_d.fill(0); self.n = 0
-
-    def begin(self):
-        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written and the new one."
-        keep = self.slots <= self.pos_d
-        self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
-
-    def update(self, layer, k: NDArray, v: NDArray):
-        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the cache."
-        dev, n = self.pos_d.device, self.B * self.H
-        for c, x in ((self.k[layer], k), (self.v[layer], v)):
-            dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
-        return self.k[layer], self.v[layer]
-
-    def advance(self):
-        "After a token: the device position moves on (in place)."
-        self.pos_d += 1
-
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "The decoder: the GPT's blocks over the static cache"
-class StaticDecoder:
-    """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
-    `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
-    token (a buffer the next call overwrites); `dec.generate(prompt, n)` samples as `minima.nn.generate`."""
-    def __init__(self, model, B=1, max_len=None, fuse=True):
-        p = model.wte.weight
-        self.model, self.B = model, B
-        self.cache = StaticKVCache(model.n_layer, B, model.n_head, max_len or model.block_size,
-                                   model.n_embd // model.n_head, p.device, p.dtype)
-        self.step = compile(self._step, fuse=fuse)
-
-    def _attention(self, a, x, layer):
-        "Chapter 16's `CausalSelfAttention.forward` with the static cache and its mask."
-        from minima.ops import split
-        from minima.ops.attention import scaled_dot_product_attention
-        B, T, C = x.shape
-        H = a.n_head
-        q, k, v = split(a.c_attn(x).reshape((B, T, 3, H, C // H)).permute((2, 0, 3, 1, 4)), 0)
-        kc, vc = self.cache.update(layer, k.cached_data, v.cached_data)
-        y = scaled_dot_product_attention(q, Tensor.make_const(kc), Tensor.make_const(vc), self.cache.mask)
-        return a.resid_dropout(a.c_proj(y.permute((0, 2, 1, 3)).reshape((B, T, C))))
-
-    def _step(self, idx):
-        m, c = self.model, self.cache
-        c.begin()
-        # the positional embedding's row at the device position, gathered
-        w = m.wpe.weight.cached_data
-        pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
-        w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
-        x = m.drop(m.wte(idx) + Tensor.make_const(pe))
-        for i, block in enumerate(m.h):
-            x = x + self._attention(block.attn, block.ln_1(x), i)
-            x = x + block.mlp(block.ln_2(x))
-        c.advance()
-        return m.lm_head(m.ln_f(x))
-
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "The decoder: one token per call"
-@patch
-def __call__(self: StaticDecoder, idx):
-    if self.cache.n >= self.cache.max_len:
-        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all "
-                         "are used; call .reset() to start a new sequence")
-    if not isinstance(idx, Tensor):
-        dev = self.model.wte.weight.device
-        idx = Tensor(np.asarray(idx, dtype='int64'), device=dev, requires_grad=False)
-    if idx.shape != (self.B, 1):
-        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), "
-                         f"got {idx.shape}")
-    from minima.autograd import no_grad
-    with no_grad(): out = self.step(idx)
-    self.cache.n += 1
-    return out
-
-@patch
-def reset(self: StaticDecoder):
-    "Start a new sequence (the compiled program is kept)."
-    self.cache.reset()
-
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "The decoder: greedy generation"
-@patch
-def generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None,
-             seed=None) -> np.ndarray:
-    """Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate`
-    does."""
-    from minima.nn.transformer import _sample
-    idx = np.asarray(prompt, dtype='int64')
-    squeeze = idx.ndim == 1
-    if squeeze: idx = idx[None]
-    if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
-        need = idx.shape[1] + max_new_tokens - 1
-        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and "
-                         f"{max_new_tokens} new ones need {need} positions; the cache holds "
-                         f"{self.cache.max_len}")
-    rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
-    self.model.eval(); self.reset()
-    try:
-        # the prompt, one token at a time
-        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])
-        for _ in range(max_new_tokens):
-            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
-            idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
-            if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
-    finally: self.model.train(was)
-    return idx[0] if squeeze else idx

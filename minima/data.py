@@ -4,19 +4,20 @@
 
 # %% ../nbs/12_data.ipynb 4
 from __future__ import annotations
-import gzip, hashlib, math, os, struct, sys, tempfile, time
+import contextlib, gzip, hashlib, json, math, os, struct, sys, tempfile, time, zlib
 import http.client, urllib.error, urllib.request
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .autograd import Tensor
+from .nn.modules import CorruptFileError, MAX_INFLATE_RATIO, atomic_write, _stale_temporaries
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'STAND_IN_TEXT', 'Transform', 'RandomFlipHorizontal', 'RandomCrop',
            'Normalize', 'Compose', 'Dataset', 'NDArrayDataset', 'default_collate', 'DataLoader', 'TensorDataset',
            'Subset', 'random_split', 'SequentialSampler', 'RandomSampler', 'BatchSampler', 'load_digits',
            'train_test_split', 'read_idx', 'parse_mnist', 'MNISTDataset', 'DownloadError', 'file_hash', 'download_url',
-           'data_dir', 'MNIST', 'tiny_shakespeare', 'tiny_shakespeare_or_stand_in']
+           'verify_file', 'data_dir', 'MNIST', 'tiny_shakespeare', 'tiny_shakespeare_or_stand_in']
 
 # %% ../nbs/12_data.ipynb
 class Transform:
@@ -259,35 +260,49 @@ def train_test_split(*arrays, test_size=0.2, seed=0):
 _IDX_TYPES = {0x08: np.dtype('>u1'), 0x09: np.dtype('>i1'), 0x0B: np.dtype('>i2'), 0x0C: np.dtype('>i4'),
               0x0D: np.dtype('>f4'), 0x0E: np.dtype('>f8')}
 
-def _read_bytes(path) -> bytes:
+def _read_exactly(f, n, path, what):
+    "`n` bytes from the stream `f` (fewer only at its end), into one buffer allocated once."
+    buf, got = bytearray(n), 0
+    with memoryview(buf) as view:
+        while got < n and (k := f.readinto(view[got:])): got += k
+    return bytes(buf) if got == n else bytes(buf[:got])
+
+# %% ../nbs/12_data.ipynb
+def read_idx(path, expect_magic=None) -> np.ndarray:
+    """Read an idx file (raw or gzipped) into a numpy array. The header is read first and checked against the file:
+    a gzipped file is inflated as a stream, never beyond what its header promises (nor beyond `MAX_INFLATE_RATIO`
+    times its size). Every problem is a `CorruptFileError` naming the file."""
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"read_idx: no such file {path}")
-    raw = path.read_bytes()
-    if raw[:2] == b'\x1f\x8b':
-        try: raw = gzip.decompress(raw)
-        except (EOFError, OSError, gzip.BadGzipFile) as e:
-            raise ValueError(f"read_idx: {path} is a corrupt or truncated gzip file ({e})") from None
-    return raw
-
-def read_idx(path, expect_magic=None) -> np.ndarray:
-    "Read an idx file (raw or gzipped) into a numpy array, validating its header and size."
-    raw = _read_bytes(path)
-    if len(raw) < 4: raise ValueError(f"read_idx: {path} is too short ({len(raw)} bytes) to hold an idx header")
-    magic = struct.unpack('>I', raw[:4])[0]
-    code, ndim = raw[2], raw[3]
-    if raw[:2] != b'\0\0' or code not in _IDX_TYPES:
-        raise ValueError(f"read_idx: {path} has magic number 0x{magic:08x}, which is not an idx file")
-    if expect_magic is not None and magic != expect_magic:
-        raise ValueError(f"read_idx: {path} has magic number 0x{magic:08x}, expected 0x{expect_magic:08x}")
-    header = 4 + 4 * ndim
-    if len(raw) < header: raise ValueError(f"read_idx: {path} is truncated inside its header")
-    dims = struct.unpack(f'>{ndim}I', raw[4:header])
-    dt = _IDX_TYPES[code]
-    expected = header + math.prod(dims) * dt.itemsize
-    if len(raw) != expected:
-        what = 'truncated' if len(raw) < expected else 'longer than its header says'
-        raise ValueError(f"read_idx: {path} is {what}: header says shape {dims} ({expected} bytes), file has {len(raw)} bytes")
-    return np.frombuffer(raw, dtype=dt, offset=header).reshape(dims).astype(dt.newbyteorder('='))
+    size = path.stat().st_size
+    def bad(problem): raise CorruptFileError(path, f'read_idx: {problem}')
+    with open(path, 'rb') as raw:
+        gz = raw.read(2) == b'\x1f\x8b'; raw.seek(0)
+        f = gzip.GzipFile(fileobj=raw) if gz else raw
+        try:
+            head = _read_exactly(f, 4, path, 'header')
+            if len(head) < 4: bad(f'too short ({len(head)} bytes) to hold an idx header')
+            magic, code, ndim = struct.unpack('>I', head)[0], head[2], head[3]
+            if head[:2] != b'\0\0' or code not in _IDX_TYPES: bad(f'magic number 0x{magic:08x} is not an idx file')
+            if expect_magic is not None and magic != expect_magic:
+                bad(f'magic number 0x{magic:08x}, expected 0x{expect_magic:08x}')
+            dimb = _read_exactly(f, 4 * ndim, path, 'header')
+            if len(dimb) < 4 * ndim: bad('truncated inside its header')
+            dims, dt = struct.unpack(f'>{ndim}I', dimb), _IDX_TYPES[code]
+            header, nbytes = 4 + 4 * ndim, math.prod(dims) * dt.itemsize
+            expected, limit = header + nbytes, MAX_INFLATE_RATIO * size if gz else size
+            if expected > limit:
+                bad(f'truncated: header says shape {dims} ({expected} bytes), the file has {size} bytes' if not gz
+                    else f'header says shape {dims} ({expected} bytes), more than MAX_INFLATE_RATIO '
+                         f'({MAX_INFLATE_RATIO}) times the {size}-byte gzip file')
+            body = _read_exactly(f, nbytes, path, 'data')
+            extra = len(f.read(1))
+        except (EOFError, OSError, zlib.error) as e: bad(f'corrupt or truncated gzip file ({e})')
+    if len(body) < nbytes or extra:
+        what = 'truncated' if len(body) < nbytes else 'longer than its header says'
+        bad(f'{what}: header says shape {dims} ({expected} bytes), file has '
+            f'{header + len(body) if not extra else "more"} bytes')
+    return np.frombuffer(body, dtype=dt).reshape(dims).astype(dt.newbyteorder('='))
 
 # %% ../nbs/12_data.ipynb
 def parse_mnist(image_filename, label_filename):
@@ -357,9 +372,10 @@ def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True)
     urls = [urls] if isinstance(urls, str) else list(urls)
     if not urls: raise ValueError(f'download_url: no URLs given for {dest}')
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for p in _stale_temporaries(dest): p.unlink(missing_ok=True)      # left by a download that was killed
     failures = []
     for url in urls:
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f'.{dest.name}.', suffix='.part')
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f'.{dest.name}.{os.getpid()}.', suffix='.minima-tmp')
         try:
             with os.fdopen(fd, 'wb') as out: _fetch(url, out, timeout, progress and dest.name)
             _check_hashes(tmp, md5, sha256)
@@ -371,6 +387,44 @@ def download_url(urls, dest, md5=None, sha256=None, timeout=30.0, progress=True)
             if os.path.exists(tmp): os.unlink(tmp)
     raise DownloadError(f'download_url: could not download {dest.name}; '
                         f'nothing was written to {dest}.\n' + '\n'.join('  ' + f for f in failures))
+
+# %% ../nbs/12_data.ipynb
+_VERIFIED = '.minima-verified.json'
+
+def _gunzipped_sha256(path) -> str:
+    h = hashlib.sha256()
+    with gzip.open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''): h.update(block)
+    return h.hexdigest()
+
+def verify_file(path, md5=None, sha256=None, gunzipped_sha256=None) -> Path:
+    """Check the file at `path` against its known checksum(s) before it is used (a gzip file may instead match
+    `gunzipped_sha256`, its content's: a copy re-compressed elsewhere has other bytes but the same data). The verdict
+    is remembered in `.minima-verified.json` beside it, keyed by name, size and modification time: later uses cost
+    one `stat`, and a file edited, replaced or only partly copied since is hashed again. A mismatch is a
+    `CorruptFileError` that says how to get a good copy."""
+    path = Path(path)
+    st, record = path.stat(), path.parent / _VERIFIED
+    want = {a: h.lower() for a, h in (('md5', md5), ('sha256', sha256)) if h}
+    key = [st.st_size, st.st_mtime_ns, want, gunzipped_sha256]
+    try: cache = json.loads(record.read_text())
+    except (OSError, ValueError): cache = {}
+    if not isinstance(cache, dict): cache = {}
+    if cache.get(path.name) == key: return path
+    wrong = [(a, got, h) for a, h in want.items() if (got := file_hash(path, a)) != h]
+    if wrong and gunzipped_sha256:
+        try: content = _gunzipped_sha256(path)
+        except (OSError, EOFError, zlib.error) as e: content = f'unreadable ({e})'
+        if content == gunzipped_sha256: wrong = []
+        else: wrong.append(('gunzipped sha256', content, gunzipped_sha256))
+    if wrong:
+        raise CorruptFileError(path, '; '.join(f'{a} is {got}, expected {h}' for a, got, h in wrong) +
+                               ': the file was changed or only partly copied; delete it and download it again')
+    cache[path.name] = key
+    if path.parent.stat().st_mode & 0o222:          # a read-only folder (even to root) is left alone,
+        with contextlib.suppress(OSError):          # and its files are verified again next time
+            with atomic_write(record) as f: f.write(json.dumps(cache, indent=1).encode())
+    return path
 
 # %% ../nbs/12_data.ipynb
 def data_dir(*parts) -> Path:
@@ -390,6 +444,9 @@ class MNIST(MNISTDataset):
            'train-labels-idx1-ubyte.gz': 'd53e105ee54ea40749a09fcbcd1e9432',
            't10k-images-idx3-ubyte.gz': '9fb629c4189551a2d022fa330f9573f3',
            't10k-labels-idx1-ubyte.gz': 'ec29112dd5afa0611ce80d1b7f02629c'}
+    gunzipped_sha256 = {   # the test files' content, for copies re-compressed elsewhere (the training files': unknown)
+        't10k-images-idx3-ubyte.gz': '0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7',
+        't10k-labels-idx1-ubyte.gz': 'ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2'}
 
     def __init__(self, root=None, train=True, download=False, transforms=None, mirrors=None,
                  timeout=30.0):
@@ -400,8 +457,10 @@ class MNIST(MNISTDataset):
         super().__init__(*paths, transforms=transforms)
 
     def _file(self, name, download, mirrors, timeout):
-        for p in (self.root / name, self.root / name[:-3]):
-            if p.exists(): return p
+        if (self.root / name).exists():
+            return verify_file(self.root / name, md5=self.md5[name],
+                               gunzipped_sha256=self.gunzipped_sha256.get(name))
+        if (self.root / name[:-3]).exists(): return self.root / name[:-3]    # unzipped: no published checksum
         if not download:
             raise FileNotFoundError(f"MNIST: neither {name} nor {name[:-3]} is in {self.root}; "
                                     "pass download=True to fetch it")
@@ -428,7 +487,7 @@ def tiny_shakespeare(root=None, download=False, urls=None, timeout=30.0) -> str:
                                     "pass download=True to fetch it")
         download_url(urls or TINY_SHAKESPEARE_URLS, path, sha256=TINY_SHAKESPEARE_SHA256,
                      timeout=timeout)
-    return path.read_text(encoding='utf-8')
+    return verify_file(path, sha256=TINY_SHAKESPEARE_SHA256).read_text(encoding='utf-8')
 
 # %% ../nbs/12_data.ipynb
 STAND_IN_TEXT = """ROMEO:

@@ -8,6 +8,7 @@ import io, pickle
 from pathlib import Path
 import numpy as np
 from .data import Dataset
+from .nn.modules import CorruptFileError
 
 # %% auto 0
 __all__ = ['CIFAR10_CLASSES', 'load_cifar10_pickle', 'load_cifar10_binary', 'load_cifar10', 'CIFAR10Dataset', 'Dictionary',
@@ -17,25 +18,46 @@ __all__ = ['CIFAR10_CLASSES', 'load_cifar10_pickle', 'load_cifar10_binary', 'loa
 CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship',
                    'truck')
 
-def _np_core(): return 'numpy._core' if hasattr(np, '_core') else 'numpy.core'
+def _numpy(module, name):
+    "numpy's own `numpy._core.<module>.<name>` (`numpy.core` before numpy 2)."
+    core = 'numpy._core' if hasattr(np, '_core') else 'numpy.core'
+    return getattr(__import__(f'{core}.{module}', fromlist=[name]), name)
 
+class _Refused(Exception): "A callable or argument that a CIFAR batch never uses."
+
+_NDARRAY = object()      # what the pickle gets for numpy.ndarray: a token `_reconstruct` accepts, not a callable
+
+def _reconstruct(cls, shape, dtype_code):
+    "numpy's array pickling starts from an empty array; anything else (a large empty array) is refused."
+    if cls is not _NDARRAY or tuple(shape) != (0,): raise _Refused(f'_reconstruct({shape!r})')
+    return _numpy('multiarray', '_reconstruct')(np.ndarray, (0,), dtype_code)
+
+def _latin1(s, encoding='latin1', errors='strict'):
+    "How protocol 2 stores bytes: latin-1 text, one byte per character. Other codecs (`hex`: twice as big) are refused."
+    if not isinstance(s, str) or encoding not in ('latin1', 'latin-1') or errors != 'strict':
+        raise _Refused(f'_codecs.encode(..., {encoding!r})')
+    return s.encode('latin1')
+
+def _allowed(name):
+    "What the unpickler hands out for an admitted name: numpy's own function, or a checking stand-in."
+    if name == '_frombuffer': return _numpy('numeric', '_frombuffer')    # frombuffer + reshape: checks the size
+    return {'_reconstruct': _reconstruct, 'ndarray': _NDARRAY, 'dtype': np.dtype, 'encode': _latin1}[name]
+
+# %% ../nbs/12b_datasets.ipynb
 _ALLOWED = {('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
             ('numpy.core.numeric', '_frombuffer'), ('numpy._core.numeric', '_frombuffer'),
             ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode')}
 
 class _CifarUnpickler(pickle.Unpickler):
-    "An unpickler that admits only the types a CIFAR-10 batch holds."
+    "An unpickler that admits only the types a CIFAR-10 batch holds, each in the one way the batch uses it."
     def __init__(self, f, path):
         super().__init__(f, encoding='bytes')
         self.path = path
     def find_class(self, module, name):
         if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(
-                f"CIFAR-10 batch {self.path}: refusing to load {module}.{name}; a CIFAR batch "
-                "holds only dicts, lists, bytes, strings, ints and numpy arrays")
-        if module.startswith(('numpy.core.', 'numpy._core.')):
-            module = _np_core() + '.' + module.split('.')[-1]
-        return super().find_class(module, name)
+            raise CorruptFileError(self.path, f"CIFAR-10 batch: refusing to load {module}.{name}; a CIFAR "
+                                   "batch holds only dicts, lists, bytes, strings, ints and numpy arrays")
+        return _allowed(name)
 
 def _key(d, name):
     "`d[name]` for a dict keyed by bytes (Python 2 pickles) or by str."
@@ -47,34 +69,33 @@ _BAD_PICKLE = (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeE
 
 # %% ../nbs/12b_datasets.ipynb
 def load_cifar10_pickle(path):
-    "One python-format CIFAR-10 batch, validated: `(uint8 (N, 3, 32, 32), int64 (N,))`."
+    """One python-format CIFAR-10 batch, validated: `(uint8 (N, 3, 32, 32), int64 (N,))`; a malformed or hostile
+    file is a `CorruptFileError` naming it."""
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"CIFAR-10: no such file {path}")
     raw = path.read_bytes()
+    def bad(problem): raise CorruptFileError(path, f'CIFAR-10 batch: {problem}')
     try: d = _CifarUnpickler(io.BytesIO(raw), path).load()
-    except pickle.UnpicklingError as e:
-        if 'refusing to load' in str(e): raise
-        raise ValueError(f"CIFAR-10 batch {path} is corrupt or truncated ({e})") from None
-    except _BAD_PICKLE as e:
-        raise ValueError(f"CIFAR-10 batch {path} is corrupt or truncated "
-                         f"({type(e).__name__}: {e})") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"CIFAR-10 batch {path}: expected a dict, got {type(d).__name__}")
+    except CorruptFileError: raise
+    except _Refused as e:
+        bad(f'refusing to call {e}; a CIFAR batch uses it only to rebuild its arrays and byte strings')
+    except pickle.UnpicklingError as e: bad(f'corrupt or truncated ({e})')
+    except _BAD_PICKLE as e: bad(f'corrupt or truncated ({type(e).__name__}: {e})')
+    if not isinstance(d, dict): bad(f'expected a dict, got {type(d).__name__}')
     try: data, labels = _key(d, 'data'), _key(d, 'labels')
-    except KeyError as e: raise ValueError(f"CIFAR-10 batch {path} has no {e} entry") from None
+    except KeyError as e: bad(f'has no {e} entry')
     data, labels = np.asarray(data), np.asarray(labels)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise ValueError(f"CIFAR-10 batch {path}: data must be uint8 of shape (N, 3072), "
-                         f"got {data.dtype} {data.shape}")
+        bad(f'data must be uint8 of shape (N, 3072), got {data.dtype} {data.shape}')
     return _check_labels(path, data.reshape(-1, 3, 32, 32), labels)
 
 def _check_labels(path, images, labels):
     if labels.shape != (len(images),) or labels.dtype.kind not in 'iu':
-        raise ValueError(f"CIFAR-10 batch {path}: expected {len(images)} integer labels, "
-                         f"got {labels.dtype} {labels.shape}")
+        raise CorruptFileError(path, f"CIFAR-10 batch: expected {len(images)} integer labels, "
+                                     f"got {labels.dtype} {labels.shape}")
     if labels.size and (labels.min() < 0 or labels.max() > 9):
         bad = labels.max() if labels.max() > 9 else labels.min()
-        raise ValueError(f"CIFAR-10 batch {path}: label {bad} is outside 0..9")
+        raise CorruptFileError(path, f"CIFAR-10 batch: label {bad} is outside 0..9")
     return images, labels.astype('int64')
 
 # %% ../nbs/12b_datasets.ipynb
@@ -84,8 +105,8 @@ def load_cifar10_binary(path):
     if not path.exists(): raise FileNotFoundError(f"CIFAR-10: no such file {path}")
     raw = np.frombuffer(path.read_bytes(), dtype=np.uint8)
     if raw.size == 0 or raw.size % 3073:
-        raise ValueError(f"CIFAR-10 binary batch {path} is truncated or corrupt: {raw.size} bytes "
-                         "is not a whole number of 3073-byte records (a label byte, 3072 pixels)")
+        raise CorruptFileError(path, f"CIFAR-10 binary batch is truncated or corrupt: {raw.size} bytes "
+                                     "is not a whole number of 3073-byte records (a label byte, 3072 pixels)")
     rec = raw.reshape(-1, 3073)
     return _check_labels(path, rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0])
 

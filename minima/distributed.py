@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_distributed.ipynb 3
 from __future__ import annotations
-import ctypes, ctypes.util, datetime, glob, math, os, pickle, shutil, subprocess, sys, tempfile, time, traceback
+import atexit, ctypes, ctypes.util, datetime, glob, math, os, pickle, shutil, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 import numpy as np
 from .autograd import Tensor
@@ -38,13 +38,15 @@ class ReduceOp:
 
 class _Group:
     """The world: an MPI communicator of its own, this process's rank, the world size, the collective timeout (s),
-    and with backend 'nccl' an NCCL communicator for CUDA tensors."""
+    with backend 'nccl' an NCCL communicator for CUDA tensors, whether collectives are checked for agreement, how
+    many collectives this rank has made (`seq`), and the process that joined (a forked child is not a rank)."""
     def __init__(self, comm, timeout, backend='mpi'):
         self.comm, self.rank, self.size, self.timeout = comm, comm.Get_rank(), comm.Get_size(), timeout
-        self.backend, self.nccl = backend, None
+        self.backend, self.nccl, self.check, self.seq, self.pid = backend, None, False, 0, os.getpid()
+        self.ctl = comm.Dup() if self.size > 1 else None   # for the notices of ranks that end
 
 _WORLD = [None]
-DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # torch's default for its CPU backends
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)   # torch's CPU default is 30: too long to notice a stuck job
 
 def _group(op) -> _Group:
     g = _WORLD[0]
@@ -57,15 +59,20 @@ def _group(op) -> _Group:
 def _excepthook(tp, value, tb):
     "An uncaught exception on one rank ends every rank: print it with the rank, then MPI_Abort."
     g = _WORLD[0]
-    sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n")
-    traceback.print_exception(tp, value, tb)
+    # one write, then abort: another rank's MPI_Abort may end this process at any moment, and a message cut before
+    # its last line (the error itself) says nothing
+    sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n" +
+                     ''.join(traceback.format_exception(tp, value, tb)))
     sys.stderr.flush()
     _mpi().COMM_WORLD.Abort(1)
 
+# %% ../nbs/19_distributed.ipynb
 def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size=None):
     """Join the world of processes that `mpiexec -n N` started: rank and world size come from the launcher.
-    `timeout` (seconds or a timedelta, default 30 minutes as torch) bounds every collective. With more than one
-    rank, an uncaught exception on any rank ends every rank with that rank's traceback (MPI_Abort).
+    `timeout` (seconds or a timedelta, default 5 minutes) bounds every collective. With more than one rank, an
+    uncaught exception on any rank ends every rank with that rank's traceback (MPI_Abort); every collective checks
+    that the ranks agree on it (`MINIMA_CHECK_COLLECTIVES=0` turns that off), and a rank that ends while others
+    still run collectives fails the job, naming itself.
     `backend='nccl'`: CUDA tensors go through NCCL, one GPU per rank (CPU tensors still go through MPI)."""
     if _WORLD[0] is not None: raise RuntimeError("init_process_group: the default process group is already initialized")
     if backend not in ('mpi', 'nccl'):
@@ -84,10 +91,23 @@ def init_process_group(backend: str = 'mpi', timeout=None, rank=None, world_size
     g = _WORLD[0] = _Group(comm, secs, backend)
     if comm.Get_size() > 1:
         g.prev_hook, sys.excepthook = sys.excepthook, _excepthook
+        _agree_to_check(g)
+        atexit.unregister(_at_exit); atexit.register(_at_exit); os._exit = _os_exit   # once, however many inits
     if backend == 'nccl':
         try: g.nccl = _nccl_connect(g)
         except BaseException:
             destroy_process_group(); raise
+
+# %% ../nbs/19_distributed.ipynb
+def _agree_to_check(g):
+    "Every rank must check collectives, or none: the checks are collectives themselves."
+    mine = os.environ.get('MINIMA_CHECK_COLLECTIVES', '1') not in ('0', 'false', 'False', 'no')
+    every = np.empty(g.size, np.int64)
+    _wait_all([g.comm.Iallgather(np.array([mine], np.int64), every)], 'init_process_group', g)
+    if len(set(every.tolist())) > 1:
+        raise RuntimeError(f"init_process_group: MINIMA_CHECK_COLLECTIVES differs between ranks ({every.tolist()}, "
+                           "1 = on); set it the same for every rank")
+    g.check = mine
 
 # %% ../nbs/19_distributed.ipynb
 def is_initialized() -> bool: "Whether `init_process_group` was called (and not undone)."; return _WORLD[0] is not None
@@ -96,39 +116,56 @@ def get_world_size() -> int: "How many processes there are."; return _group('get
 def get_backend() -> str: "'mpi' or 'nccl'."; return _group('get_backend').backend
 
 def destroy_process_group():
-    "Leave the process group (MPI itself is finalized when the process exits)."
+    """Leave the process group (MPI itself is finalized when the process exits); every rank must, at the same point
+    (one rank leaving while others still run collectives fails the job, naming it)."""
     g = _group('destroy_process_group')
+    if g.size > 1: _leave(g, 0)
+    if os._exit is _os_exit: os._exit = _REAL_EXIT
     if hasattr(g, 'prev_hook'): sys.excepthook = g.prev_hook
     if g.nccl is not None: g.nccl.destroy()
     g.comm.Free()
+    if g.ctl is not None: g.ctl.Free()
     _WORLD[0] = None
 
 # %% ../nbs/19_distributed.ipynb
-def _wait_all(reqs, op, g):
-    "Wait for MPI requests, but no longer than the group's timeout; then raise with what was waited for."
+def _wait_all(reqs, op, g, watch=True):
+    """Wait for MPI requests, but no longer than the group's timeout; then raise with what was waited for. A slow
+    wait also looks (`watch`) for the notice of a rank that has ended, which would leave it waiting in vain."""
     MPI, t0, spins = _mpi(), time.monotonic(), 0
     while not MPI.Request.Testall(reqs):
         spins += 1
         if spins < 200: continue
+        if watch and spins % 64 == 0 and g.ctl is not None: _ended_elsewhere(g, reqs, op)
         if time.monotonic() - t0 > g.timeout:
             raise TimeoutError(
                 f"{op}: rank {g.rank} of {g.size} waited {g.timeout:g} s and the collective did not complete; "
                 "another rank has not reached the same collective (it failed, hangs, or called a different one). "
                 "init_process_group(timeout=...) sets this limit")
-        time.sleep(2e-5 if spins < 5000 else 1e-3)
+        if spins < 5000: os.sched_yield()   # let the other ranks run: on a busy machine they may share our core
+        else: time.sleep(1e-3)
 
+# %% ../nbs/19_distributed.ipynb
 class Work:
-    "A collective in flight (`async_op=True`): `wait()` finishes it, within the process group's timeout."
-    def __init__(self, reqs, op, g, finish=None):
-        self.reqs, self.op, self.g, self.finish, self.done = reqs, op, g, finish, False
+    """A collective in flight (`async_op=True`): `wait()` finishes it, within the process group's timeout, after
+    the ranks' fingerprints of it (`check`) are found equal."""
+    def __init__(self, reqs, op, g, finish=None, check=None):
+        self.reqs, self.op, self.g, self.finish, self.done, self.check = reqs, op, g, finish, False, check
+    def _all(self): return ([self.check[0]] if self.check else []) + self.reqs
     def is_completed(self) -> bool:
-        if not self.done and _mpi().Request.Testall(self.reqs): self._finish()
+        if not self.done and self._settle(lambda: _mpi().Request.Testall(self._all())): self._finish()
         return self.done
     def wait(self):
         if not self.done:
-            _wait_all(self.reqs, self.op, self.g)
+            self._settle(lambda: _wait_all(self._all(), self.op, self.g))
             self._finish()
         return True
+    def _settle(self, wait):
+        """Wait for the fingerprints and the data together (one wait, not two), then compare the fingerprints: if
+        the ranks disagreed, that is the error to report, also when MPI itself failed on the mismatched data."""
+        try: done = wait()
+        except _mpi().Exception: _verify(self.g, self.check); raise
+        if done is not False: _verify(self.g, self.check); self.check = None
+        return done is not False
     def _finish(self):
         self.done = True
         if self.finish: self.finish()
@@ -171,17 +208,120 @@ def _mpi_op(op, name, dtype):
         raise TypeError(f"{name}: ReduceOp.AVG needs a floating tensor, got {dtype}")
     return ops[op]
 
-def _run(reqs, op, g, finish, async_op):
-    w = Work(reqs, op, g, finish)
+def _run(reqs, op, g, finish, async_op, check=None):
+    w = Work(reqs, op, g, finish, check)
     if async_op: return w
     w.wait()
+
+# %% ../nbs/19_distributed.ipynb
+_KINDS = ('all_reduce', 'broadcast', 'all_gather', 'reduce_scatter', 'barrier', 'all_gather_object',
+          'broadcast_object')
+_REDUCE = (None, ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT)
+_DTYPES = ('float32', 'float64', 'float16', 'bfloat16', 'int8', 'int16', 'int32', 'int64', 'uint8', 'bool')
+_ENDS = ('destroy_process_group()', 'the end of the program', 'os._exit')
+_FP = 16   # a fingerprint: seq, kind, op, dtype, ndim, root or end, size, shape[:9]
+
+_FPS = {}   # (kind, dtype, shape, op, root) -> its fingerprint without the sequence number: a training loop repeats them
+
+def _fingerprint(g, kind, dtype=None, shape=(), op=None, root=-1):
+    "What this rank is about to do, as 16 int64s; every rank's must be equal."
+    g.seq += 1
+    key = (kind, dtype, shape, op, root)
+    if (fp := _FPS.get(key)) is None:
+        dt = str(dtype) if dtype is not None else None
+        head = [0, _KINDS.index(kind), _REDUCE.index(op) if op in _REDUCE else 99,
+                -1 if dt is None else _DTYPES.index(dt) if dt in _DTYPES else 99, len(shape), root, math.prod(shape)]
+        if len(_FPS) > 4096: _FPS.clear()
+        fp = _FPS[key] = np.array(head + list(shape[:9]) + [-1] * (9 - min(len(shape), 9)), np.int64)
+    fp = fp.copy(); fp[0] = g.seq
+    return fp
+
+def _describe(fp) -> str:
+    "A fingerprint in words: `all_reduce #12 (sum) of float32 (3, 4)`."
+    seq, kind, op, dt, ndim, root, size = (int(v) for v in fp[:7])
+    k = _KINDS[kind] if 0 <= kind < len(_KINDS) else f'unknown collective {kind}'
+    s = f'{k} #{seq}'
+    if 0 < op < len(_REDUCE): s += f' ({_REDUCE[op]})'
+    if dt >= 0: s += f" of {_DTYPES[dt] if dt < len(_DTYPES) else 'another dtype'} {tuple(int(v) for v in fp[7:7 + ndim])}"
+    if k in ('broadcast', 'broadcast_object'): s += f' from rank {root}'
+    return s
+
+# %% ../nbs/19_distributed.ipynb
+def _agree(g, kind, dtype=None, shape=(), op=None, root=-1):
+    "Start exchanging fingerprints (when the group checks, with more than one rank); `_verify` finishes it."
+    if not g.check: return None
+    fp = _fingerprint(g, kind, dtype, tuple(shape), op, root)
+    recv = np.empty((g.size, _FP), np.int64)
+    return g.comm.Iallgather(fp, recv), recv, fp, kind
+
+def _verify(g, check):
+    "Wait for the fingerprints; raise, naming both ranks' calls, if any rank's differs from this one's."
+    if check is None: return
+    req, recv, fp, kind = check
+    _wait_all([req], kind, g)
+    if recv.tobytes() == fp.tobytes() * g.size: return     # the usual case, in a microsecond
+    for r in range(g.size):
+        other = recv[r]
+        if np.array_equal(other, fp): continue
+        field = next(i for i in range(_FP) if other[i] != fp[i])
+        err = TypeError if field == 3 else ValueError if field >= 4 and other[1] == fp[1] else RuntimeError
+        raise err(f"{kind}: the ranks disagree: rank {g.rank} calls {_describe(fp)}, rank {r} calls "
+                  f"{_describe(other)}. Every rank must make the same collectives, in the same order, with the same "
+                  "op, dtype and shape (MINIMA_CHECK_COLLECTIVES=0 turns this check off)")
+
+# %% ../nbs/19_distributed.ipynb
+_END_TAG = 7100   # + how: the tag of the notice a rank sends every other rank, on the control communicator, as it ends
+
+def _ended_elsewhere(g, reqs, op):
+    """Called from a slow wait: has another rank announced its end? Then this collective can never complete, unless
+    it already has (the notice of a rank that finished the same last collective): give it a second, then raise."""
+    MPI, st = _mpi(), _mpi().Status()
+    if not g.ctl.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, st) or not 0 <= st.Get_tag() - _END_TAG < len(_ENDS): return
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        if MPI.Request.Testall(reqs): return
+        os.sched_yield()
+    raise RuntimeError(f"{op}: rank {st.Get_source()} of {g.size} has ended ({_ENDS[st.Get_tag() - _END_TAG]}) while "
+                       f"rank {g.rank} waits in this collective: every rank must make the same collectives and end "
+                       "together")
+
+# %% ../nbs/19_distributed.ipynb
+def _leave(g, how: int):
+    """This rank is done with collectives: tell every other rank (a notice that a rank still waiting in a collective
+    sees at once), then wait, within the timeout, until all have ended too; if they do not, fail the job, naming this
+    rank (one rank ending early would otherwise leave the others waiting, or end the job with status 0)."""
+    MPI, others = _mpi(), [r for r in range(g.size) if r != g.rank]
+    sends = [g.ctl.Isend(np.array([how], np.int64), dest=r, tag=_END_TAG + how) for r in others]
+    every = np.empty(g.size, np.int64)
+    try: _wait_all([g.ctl.Iallgather(np.array([how], np.int64), every)] + sends, 'the end', g, watch=False)
+    except TimeoutError:
+        sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} reached {_ENDS[how]} but another rank did "
+                         f"not end within {g.timeout:g} s; aborting every rank (MPI_Abort)\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
+    for r in others: g.ctl.Recv(np.empty(1, np.int64), source=r, tag=MPI.ANY_TAG)   # every rank's notice, read
+
+
+def _at_exit():
+    "Registered by `init_process_group`: a program that ends without `destroy_process_group` still says so."
+    g = _WORLD[0]
+    if g is not None and g.size > 1 and os.getpid() == g.pid: _leave(g, 1)
+
+_REAL_EXIT = os._exit
+def _os_exit(status):
+    "`os._exit` while the group is live (it skips atexit): the same check first, in the process that joined."
+    g = _WORLD[0]
+    if g is not None and g.size > 1 and os.getpid() == g.pid: _leave(g, 2)
+    _REAL_EXIT(status)
 
 # %% ../nbs/19_distributed.ipynb
 def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce `tensor` over every rank with `op` and leave the result, in place, in every rank's `tensor`.
     >>> t = Tensor([1.0, 2.0]); all_reduce(t)   # with 2 ranks, t is now [2., 4.] on both"""
     g = _group('all_reduce'); _check_tensor(tensor, 'all_reduce')
-    if _on_nccl(g, tensor): return g.nccl.all_reduce(tensor, op, async_op)
+    if _on_nccl(g, tensor):
+        _verify(g, _agree(g, 'all_reduce', tensor.dtype, tensor.shape, op))
+        return g.nccl.all_reduce(tensor, op, async_op)
     a, back = _buffer(tensor)
     return all_reduce_array(a, op, async_op, back)
 
@@ -189,50 +329,55 @@ def all_reduce_array(a: np.ndarray, op=ReduceOp.SUM, async_op=False, then=None):
     "`all_reduce` on a contiguous numpy array, in place; `then()` runs once the result is in."
     g = _group('all_reduce')
     mop = _mpi_op(op, 'all_reduce', a.dtype)
+    check = _agree(g, 'all_reduce', a.dtype, a.shape, op)
     req = g.comm.Iallreduce(_mpi().IN_PLACE, a, op=mop)
     def finish():
         if op == ReduceOp.AVG: np.divide(a, g.size, out=a, casting='unsafe')
         if then: then()
-    return _run([req], 'all_reduce', g, finish, async_op)
+    return _run([req], 'all_reduce', g, finish, async_op, check)
 
 def broadcast(tensor: Tensor, src: int = 0, group=None, async_op=False):
     "Copy rank `src`'s `tensor` into `tensor` on every other rank (in place)."
     g = _group('broadcast'); _check_tensor(tensor, 'broadcast')
     if not 0 <= src < g.size: raise ValueError(f"broadcast: src must be a rank in [0, {g.size}), got {src}")
-    if _on_nccl(g, tensor): return g.nccl.broadcast(tensor, src, async_op)
+    check = _agree(g, 'broadcast', tensor.dtype, tensor.shape, root=src)
+    if _on_nccl(g, tensor): _verify(g, check); return g.nccl.broadcast(tensor, src, async_op)
     a, back = _buffer(tensor)
-    return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op)
+    return _run([g.comm.Ibcast(a, root=src)], 'broadcast', g, back, async_op, check)
 
 # %% ../nbs/19_distributed.ipynb
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
     "Fill `tensor_list[r]` with rank r's `tensor`, on every rank; the tensors must agree in shape and dtype."
     g = _group('all_gather'); _check_tensor(tensor, 'all_gather')
     _check_list(tensor_list, tensor, g, 'all_gather', 'tensor_list', 'the input tensor')
-    if _on_nccl(g, tensor): return g.nccl.all_gather(tensor_list, tensor, async_op)
+    check = _agree(g, 'all_gather', tensor.dtype, tensor.shape)
+    if _on_nccl(g, tensor): _verify(g, check); return g.nccl.all_gather(tensor_list, tensor, async_op)
     send = np.ascontiguousarray(tensor.numpy())
     recv = np.empty((g.size,) + send.shape, send.dtype)
     def finish():
         for t, a in zip(tensor_list, recv): t.cached_data[...] = NDArray(a, device=t.device, dtype=t.dtype)
-    return _run([g.comm.Iallgather(send, recv)], 'all_gather', g, finish, async_op)
+    return _run([g.comm.Iallgather(send, recv)], 'all_gather', g, finish, async_op, check)
 
 def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None, async_op=False):
     "Reduce `input_list[r]` over every rank with `op` and leave the result in rank r's `output`."
     g = _group('reduce_scatter'); _check_tensor(output, 'reduce_scatter', 'output')
     _check_list(input_list, output, g, 'reduce_scatter', 'input_list', 'output')
-    if _on_nccl(g, output): return g.nccl.reduce_scatter(output, input_list, op, async_op)
+    mop = _mpi_op(op, 'reduce_scatter', np.dtype(str(output.dtype)))
+    check = _agree(g, 'reduce_scatter', output.dtype, output.shape, op)
+    if _on_nccl(g, output): _verify(g, check); return g.nccl.reduce_scatter(output, input_list, op, async_op)
     send = np.ascontiguousarray(np.stack([t.numpy() for t in input_list]))
     a, back = _buffer(output)
-    mop = _mpi_op(op, 'reduce_scatter', a.dtype)
     def finish():
         if op == ReduceOp.AVG: np.divide(a, g.size, out=a, casting='unsafe')
         back()
-    return _run([g.comm.Ireduce_scatter_block(send, a, op=mop)], 'reduce_scatter', g, finish, async_op)
+    return _run([g.comm.Ireduce_scatter_block(send, a, op=mop)], 'reduce_scatter', g, finish, async_op, check)
 
 # %% ../nbs/19_distributed.ipynb
 def barrier(group=None, async_op=False):
     "Wait until every rank has reached this call."
     g = _group('barrier')
-    return _run([g.comm.Ibarrier()], 'barrier', g, None, async_op)
+    check = _agree(g, 'barrier')
+    return _run([g.comm.Ibarrier()], 'barrier', g, None, async_op, check)
 
 def all_gather_object(object_list: list, obj, group=None):
     "Fill `object_list[r]` with rank r's `obj` (any picklable object), on every rank."
@@ -241,6 +386,7 @@ def all_gather_object(object_list: list, obj, group=None):
         raise ValueError(f"all_gather_object: object_list must hold world_size = {g.size} items, "
                          f"got {len(object_list)}")
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
+    _verify(g, _agree(g, 'all_gather_object'))
     sizes = np.empty(g.size, np.int64)
     _wait_all([g.comm.Iallgather(np.array([data.size], np.int64), sizes)], 'all_gather_object', g)
     recv = np.empty(int(sizes.sum()), np.uint8)
@@ -251,6 +397,7 @@ def all_gather_object(object_list: list, obj, group=None):
 def broadcast_object(obj, src: int = 0):
     "Rank `src`'s `obj` (picklable), returned on every rank."
     g = _group('broadcast_object')
+    _verify(g, _agree(g, 'broadcast_object', root=src))
     data = np.frombuffer(pickle.dumps(obj), np.uint8) if g.rank == src else None
     n = np.array([0 if data is None else data.size], np.int64)
     _wait_all([g.comm.Ibcast(n, root=src)], 'broadcast_object', g)
@@ -343,17 +490,14 @@ def save_checkpoint(state, path):
         if msg is not None: raise RuntimeError(f"save_checkpoint: rank 0 could not write {path}: {msg}")
 
 def _write_atomically(state, path):
+    "The arrays of `state`, through minima's `atomic_write` (which also removes temporaries of killed saves)."
+    from minima.nn.modules import atomic_write
     arrays = state.state_dict() if hasattr(state, 'state_dict') else {k: np.asarray(v) for k, v in state.items()}
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + '.', suffix='.tmp', dir=folder)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            np.savez(f, **arrays)
-            f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.remove(tmp)
-        raise
+    for k, a in arrays.items():
+        if a.dtype.hasobject:
+            raise TypeError(f"save_checkpoint: {k!r} is an array of Python objects, which would need a pickle; "
+                            "minima's loaders refuse pickles (save numbers, not objects)")
+    with atomic_write(path) as f: np.savez(f, **arrays)
 
 # %% ../nbs/19_distributed.ipynb
 class _UniqueId(ctypes.Structure): _fields_ = [('internal', ctypes.c_char * 128)]   # NCCL_UNIQUE_ID_BYTES

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math
 import numpy as np
-from .autograd import Tensor
+from .autograd import Tensor, draws_random
 from .backend_ndarray.ndarray import NDArray, as_dtype
 from .backend_ndarray.device import get_device
 
@@ -45,10 +45,12 @@ def _shape(shape):
     return tuple(int(n) for n in shape)
 
 # %% ../nbs/09_init.ipynb
+@draws_random('tensor')
 def rand(*shape, low=0.0, high=1.0, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "Uniform samples in `[low, high)`. `rand(2, 3)`."
     return _make(np.random.rand(*_shape(shape)) * (high - low) + low, device, dtype, requires_grad)
 
+@draws_random('tensor')
 def randn(*shape, mean=0.0, std=1.0, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "Normal samples with `mean` and `std`. `randn(4, mean=1.0)`."
     return _make(np.random.randn(*_shape(shape)) * std + mean, device, dtype, requires_grad)
@@ -67,6 +69,7 @@ def zeros(*shape, device=None, dtype="float32", requires_grad=False) -> Tensor:
     "A tensor of zeros."
     return constant(*shape, c=0.0, device=device, dtype=dtype, requires_grad=requires_grad)
 
+@draws_random('tensor')
 def randb(*shape, p=0.5, device=None, dtype="bool", requires_grad=False) -> Tensor:
     "Bernoulli samples: True (1) with probability `p`. Dropout masks are made this way."
     if not 0.0 <= p <= 1.0: raise ValueError(f"randb: p must be in [0, 1], got {p}")
@@ -154,14 +157,17 @@ def _write(tensor, a: np.ndarray):
     tensor.cached_data[...] = NDArray(np.asarray(a, dtype=tensor.dtype).reshape(tensor.shape), device=tensor.device)
     return tensor
 
+@draws_random('inplace')
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     "Fill with samples of U(a, b)."
     return _write(tensor, np.random.rand(*tensor.shape) * (b - a) + a)
 
+@draws_random('inplace')
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     "Fill with samples of N(mean, std²)."
     return _write(tensor, np.random.randn(*tensor.shape) * std + mean)
 
+@draws_random('inplace')
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     "Fill with N(mean, std²) samples kept inside `[a, b]` (the others are drawn again)."
     if not a < b: raise ValueError(f"trunc_normal_: need a < b, got a={a}, b={b}")

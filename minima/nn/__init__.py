@@ -1,6 +1,6 @@
 """minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`,
 `minima.nn.transformer_layers`) and the functional API (`minima.nn.functional`);
-`minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's gradient clipping, as in torch."""
+`minima.nn.init` is `minima.init` and `minima.nn.utils` holds torch's `torch.nn.utils` (with `prune`)."""
 import sys as _sys, types as _types
 from .modules import *
 from .recurrent import *
@@ -9,10 +9,6 @@ from .transformer_layers import *
 from . import functional
 from . import parallel
 from .. import init
-from ..optim import clip_grad_norm_, clip_grad_value_
 
 _sys.modules[__name__ + '.init'] = init
-utils = _types.ModuleType(__name__ + '.utils', "torch's `torch.nn.utils`: `clip_grad_norm_`, `clip_grad_value_`.")
-utils.clip_grad_norm_, utils.clip_grad_value_ = clip_grad_norm_, clip_grad_value_
-_sys.modules[utils.__name__] = utils
-del clip_grad_norm_, clip_grad_value_
+from . import utils   # torch.nn.utils: clipping, parameters_to_vector, rnn (chapter 18)

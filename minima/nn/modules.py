@@ -18,7 +18,7 @@ from ..ops.nn_extras import single_int
 from . import functional as F
 
 # %% auto 0
-__all__ = ['Parameter', 'Module', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'GroupNorm', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'save_object', 'load_object']
+__all__ = ['MAX_INFLATE_RATIO', 'Parameter', 'Module', 'CorruptFileError', 'atomic_write', 'read_npz', 'save', 'load', 'Identity', 'Flatten', 'ReLU', 'Tanh', 'Sigmoid', 'GELU', 'SiLU', 'Sequential', 'ModuleList', 'ModuleDict', 'Residual', 'Linear', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm1d', 'Dropout', 'Softmax', 'LogSoftmax', 'SoftmaxLoss', 'CrossEntropyLoss', 'MSELoss', 'Conv2d', 'MaxPool2d', 'AvgPool2d', 'Embedding', 'LeakyReLU', 'Dropout2d', 'GroupNorm', 'ParameterList', 'ParameterDict', 'Conv1d', 'ConvTranspose2d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool2d', 'Upsample', 'NLLLoss', 'L1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'SmoothL1Loss', 'HuberLoss', 'KLDivLoss', 'MarginRankingLoss', 'HingeEmbeddingLoss', 'SoftMarginLoss', 'CosineEmbeddingLoss', 'TripletMarginLoss', 'MultiLabelSoftMarginLoss', 'GaussianNLLLoss', 'PoissonNLLLoss', 'AdaptiveAvgPool1d', 'AdaptiveMaxPool1d', 'AdaptiveMaxPool2d', 'save_object', 'load_object']
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
@@ -260,8 +260,14 @@ def to(self: Module, *args, **kwargs):
         if dev is not None and a.device != dev: a = a.to(dev)
         if dt is not None and a.dtype != dt and is_float_dtype(a.dtype): a = a.astype(dt)
         t.cached_data = a
-        if t.grad is not None and (t.grad.device != a.device or t.grad.dtype != a.dtype): t.grad = None
+        g = t.grad   # the gradient moves and casts with its parameter, as torch's
+        if g is not None and (g.device != a.device or g.dtype != a.dtype):
+            ga = g.cached_data if g.device == a.device else g.cached_data.to(a.device)
+            g.cached_data = ga if ga.dtype == a.dtype else ga.astype(a.dtype)
     return self
+
+# %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def float(self: Module): "Cast floating parameters and buffers to float32."; return self.to('float32')
 @patch
@@ -292,17 +298,24 @@ def _state_items(self: Module, prefix=''):
     for k, m in self.named_children(): yield from m._state_items(f'{prefix}{k}.')
 
 @patch
-def state_dict(self: Module) -> OrderedDict:
-    """Name -> numpy copy of every parameter and persistent buffer, in torch's order (module by module); a tensor
-    shared by two layers is listed under both names, as torch."""
-    return OrderedDict((k, t.numpy()) for k, t in self._state_items())
+def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_vars: bool = False) -> OrderedDict:
+    """Name -> a numpy copy of every parameter and persistent buffer, in torch's order (module by module); the
+    tensors themselves with `keep_vars` (torch gives detached tensors without it). A tensor shared by two layers is
+    listed under both names, as torch. `destination` and `prefix` as torch's."""
+    out = OrderedDict() if destination is None else destination
+    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.numpy()
+    return out
 
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
+from collections import namedtuple as _namedtuple
+_IncompatibleKeys = _namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])
+
 @patch
-def load_state_dict(self: Module, state, strict: bool = True):
-    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers, in place; names
-    and shapes must match (all of them if `strict`)."""
+def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
+    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers; names and shapes
+    must match (all of them if `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a
+    minima tensor's memory is taken over instead of copied."""
     own = OrderedDict(self._state_items())
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -316,8 +329,10 @@ def load_state_dict(self: Module, state, strict: bool = True):
         if tuple(a.shape) != t.shape:
             raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                              f"state but {t.shape} in the module")
-        t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
-    return self
+        if assign and isinstance(v, Tensor) and v.device == t.device and v.dtype == t.dtype:
+            t.cached_data = v.cached_data
+        else: t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
+    return _IncompatibleKeys(missing, unexpected)
 
 @patch
 def save(self: Module, path): "Save the state to `path` (.npz)."; return save(self, path)
@@ -325,16 +340,129 @@ def save(self: Module, path): "Save the state to `path` (.npz)."; return save(se
 def load(self: Module, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
 
 # %% ../../nbs/10_nn.ipynb
+import contextlib, secrets, zipfile
+from pathlib import Path
+
+class CorruptFileError(ValueError):
+    """A file minima reads is malformed (truncated, tampered, not what it claims): one error type for every reader.
+    `e.path` is the file, `e.problem` what is wrong; the message says both."""
+    def __init__(self, path, problem):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"{path}: {problem}")
+
+# %% ../../nbs/10_nn.ipynb
+_TMP = '.minima-tmp'
+
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    return True
+
+def _stale_temporaries(path: Path) -> list:
+    "Temporaries of earlier saves to `path` whose writing process has ended (a crash or a kill mid-save)."
+    stale = []
+    for p in path.parent.glob(f'.{path.name}.*{_TMP}'):
+        pid = p.name[len(path.name) + 2:-len(_TMP)].split('.')[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)): stale.append(p)
+    return stale
+
+def _new_file_mode(path: Path) -> int:
+    "The mode a plain `open(path, 'w')` would give: the old file's, else 0o666 less the umask."
+    try: return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError: pass
+    mask = os.umask(0); os.umask(mask)
+    return 0o666 & ~mask
+
+# %% ../../nbs/10_nn.ipynb
+@contextlib.contextmanager
+def atomic_write(path):
+    """Open a binary file that replaces `path` all at once, when the `with` block ends without an error: the bytes go
+    to a temporary beside `path`, are flushed to disk (`fsync`), then renamed over it. A crash, a kill or a full disk
+    at any moment leaves the old file or the new one, whole; the temporary is removed on an error, and the next save
+    to `path` removes any left by a killed process. `with atomic_write('ck.npz') as f: f.write(data)`."""
+    path = Path(path)
+    for p in _stale_temporaries(path):
+        with contextlib.suppress(OSError): p.unlink()
+    tmp = path.parent / f'.{path.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP}'
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            yield f
+            f.flush(); os.fchmod(f.fileno(), _new_file_mode(path)); os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError): os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):          # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try: os.fsync(dfd)
+        finally: os.close(dfd)
+
+# %% ../../nbs/10_nn.ipynb
+MAX_INFLATE_RATIO = 100   # a compressed member may inflate to at most this many times its size on disk
+
+def _npy_header(f, where):
+    "Shape, Fortran order and dtype from an `.npy` header, refusing object arrays (pickles)."
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0): shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0): shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else: raise ValueError(f'npy format version {version} is not supported')
+    except ValueError as e: raise CorruptFileError(where, f'bad .npy header ({e})') from None
+    if dtype.hasobject:
+        raise CorruptFileError(where, 'holds Python objects (a pickle); minima never loads pickles')
+    return shape, fortran, dtype
+
+# %% ../../nbs/10_nn.ipynb
+def read_npz(file, what='load') -> dict:
+    """The arrays of an `.npz` archive (`file` a path or a binary file), each checked before it is read: its `.npy`
+    header's shape and dtype must account for exactly the member's size, and a compressed member may not inflate
+    beyond `MAX_INFLATE_RATIO` times its size. A malformed archive raises `CorruptFileError` naming the file."""
+    name = file if isinstance(file, (str, os.PathLike)) else getattr(file, 'name', '<file object>')
+    try: z = zipfile.ZipFile(file)
+    except zipfile.BadZipFile:
+        raise CorruptFileError(name, f'{what}: not an .npz archive (truncated, or not written by minima)') from None
+    arrays = {}
+    with z:
+        for info in z.infolist():
+            where = f'{name} (entry {info.filename!r})'
+            if not info.filename.endswith('.npy'): raise CorruptFileError(where, f'{what}: not an .npy array')
+            if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+                raise CorruptFileError(where, f'{what}: stored entry declares {info.file_size} bytes '
+                                              f'but occupies {info.compress_size}')
+            if info.file_size > MAX_INFLATE_RATIO * info.compress_size + (1 << 16):
+                raise CorruptFileError(where, f'{what}: a {info.compress_size}-byte compressed entry declares '
+                    f'{info.file_size} bytes, more than minima.nn.modules.MAX_INFLATE_RATIO '
+                    f'({MAX_INFLATE_RATIO}) times its size; raise that limit if you trust the file')
+            try:
+                with z.open(info) as f:
+                    shape, fortran, dtype = _npy_header(f, where)
+                    nbytes = math.prod(shape) * dtype.itemsize
+                    if f.tell() + nbytes != info.file_size:
+                        raise CorruptFileError(where, f'{what}: header says {dtype} of shape {shape} '
+                            f'({nbytes} bytes), the entry holds {info.file_size - f.tell()} bytes of data')
+                    data = f.read(nbytes)
+                    f.read(1)                       # reach the end, where zipfile checks the CRC
+            except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError) as e:
+                raise CorruptFileError(where, f'{what}: unreadable entry ({e})') from None
+            a = np.frombuffer(data, dtype=dtype).copy() if nbytes else np.empty(0, dtype)
+            arrays[info.filename[:-4]] = a.reshape(shape, order='F' if fortran else 'C')
+    return arrays
+
+# %% ../../nbs/10_nn.ipynb
 def save(module: Module, path):
-    "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name."
-    with open(path, 'wb') as f: np.savez(f, **module.state_dict())
+    "Save `module.state_dict()` to `path`, an `.npz` archive (no pickles), under exactly that name, atomically."
+    state = module.state_dict()
+    with atomic_write(path) as f: np.savez(f, **state)
 
 def load(module: Module, path, strict: bool = True) -> Module:
     """Load parameters saved by `save` into `module`; a missing, unexpected or mis-shaped entry is an
-    error. A `path` without its `.npz` suffix finds the file numpy's `savez` would have written."""
+    error, a malformed file a `CorruptFileError`. A `path` without its `.npz` suffix finds the file numpy's
+    `savez` would have written."""
     if not os.path.exists(path) and os.path.exists(f'{path}.npz'): path = f'{path}.npz'
-    with np.load(path, allow_pickle=False) as f: state = {k: f[k] for k in f.files}
-    return module.load_state_dict(state, strict)
+    module.load_state_dict(read_npz(path, f'{type(module).__name__}.load'), strict)
+    return module
 
 # %% ../../nbs/10_nn.ipynb
 class Identity(Module):
@@ -350,9 +478,9 @@ class Flatten(Module):
     def forward(self, x): return ops.flatten(x, self.start_dim, self.end_dim)
 
 class ReLU(Module):
-    "`max(x, 0)`. `inplace=True` is accepted and computes out of place (minima's ops never overwrite their input)."
+    "`max(x, 0)`; `inplace=True` writes it into `x`, as torch."
     def __init__(self, inplace=False): super().__init__(); self.inplace = inplace
-    def forward(self, x): return ops.relu(x)
+    def forward(self, x): return ops.relu(x, self.inplace)
 
 class Tanh(Module):
     def forward(self, x): return ops.tanh(x)
@@ -456,6 +584,7 @@ class ModuleList(Module):
     def insert(self, i, m): self._mods.insert(i, self._check(m))
     def __getitem__(self, i): return ModuleList(self._mods[i]) if isinstance(i, slice) else self._mods[i]
     def __setitem__(self, i, m): self._mods[i] = self._check(m)
+    def __delitem__(self, i): del self._mods[i]   # the later modules move up, renumbered as in torch
     def __len__(self): return len(self._mods)
     def __iter__(self): return iter(self._mods)
     def forward(self, *args): raise NotImplementedError("ModuleList has no forward: call the modules it holds")
@@ -481,6 +610,8 @@ class ModuleDict(Module):
         for k, m in (modules.items() if isinstance(modules, dict) else modules): self[k] = m
     def __getitem__(self, k): return self._mods[k]
     def __delitem__(self, k): del self._mods[k]
+    def pop(self, k): "Remove the module under `k` and return it."; return self._mods.pop(k)
+    def clear(self): self._mods.clear()
     def __contains__(self, k): return k in self._mods
     def __len__(self): return len(self._mods)
     def __iter__(self): return iter(self._mods)
@@ -610,7 +741,8 @@ class Dropout(Module):
         if not self.training or self.p == 0: return x
         if self.p == 1: return x * 0.0   # everything dropped (torch returns zeros too)
         mask = init.randb(*x.shape, p=1 - self.p, device=x.device, dtype=x.dtype).cached_data
-        return x * Tensor.make_const(mask * (1 / (1 - self.p)))
+        out = x * Tensor.make_const(mask * (1 / (1 - self.p)))
+        return x.copy_(out) if self.inplace else out
 
 # %% ../../nbs/10_nn.ipynb
 class Softmax(Module):
@@ -650,7 +782,8 @@ class CrossEntropyLoss(Module):
             raise ValueError(f"CrossEntropyLoss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
-        self.weight, self.ignore_index, self.reduction, self.label_smoothing = weight, ignore_index, reduction, label_smoothing
+        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        self.register_buffer('weight', weight)   # a buffer, as torch's: in state_dict, cast by .double()
     def extra_repr(self):
         opts = [f'{k}={v!r}' for k, v, d in (('ignore_index', self.ignore_index, -100), ('reduction', self.reduction, 'mean'),
                                               ('label_smoothing', self.label_smoothing, 0.0)) if v != d]
@@ -906,13 +1039,22 @@ class Embedding(Module):
         const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
         return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
 
-# %% ../../nbs/10b_nn_more.ipynb 18
+# %% ../../nbs/10b_nn_more.ipynb 19
 class LeakyReLU(Module):
-    "`x` where positive, `negative_slope * x` elsewhere (`inplace` accepted, computed out of place)."
+    "`x` where positive, `negative_slope * x` elsewhere (written into `x` with `inplace=True`, as torch)."
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__(); self.negative_slope, self.inplace = negative_slope, inplace
     def extra_repr(self): return f'negative_slope={self.negative_slope}'
-    def forward(self, x): return F.leaky_relu(x, self.negative_slope)
+    def forward(self, x): return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+class Dropout2d(Module):
+    "Zero whole channels with probability `p` in training (`F.dropout2d`); identity in eval."
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"Dropout2d: p must be in [0, 1], got {p!r}")
+        self.p, self.inplace = p, inplace
+    def extra_repr(self): return f'p={self.p}'
+    def forward(self, x): return F.dropout2d(x, self.p, self.training, self.inplace)
 
 class GroupNorm(Module):
     "Group normalisation (Wu and He, 2018) of `(N, C, *)` with per-channel `weight` and `bias`."
@@ -928,7 +1070,55 @@ class GroupNorm(Module):
         _check_features(f"GroupNorm({self.num_groups}, {self.num_channels})", x, 1, self.num_channels)
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
-# %% ../../nbs/10b_nn_more.ipynb 19
+# %% ../../nbs/10b_nn_more.ipynb 21
+class ParameterList(Module):
+    "A list of Parameters, registered as `0`, `1`, ... (torch's names), so `parameters()` and `state_dict()` find them."
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None: self.extend(values)
+    def _keys(self): return [k for k in self.__dict__ if k.isdigit()]
+    def __len__(self): return len(self._keys())
+    def _at(self, i):
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"ParameterList: index {i} is out of range for {n} parameters")
+        return str(i % n)
+    def __getitem__(self, i):
+        return ParameterList([self[j] for j in range(len(self))[i]]) if isinstance(i, slice) else self.__dict__[self._at(i)]
+    def __setitem__(self, i, v): setattr(self, self._at(i), v if isinstance(v, Parameter) else Parameter(v))
+    def __iter__(self): return (self.__dict__[str(j)] for j in range(len(self)))
+    def append(self, v): setattr(self, str(len(self)), v if isinstance(v, Parameter) else Parameter(v)); return self
+    def extend(self, vs):
+        for v in vs: self.append(v)
+        return self
+    def forward(self, *args): raise NotImplementedError("ParameterList has no forward: use the parameters it holds")
+
+# %% ../../nbs/10b_nn_more.ipynb 22
+class ParameterDict(Module):
+    "A dict of Parameters under string keys (insertion order), registered under those names, as torch's."
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._order = []
+        if parameters is not None: self.update(parameters)
+    def __setitem__(self, k, v):
+        if not isinstance(k, str): raise TypeError(f"ParameterDict: keys must be strings, got {k!r}")
+        if k not in self._order: self._order.append(k)
+        setattr(self, k, v if isinstance(v, Parameter) else Parameter(v))
+    def __getitem__(self, k):
+        if k not in self._order: raise KeyError(k)
+        return self.__dict__[k]
+    def __delitem__(self, k): self._order.remove(k); delattr(self, k)
+    def pop(self, k): v = self[k]; del self[k]; return v
+    def update(self, ps):
+        for k, v in (ps.items() if isinstance(ps, dict) else ps): self[k] = v
+    def __contains__(self, k): return k in self._order
+    def __len__(self): return len(self._order)
+    def __iter__(self): return iter(list(self._order))
+    def keys(self): return list(self._order)
+    def values(self): return [self[k] for k in self._order]
+    def items(self): return [(k, self[k]) for k in self._order]
+    def forward(self, *args): raise NotImplementedError("ParameterDict has no forward: use the parameters it holds")
+
+# %% ../../nbs/10b_nn_more.ipynb 24
 def _conv_init(shape, fan_in, bias, device, dtype):
     "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
     b = 1 / math.sqrt(fan_in)
@@ -955,7 +1145,7 @@ class Conv1d(Module):
     def forward(self, x):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
-# %% ../../nbs/10b_nn_more.ipynb 20
+# %% ../../nbs/10b_nn_more.ipynb 25
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
@@ -989,7 +1179,7 @@ class MaxPool1d(Module):
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
-# %% ../../nbs/10b_nn_more.ipynb 21
+# %% ../../nbs/10b_nn_more.ipynb 26
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1024,11 +1214,12 @@ class _Loss(Module):
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
 
-# %% ../../nbs/10b_nn_more.ipynb 22
+# %% ../../nbs/10b_nn_more.ipynb 27
 class NLLLoss(_Loss):
     "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
     def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
-        super().__init__(reduction); self.weight, self.ignore_index = weight, ignore_index
+        super().__init__(reduction); self.ignore_index = ignore_index
+        self.register_buffer('weight', weight)   # a buffer, as torch: saved, and cast by .double()
     def forward(self, x, y): return F.nll_loss(x, y, self.weight, self.reduction, self.ignore_index)
 
 class L1Loss(_Loss):
@@ -1036,13 +1227,14 @@ class L1Loss(_Loss):
 
 class BCELoss(_Loss):
     "Binary cross-entropy of probabilities, as `torch.nn.BCELoss`."
-    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.weight = weight
+    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.register_buffer('weight', weight)
     def forward(self, x, y): return F.binary_cross_entropy(x, y, self.weight, self.reduction)
 
 class BCEWithLogitsLoss(_Loss):
     "Binary cross-entropy of logits, computed stably, as `torch.nn.BCEWithLogitsLoss`."
     def __init__(self, weight=None, reduction='mean', pos_weight=None):
-        super().__init__(reduction); self.weight, self.pos_weight = weight, pos_weight
+        super().__init__(reduction)
+        self.register_buffer('weight', weight); self.register_buffer('pos_weight', pos_weight)
     def forward(self, x, y):
         return F.binary_cross_entropy_with_logits(x, y, self.weight, self.reduction, self.pos_weight)
 
@@ -1059,50 +1251,228 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 28
-import io, json
+# %% ../../nbs/10b_nn_more.ipynb 33
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x1, x2, y): return F.margin_ranking_loss(x1, x2, y, self.margin, self.reduction)
 
-def _flatten_obj(obj, arrays):
-    "A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ..."
+class HingeEmbeddingLoss(_Loss):
+    def __init__(self, margin=1.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x, y): return F.hinge_embedding_loss(x, y, self.margin, self.reduction)
+
+class SoftMarginLoss(_Loss):
+    def forward(self, x, y): return F.soft_margin_loss(x, y, self.reduction)
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
+    def forward(self, x1, x2, y): return F.cosine_embedding_loss(x1, x2, y, self.margin, self.reduction)
+
+# %% ../../nbs/10b_nn_more.ipynb 34
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction='mean'):
+        super().__init__(reduction); self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+    def forward(self, a, p, n): return F.triplet_margin_loss(a, p, n, self.margin, self.p, self.eps, self.swap, self.reduction)
+
+class MultiLabelSoftMarginLoss(_Loss):
+    def __init__(self, weight=None, reduction='mean'): super().__init__(reduction); self.register_buffer('weight', weight)
+    def forward(self, x, y): return F.multilabel_soft_margin_loss(x, y, self.weight, self.reduction)
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, full=False, eps=1e-6, reduction='mean'): super().__init__(reduction); self.full, self.eps = full, eps
+    def forward(self, x, y, var): return F.gaussian_nll_loss(x, y, var, self.full, self.eps, self.reduction)
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, eps=1e-8, reduction='mean'):
+        super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
+    def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
+
+# %% ../../nbs/10b_nn_more.ipynb 39
+class AdaptiveAvgPool1d(Module):
+    "Average `(N, C, L)` onto `output_size` nearly equal cells."
+    def __init__(self, output_size): super().__init__(); self.output_size = output_size
+    def extra_repr(self): return f'output_size={self.output_size}'
+    def forward(self, x): return F.adaptive_avg_pool1d(x, self.output_size)
+
+class AdaptiveMaxPool1d(AdaptiveAvgPool1d):
+    "The maximum of each of `output_size` nearly equal cells of `(N, C, L)`."
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size); self.return_indices = return_indices
+    def forward(self, x): return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+class AdaptiveMaxPool2d(AdaptiveAvgPool1d):
+    "The maximum of each cell of an `output_size` grid over `(N, C, H, W)`."
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size); self.return_indices = return_indices
+    def forward(self, x): return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+@patch(cls_method=True)
+def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                    scale_grad_by_freq=False, sparse=False):
+    "An Embedding whose weight is `embeddings` `(num, dim)` (frozen unless `freeze=False`), as torch's."
+    if embeddings.ndim != 2: raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got {embeddings.shape}")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not implemented")
+    m = cls(*embeddings.shape, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.cached_data = NDArray(embeddings.numpy(), device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.requires_grad = not freeze
+    return m
+
+# %% ../../nbs/10b_nn_more.ipynb 46
+import io, json, sys
+
+def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
+
+def _flatten_obj(obj, arrays, memo, where='obj'):
+    """A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ...; a tensor or module met twice
+    (tied weights) is stored once, and `memo` (by `id`) makes the second a reference to the first."""
     def put(a): name = f'a{len(arrays)}'; arrays[name] = a; return name
-    if isinstance(obj, (Tensor, NDArray)): return {'tensor': put(obj.numpy())}
-    if isinstance(obj, np.ndarray): return {'array': put(obj)}
+    def rec(v, w): return _flatten_obj(v, arrays, memo, w)
+    if id(obj) in memo: return memo[id(obj)]
+    if isinstance(obj, (Tensor, NDArray)):
+        node = {'tensor': put(obj.numpy())}
+        if isinstance(obj, Tensor):
+            node.update(requires_grad=bool(obj.requires_grad), parameter=isinstance(obj, Parameter))
+        memo[id(obj)] = node; return node
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject: raise TypeError(f"save: {where} is a numpy array of Python objects, which minima "
+                                                "does not pickle")
+        return {'array': put(obj)}
     if isinstance(obj, np.generic): obj = obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)): return {'value': obj}
+    if isinstance(obj, Module):
+        memo[id(obj)] = {'module_ref': len(memo)}; ref = memo[id(obj)]['module_ref']
+        return {'module': _qualname(type(obj)), 'id': ref,
+                'attrs': [[k, rec(v, f'{where}.{k}')] for k, v in vars(obj).items()]}
     if isinstance(obj, dict):
-        return {'dict': [[_flatten_obj(k, arrays), _flatten_obj(v, arrays)] for k, v in obj.items()],
+        return {'dict': [[rec(k, f'{where} key'), rec(v, f'{where}[{k!r}]')] for k, v in obj.items()],
                 'ordered': isinstance(obj, OrderedDict)}
-    if isinstance(obj, (list, tuple)):
-        return {type(obj).__name__ if type(obj) in (list, tuple) else 'tuple': [_flatten_obj(v, arrays) for v in obj]}
-    raise TypeError(f"save: cannot save a {type(obj).__name__} (minima saves dicts, lists, tuples, numbers, strings, "
-                    "arrays and Tensors, without pickling; save a module's state_dict())")
+    if isinstance(obj, tuple) and hasattr(type(obj), '_fields'):          # a namedtuple
+        return {'namedtuple': [rec(v, f'{where}.{k}') for k, v in zip(obj._fields, obj)],
+                'type': _qualname(type(obj)), 'fields': list(obj._fields)}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        kind = next(t.__name__ for t in (list, tuple, set, frozenset) if isinstance(obj, t))
+        return {kind: [rec(v, f'{where}[{i}]') for i, v in enumerate(obj)]}
+    raise TypeError(f"save: cannot save {where}, a {type(obj).__name__} (minima saves modules, dicts, lists, tuples, "
+                    "sets, numbers, strings, arrays and Tensors, without pickling; for a module holding other "
+                    "objects save its state_dict())")
 
-def _unflatten_obj(d, arrays):
-    if 'tensor' in d: return Tensor(arrays[d['tensor']], dtype=str(arrays[d['tensor']].dtype), requires_grad=False)
-    if 'array' in d: return arrays[d['array']]
-    if 'value' in d: return d['value']
-    if 'dict' in d:
-        items = [(_unflatten_obj(k, arrays), _unflatten_obj(v, arrays)) for k, v in d['dict']]
-        return OrderedDict(items) if d.get('ordered') else dict(items)
-    if 'list' in d: return [_unflatten_obj(v, arrays) for v in d['list']]
-    return tuple(_unflatten_obj(v, arrays) for v in d['tuple'])
+# %% ../../nbs/10b_nn_more.ipynb 47
+_NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
+          'module_ref')
+_MAX_DEPTH = 500
 
-# %% ../../nbs/10b_nn_more.ipynb 29
+def _find_class(name, bad):
+    "The class `module:qualname` if its module is already imported (a file never makes minima import code)."
+    if not isinstance(name, str) or name.count(':') != 1: bad(f'class name {name!r} is not module:qualname')
+    mod, qual = name.split(':')
+    if mod not in sys.modules:
+        raise ImportError(f"load: the file holds a {qual} from module {mod!r}, which is not imported; import it "
+                          "first (minima.load never imports the code a file names)")
+    obj = sys.modules[mod]
+    for part in qual.split('.'):
+        obj = getattr(obj, part, None)
+        if obj is None: bad(f'{mod} has no class {qual}')
+    return obj
+
+def _namedtuple_type(d, bad):
+    fields = d.get('fields')
+    if not (isinstance(fields, list) and all(isinstance(f, str) and f.isidentifier() for f in fields)):
+        bad(f"a namedtuple's fields {fields!r} are not a list of names")
+    try: cls = _find_class(d.get('type'), bad)
+    except ImportError: cls = None
+    if isinstance(cls, type) and issubclass(cls, tuple) and list(getattr(cls, '_fields', ())) == fields: return cls
+    from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
+    return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
+
+# %% ../../nbs/10b_nn_more.ipynb 48
+def _unflatten_obj(d, arrays, bad, memo, depth=0):
+    "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
+    if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
+    if not isinstance(d, dict): bad(f'a node is a JSON {type(d).__name__}, expected an object')
+    kinds = [k for k in _NODES if k in d]
+    if len(kinds) != 1: bad(f'a node has keys {sorted(d)[:6]}, expected exactly one of {", ".join(_NODES)}')
+    kind, v = kinds[0], d[kinds[0]]
+    def rec(x): return _unflatten_obj(x, arrays, bad, memo, depth + 1)
+    def items(x):
+        if not isinstance(x, list): bad(f"a {kind} node holds a JSON {type(x).__name__}, expected a list")
+        return x
+    if kind in ('tensor', 'array'): return _unflatten_array(d, kind, v, arrays, bad, memo)
+    if kind == 'value':
+        if v is not None and not isinstance(v, (bool, int, float, str)): bad(f'a value is a JSON {type(v).__name__}')
+        return v
+    if kind == 'dict':
+        pairs = [p if isinstance(p, list) and len(p) == 2 else bad(f'a dict entry {str(p)[:40]} is not a [key, '
+                 'value] pair') for p in items(v)]
+        out = OrderedDict() if d.get('ordered') else {}
+        for k, x in pairs:
+            k = rec(k)
+            try: hash(k)
+            except TypeError: bad(f'a dict key is a {type(k).__name__}, which cannot be a key')
+            out[k] = rec(x)
+        return out
+    if kind in ('list', 'tuple', 'set', 'frozenset'):
+        vals = [rec(x) for x in items(v)]
+        if kind in ('set', 'frozenset'):
+            try: return (set if kind == 'set' else frozenset)(vals)
+            except TypeError as e: bad(f'a set holds an unhashable element ({e})')
+        return vals if kind == 'list' else tuple(vals)
+    if kind == 'namedtuple':
+        vals, cls = [rec(x) for x in items(v)], _namedtuple_type(d, bad)
+        if len(vals) != len(cls._fields): bad(f'a namedtuple has {len(vals)} values for {len(cls._fields)} fields')
+        return cls(*vals)
+    return _unflatten_module(d, kind, v, rec, bad, memo)
+
+# %% ../../nbs/10b_nn_more.ipynb 49
+def _unflatten_array(d, kind, v, arrays, bad, memo):
+    "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
+    if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
+    if kind == 'array': return arrays[v]
+    if v not in memo:
+        cls = Parameter if d.get('parameter') is True else Tensor
+        memo[v] = cls(arrays[v], dtype=str(arrays[v].dtype), requires_grad=d.get('requires_grad') is True)
+    return memo[v]
+
+def _unflatten_module(d, kind, v, rec, bad, memo):
+    """A module rebuilt without running code from the file: its class must be an `nn.Module` subclass that is
+    already imported; `cls.__new__` makes the object and its attributes are set from the file, as unpickling does."""
+    key = ('module', d.get('id') if kind == 'module' else v)
+    if kind == 'module_ref':
+        if key not in memo: bad(f'a module reference {v!r} comes before its module')
+        return memo[key]
+    cls = _find_class(v, bad)
+    if not (isinstance(cls, type) and issubclass(cls, Module)): bad(f'{v} is not an nn.Module class')
+    attrs = d.get('attrs')
+    if not isinstance(attrs, list) or not all(isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)
+                                              for a in attrs): bad(f"{v}'s attributes are not [name, value] pairs")
+    m = memo[key] = cls.__new__(cls)
+    for name, x in attrs: m.__dict__[name] = rec(x)
+    return m
+
+# %% ../../nbs/10b_nn_more.ipynb 50
 def save_object(obj, f):
-    "`torch.save` for state_dicts and checkpoints: `f` a path or a binary file; an `.npz` archive, no pickle."
+    """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
+    no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""
     arrays = {}
-    spec = _flatten_obj(obj, arrays)
+    spec = _flatten_obj(obj, arrays, {})
     arrays['__spec__'] = np.array(json.dumps(spec))
     if isinstance(f, (str, os.PathLike)):
-        with open(f, 'wb') as fh: np.savez(fh, **arrays)
+        with atomic_write(f) as fh: np.savez(fh, **arrays)
     else: np.savez(f, **arrays)
 
 def load_object(f, map_location=None, weights_only=True):
-    "`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file."
+    """`torch.load` for files written by `save_object` (`minima.save`); `f` a path or a binary file. Nothing in the
+    file is executed, so `weights_only` changes nothing; a malformed file raises `CorruptFileError`."""
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f) and os.path.exists(f'{f}.npz'): f = f'{f}.npz'
-    with np.load(f, allow_pickle=False) as z:
-        if '__spec__' not in z.files:
-            raise ValueError(f"load: {f} was not written by minima.save (no '__spec__' entry); for a module's "
-                             ".npz use module.load(path)")
-        arrays = {k: z[k] for k in z.files}
-    return _unflatten_obj(json.loads(str(arrays.pop('__spec__'))), arrays)
+    name = f if isinstance(f, (str, os.PathLike)) else getattr(f, 'name', '<file object>')
+    arrays = read_npz(f, 'load')
+    def bad(problem): raise CorruptFileError(name, f'load: malformed structure (__spec__): {problem}')
+    if '__spec__' not in arrays:
+        raise CorruptFileError(name, "load: not written by minima.save (no '__spec__' entry); for a module's "
+                                     ".npz use module.load(path)")
+    spec = arrays.pop('__spec__')
+    if spec.dtype.kind != 'U' or spec.ndim: bad(f'__spec__ is {spec.dtype} of shape {spec.shape}, not a string')
+    try: spec = json.loads(str(spec))
+    except RecursionError: bad('nested too deeply to decode')
+    except ValueError as e: bad(f'not JSON ({str(e)[:80]})')
+    try: return _unflatten_obj(spec, arrays, bad, {})
+    except RecursionError: bad('nested too deeply')

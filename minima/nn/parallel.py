@@ -60,7 +60,7 @@ class DistributedDataParallel(Module):
         named = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
         self._names, self._params = [k for k, _ in named], [p for _, p in named]
         self._check_same_model(g)
-        for _, t in module.named_parameters() + module.named_buffers(): dist.broadcast(t, 0)   # frozen ones too
+        _broadcast_all([t for _, t in module.named_parameters() + module.named_buffers()])   # frozen ones too
         self._buckets = self._make_buckets(bucket_cap_mb)
         self._loc = {i: (b, j) for b in self._buckets for j, i in enumerate(b.idx)}
         self._slots, self._sync, self._root = _slots(module), True, Tensor(np.zeros((), 'float32'))
@@ -106,10 +106,21 @@ def _make_buckets(self: DistributedDataParallel, cap_mb):
     return [_Bucket(k, b, self._params) for k, b in enumerate(buckets)]
 
 # %% ../../nbs/19b_ddp.ipynb
+def _broadcast_all(tensors):
+    "Rank 0's values of `tensors` to every rank in one message per dtype: one collective, not one per tensor."
+    groups = {}
+    for t in tensors: groups.setdefault(str(t.dtype), []).append(t)
+    for dt, ts in groups.items():
+        flat = Tensor.make_const(NDArray(np.concatenate([t.numpy().reshape(-1) for t in ts]), dtype=dt))
+        dist.broadcast(flat, 0)
+        a, i = flat.numpy(), 0
+        for t in ts:
+            t.cached_data[...] = NDArray(a[i:i + t.size].reshape(t.shape), device=t.device, dtype=t.dtype)
+            i += t.size
+
 @patch
 def forward(self: DistributedDataParallel, *args, **kwargs):
-    if self.training and self.broadcast_buffers:
-        for _, t in self.module.named_buffers(): dist.broadcast(t, 0)
+    if self.training and self.broadcast_buffers: _broadcast_all([t for _, t in self.module.named_buffers()])
     if not (self._sync and is_grad_enabled() and self._params): return self.module(*args, **kwargs)
     self._begin()
     done = grad_hook(self._root, self._finish)

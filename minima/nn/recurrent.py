@@ -230,6 +230,10 @@ def _run(self: _RNNBase, input, h0, c0=None):
     out = x.reshape((T, H)) if ub else (ops.transpose(x, (0, 1)) if self.batch_first else x)
     return out, fin(h_n, P or self.hidden_size), (fin(c_n, self.hidden_size) if lstm else None)
 
+@patch
+def flatten_parameters(self: _RNNBase):
+    "torch packs the weights into one cuDNN buffer here; minima's weights need no packing, so there is nothing to do."
+
 # %% ../../nbs/14b_recurrent_lm.ipynb
 class RNN(_RNNBase):
     """Elman RNN layers (`nonlinearity` 'tanh' or 'relu'): `output, h_n = RNN(10, 20, num_layers=2)(x, h_0)`

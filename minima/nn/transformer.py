@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
+from fastcore.basics import patch
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor, no_grad
@@ -15,7 +16,7 @@ from ..ops.attention import scaled_dot_product_attention, layer_norm, causal_mas
 
 # %% auto 0
 __all__ = ['LayerNorm', 'CausalSelfAttention', 'MLP', 'Block', 'LearnedPositionalEmbedding', 'sinusoidal_table',
-           'SinusoidalPositionalEncoding', 'GPT', 'generate', 'KVCache']
+           'SinusoidalPositionalEncoding', 'GPT', 'generate', 'KVCache', 'StaticKVCache', 'StaticDecoder']
 
 # %% ../../nbs/16_transformer.ipynb
 class LayerNorm(Module):
@@ -209,3 +210,135 @@ class KVCache:
         self.k[layer][:, :, self.pos:self.pos + T] = k
         self.v[layer][:, :, self.pos:self.pos + T] = v
         return self.k[layer][:, :, :self.pos + T], self.v[layer][:, :, :self.pos + T]
+
+# %% ../../nbs/16_transformer.ipynb
+#| code-fold: true
+#| code-summary: "The static KV cache"
+class StaticKVCache:
+    """A KV cache of fixed capacity whose write position is a device counter (`pos_d`, a 0-d int64 array), so that
+    each decoded token runs the same program: `update` writes at the position and returns the whole cache, `mask`
+    hides the slots after it. The interface of chapter 16's `KVCache` (`update(layer, k, v)`, `pos`)."""
+    def __init__(self, n_layer, B, H, max_len, d, device=None, dtype='float32'):
+        mk = lambda: NDArray.make((B, H, max_len, d), device=device, dtype=dtype).fill(0)
+        self.k, self.v = [mk() for _ in range(n_layer)], [mk() for _ in range(n_layer)]
+        self.B, self.H, self.max_len, self.d, self.dtype = B, H, max_len, d, dtype
+        self.pos_d = NDArray(np.zeros((1,), 'int64'), device=device, dtype='int64')
+        self.slots = NDArray(np.arange(max_len), device=device, dtype='int64')
+        self.zero, self.ninf = (NDArray.make((), device=device, dtype=dtype).fill(v) for v in (0.0, -np.inf))
+        # `n`: the position as a Python number, kept by the caller (bounds only)
+        self.n, self.mask = 0, None
+
+    @property
+    def pos(self) -> int: return self.n
+    def reset(self):
+        "Empty the cache (the slots must be zero before they are written)."
+        for c in self.k + self.v: c.fill(0)
+        self.pos_d.fill(0); self.n = 0
+
+    def begin(self):
+        "Before a token: the additive mask `(1, 1, 1, max_len)` of the slots written and the new one."
+        keep = self.slots <= self.pos_d
+        self.mask = NDArray.where(keep, self.zero, self.ninf).reshape((1, 1, 1, self.max_len))
+
+    def update(self, layer, k: NDArray, v: NDArray):
+        "Add `k`, `v` `(B, H, 1, d)` into the (zero) slot at the device position; return the cache."
+        dev, n = self.pos_d.device, self.B * self.H
+        for c, x in ((self.k[layer], k), (self.v[layer], v)):
+            dev.scatter_add(x.compact()._handle, self.pos_d._handle, c._handle, n, self.max_len, self.d, 1)
+        return self.k[layer], self.v[layer]
+
+    def advance(self):
+        "After a token: the device position moves on (in place)."
+        self.pos_d += 1
+
+# %% ../../nbs/16_transformer.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: the GPT's blocks over the static cache"
+class StaticDecoder:
+    """Decode with a `minima.nn.GPT` one token per call, each call a replay of one compiled program over a
+    `StaticKVCache`: `dec(idx)` takes int64 `(B, 1)` token ids and returns the logits `(B, 1, vocab)` of the next
+    token (a new tensor at each call); `dec.generate(prompt, n)` samples as `minima.nn.generate`."""
+    def __init__(self, model, B=1, max_len=None, fuse=True):
+        p = model.wte.weight
+        self.model, self.B = model, B
+        self.cache = StaticKVCache(model.n_layer, B, model.n_head, max_len or model.block_size,
+                                   model.n_embd // model.n_head, p.device, p.dtype)
+        from minima.compile import compile   # chapter 21b
+        self.step = compile(self._step, fuse=fuse)
+
+    def _attention(self, a, x, layer):
+        "`CausalSelfAttention.forward` with the static cache and its mask."
+        from minima.ops import split
+        from minima.ops.attention import scaled_dot_product_attention
+        B, T, C = x.shape
+        H = a.n_head
+        q, k, v = split(a.c_attn(x).reshape((B, T, 3, H, C // H)).permute((2, 0, 3, 1, 4)), 0)
+        kc, vc = self.cache.update(layer, k.cached_data, v.cached_data)
+        y = scaled_dot_product_attention(q, Tensor.make_const(kc), Tensor.make_const(vc), self.cache.mask)
+        return a.resid_dropout(a.c_proj(y.permute((0, 2, 1, 3)).reshape((B, T, C))))
+
+    def _step(self, idx):
+        m, c = self.model, self.cache
+        c.begin()
+        # the positional embedding's row at the device position, gathered
+        w = m.wpe.weight.cached_data
+        pe = NDArray.make((1, w.shape[1]), device=w.device, dtype=w.dtype)
+        w.device.gather(w.compact()._handle, c.pos_d._handle, pe._handle, 1, w.shape[0], w.shape[1], 1)
+        x = m.drop(m.wte(idx) + Tensor.make_const(pe))
+        for i, block in enumerate(m.h):
+            x = x + self._attention(block.attn, block.ln_1(x), i)
+            x = x + block.mlp(block.ln_2(x))
+        c.advance()
+        return m.lm_head(m.ln_f(x))
+
+# %% ../../nbs/16_transformer.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: one token per call"
+@patch
+def __call__(self: StaticDecoder, idx):
+    if self.cache.n >= self.cache.max_len:
+        raise ValueError(f"StaticDecoder: the cache holds {self.cache.max_len} positions and all "
+                         "are used; call .reset() to start a new sequence")
+    if not isinstance(idx, Tensor):
+        dev = self.model.wte.weight.device
+        idx = Tensor(np.asarray(idx, dtype='int64'), device=dev, requires_grad=False)
+    if idx.shape != (self.B, 1):
+        raise ValueError(f"StaticDecoder: expected token ids of shape ({self.B}, 1), "
+                         f"got {idx.shape}")
+    with no_grad(): out = self.step(idx)
+    self.cache.n += 1
+    return out
+
+@patch
+def reset(self: StaticDecoder):
+    "Start a new sequence (the compiled program is kept)."
+    self.cache.reset()
+
+# %% ../../nbs/16_transformer.ipynb
+#| code-fold: true
+#| code-summary: "The decoder: greedy generation"
+def _static_generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.0, top_k=None,
+             seed=None) -> np.ndarray:
+    """Extend `prompt` (`(T,)` or `(B, T)` ids) by `max_new_tokens` tokens, as `minima.nn.generate`
+    does."""
+    idx = np.asarray(prompt, dtype='int64')
+    squeeze = idx.ndim == 1
+    if squeeze: idx = idx[None]
+    if idx.shape[1] + max_new_tokens - 1 > self.cache.max_len:
+        need = idx.shape[1] + max_new_tokens - 1
+        raise ValueError(f"StaticDecoder.generate: a prompt of {idx.shape[1]} tokens and "
+                         f"{max_new_tokens} new ones need {need} positions; the cache holds "
+                         f"{self.cache.max_len}")
+    rng, was, idx_len = np.random.default_rng(seed), self.model.training, idx.shape[1]
+    self.model.eval(); self.reset()
+    try:
+        # the prompt, one token at a time
+        for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])
+        for _ in range(max_new_tokens):
+            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+            idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
+            if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
+    finally: self.model.train(was)
+    return idx[0] if squeeze else idx
+
+StaticDecoder.generate = _static_generate   # (a @patch would rebind this module's `generate`)

@@ -42,7 +42,9 @@ class ReLUOp(TensorOp):
         a = node.inputs[0].cached_data
         return out_grad * _const(1 - (a <= 0).astype(a.dtype))   # NaN passes, as in torch
 
-def relu(a) -> Tensor: "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`."; return ReLUOp()(a)
+def relu(a, inplace=False) -> Tensor:
+    "Rectified linear unit. `relu(Tensor([-1., 2]))` is `[0, 2]`; `inplace=True` writes it into `a` (torch's)."
+    return a.copy_(ReLUOp()(a)) if inplace else ReLUOp()(a)
 
 class Abs(TensorOp):
     "`|a|` elementwise; the gradient at exactly 0 is 0 (sign(0) = 0), as in PyTorch."

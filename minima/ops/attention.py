@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, draws_random
 from ..backend_ndarray.ndarray import arange, prod, is_float_dtype
 from .softmax_family import softmax
 from .activations import where
@@ -113,6 +113,7 @@ def causal_mask(L, S, device=None, dtype='float32', offset=0) -> NDArray:
     j = arange(S, device=device).reshape((1, S))
     return _additive(j <= i, dtype)
 
+@draws_random('generator')
 def _rng(generator, seed):
     if generator is not None: return generator
     if seed is not None: return np.random.default_rng(seed)

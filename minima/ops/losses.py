@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, numbers
 import numpy as np
 from ..autograd import (Tensor, TensorOp, NDArray, no_grad, enable_grad, is_grad_enabled, grad as _grad,
-                             find_topo_sort)
+                             find_topo_sort, draws_random)
 from ..backend_ndarray.ndarray import prod, full, zeros, arange
 from .elementwise import exp, log, _const
 from .activations import sigmoid, clamp
@@ -366,6 +366,7 @@ def _default_generator() -> np.random.Generator:
         return generator()
     except ImportError: return _FALLBACK_RNG[0]
 
+@draws_random('array')
 def _keep_mask(rng, shape, p) -> np.ndarray: return rng.random(tuple(shape)) >= p
 
 class DropoutOp(TensorOp):
@@ -374,7 +375,7 @@ class DropoutOp(TensorOp):
     def compute(self, x: NDArray): return x * self.mask
     def gradient(self, out_grad, node): return out_grad * _const(self.mask)
 
-def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
+def dropout(x, p=0.5, training=True, inplace=False, generator=None, seed=None) -> Tensor:
     """Inverted dropout: zero each element with probability `p` and scale the rest by `1/(1-p)`; identity when not
     `training`. Randomness: `generator`, else `seed`, else `minima.init.generator()`."""
     _check_tensor(x, 'input', 'dropout')
@@ -382,7 +383,8 @@ def dropout(x, p=0.5, training=True, generator=None, seed=None) -> Tensor:
     if not training or p == 0: return x
     rng = generator if generator is not None else np.random.default_rng(seed) if seed is not None else _default_generator()
     keep = NDArray(_keep_mask(rng, x.shape, p), device=x.device).astype(x.dtype)
-    return DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
+    out = DropoutOp(keep * (1.0 / (1 - p)) if p < 1 else keep * 0.0)(x)
+    return x.copy_(out) if inplace else out
 
 register_op('dropout', lambda x, p, seed: dropout(x, p, seed=seed),
             lambda T, x, p, seed: x * T.from_numpy(_keep_mask(np.random.default_rng(seed), x.shape, p)).to(x.device, x.dtype) / (1 - p),

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import builtins, collections, math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad, draws_random
 from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
 from ..backend_ndarray.device import DTYPES, get_device, default_device
 from ..testing import register_op, case
@@ -28,7 +28,8 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
            'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
            'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
-           'allclose', 'equal']
+           'allclose', 'equal', 'device', 'Log1p', 'log1p', 'Round', 'round', 'narrow', 'roll', 'index_add', 'einsum',
+           'set_default_dtype']
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -155,11 +156,13 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     a = np.eye(n, n if m is None else m)
     return _leaf(NDArray(a, device=device, dtype=as_dtype(dtype or 'float32')), requires_grad)
 
+@draws_random('tensor')
 def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Uniform samples in [0, 1) (numpy's global stream: `minima.manual_seed` seeds it)."
     return _leaf(NDArray(np.random.rand(*_size(size, 'rand')), device=device, dtype=as_dtype(dtype or 'float32')),
                  requires_grad)
 
+@draws_random('tensor')
 def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Standard normal samples."
     return _leaf(NDArray(np.random.randn(*_size(size, 'randn')), device=device, dtype=as_dtype(dtype or 'float32')),
@@ -175,6 +178,7 @@ def randn_like(input, dtype=None, device=None) -> Tensor:
     "`randn` with the shape, dtype and device of `input`."
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
+@draws_random('tensor')
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     "Random ints in `[low, high)`: `randint(high, size)` or `randint(low, high, size)`, as torch."
     if size is not None: args = args + (size,)
@@ -185,6 +189,7 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False) -> T
     return _leaf(NDArray(np.random.randint(low, high, _size((size,), 'randint')), device=device,
                          dtype=as_dtype(dtype or 'int64')), requires_grad)
 
+@draws_random('tensor')
 def randperm(n, dtype=None, device=None) -> Tensor:
     "A random permutation of `0..n-1` (int64)."
     return _leaf(NDArray(np.random.permutation(n), device=device, dtype=as_dtype(dtype or 'int64')))
@@ -323,6 +328,7 @@ def _fill_(self, value, name='fill_'):
     self.cached_data.fill(value)
     return self
 
+@draws_random('inplace')
 def _random_(self, draw, name):
     _check_leaf(self, name)
     value = NDArray(draw(self.shape), device=self.device, dtype=self.dtype)
@@ -1148,3 +1154,207 @@ def _softmax_method(fn):
     return method
 Tensor.softmax, Tensor.log_softmax = _softmax_method(_sf.softmax), _softmax_method(_sf.log_softmax)
 TORCH_FUNCTIONS.update(softmax=softmax, log_softmax=log_softmax)
+
+# %% ../../nbs/18_torch_face.ipynb
+from ..backend_ndarray.device import BackendDevice
+
+class device(str):
+    """torch's `torch.device('cuda' if torch.cuda.is_available() else 'cpu')`: a device's name with torch's `type`
+    and `index`. It is a `str`, so whatever takes `'cpu'` or `'cuda'` (`.to`, `device=`) takes it."""
+    def __new__(cls, type, index=None):
+        if isinstance(type, device) and index is None: return type
+        if isinstance(type, numbers.Integral) and not isinstance(type, builtins.bool): type, index = 'cuda', type
+        if not isinstance(type, str): raise TypeError(f"device: expected a string such as 'cpu', got {type!r}")
+        kind, _, i = type.partition(':')
+        if kind not in ('cpu', 'cuda', 'mps', 'meta'):
+            raise RuntimeError(f"device: expected one of cpu, cuda, mps, meta at the start of the device string, "
+                               f"got {type!r}")
+        if i and index is not None:
+            raise RuntimeError(f"device: {type!r} includes an index, and index={index} was passed as well")
+        index = builtins.int(i) if i else index
+        self = super().__new__(cls, kind if index is None else f'{kind}:{index}')
+        self.type, self.index = kind, index
+        return self
+    def __repr__(self):
+        i = '' if self.index is None else f', index={self.index}'
+        return f"device(type='{self.type}'{i})"
+    def __eq__(self, other):
+        if isinstance(other, BackendDevice): return self.type == other.type
+        return str.__eq__(self, other)
+    __hash__ = str.__hash__
+TORCH_FUNCTIONS.update(device=device)
+
+# %% ../../nbs/18_torch_face.ipynb
+BackendDevice.type = property(lambda self: 'cuda' if self.name == 'cuda' else 'cpu',
+                              doc="torch's `device.type`: 'cpu' or 'cuda'.")
+BackendDevice.index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`.")
+Tensor.is_cuda = property(lambda self: self.device.name == 'cuda', doc="Whether the tensor lives on the GPU.")
+Tensor.is_cpu = property(lambda self: self.device.name != 'cuda', doc="Whether the tensor lives in host memory.")
+
+def _format(self, spec):
+    "`f'{loss:.4f}'`: a 0-d tensor formats as its value, as in torch; other tensors take no format spec."
+    if self.ndim == 0: return format(self.item(), spec)
+    if spec: raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ for a tensor of shape "
+                             f"{self.shape} (only 0-d tensors format as numbers)")
+    return str(self)
+Tensor.__format__ = _format
+
+# %% ../../nbs/18_torch_face.ipynb
+class Log1p(TensorOp):
+    "`log(1 + a)`, accurate for tiny `a` (Goldberg: `log(u) * a / (u - 1)` with `u = 1 + a` rounded)."
+    def compute(self, a: NDArray):
+        u = a + 1
+        d = u - 1
+        exact = d == 0
+        return NDArray.where(exact, a, u.log() * a / NDArray.where(exact, u, d))
+    def gradient(self, out_grad, node): return out_grad / (node.inputs[0] + 1)
+
+def log1p(input) -> Tensor: "`log(1 + input)`, accurate near 0: `log1p(tensor([1e-10]))` is `[1e-10]`."; return Log1p()(input)
+
+class Round(TensorOp):
+    "Round half to even, as torch (and numpy); piecewise constant, so the gradient is 0."
+    saved_inputs, saves_output = (), False
+    def __init__(self, decimals=0): self.decimals = decimals
+    def compute(self, a: NDArray):   # on the host, as floor_divide: no device primitive rounds
+        return NDArray(np.round(a.numpy(), self.decimals).astype(a.dtype), device=a.device, dtype=a.dtype)
+    def gradient(self, out_grad, node): return out_grad * 0
+
+def round(input, decimals=0) -> Tensor:
+    "Round to `decimals` places, half to even: `round(tensor([0.5, 1.5, 2.5]))` is `[0, 2, 2]`."
+    return Round(decimals)(input) if is_float_dtype(input.dtype) else input
+Tensor.log1p, Tensor.round = log1p, round
+TORCH_FUNCTIONS.update(log1p=log1p, round=round)
+register_op('log1p', log1p, lambda T, a: T.log1p(a), [case((3, 4)), case(())], op=Log1p, domain='positive')
+register_op('round', round, lambda T, a, decimals=0: T.round(a, decimals=decimals), [case((3, 4)), case((5,), decimals=1)], op=Round,
+            smooth=False, skip={'fd': 'piecewise constant: a step at every rounding point'})
+
+# %% ../../nbs/18_torch_face.ipynb
+Tensor.t = lambda self: self if self.ndim < 2 else _mv.transpose(self, (0, 1)) if self.ndim == 2 else _t_error(self)
+def _t_error(t): raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {t.ndim} (shape {t.shape}); use mT")
+
+def narrow(input, dim, start, length) -> Tensor:
+    "The view `input[..., start:start + length, ...]` along `dim` (torch's `narrow`)."
+    d, n = _dim(input, dim, 'narrow'), None
+    n = input.shape[d]
+    start = builtins.int(start) + (n if start < 0 else 0)
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise IndexError(f"narrow: start {start} and length {length} exceed dim {d} of size {n}")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+_TYPE_NAMES = {'float32': 'FloatTensor', 'float64': 'DoubleTensor', 'float16': 'HalfTensor', 'int64': 'LongTensor',
+               'int32': 'IntTensor', 'int16': 'ShortTensor', 'int8': 'CharTensor', 'uint8': 'ByteTensor',
+               'bool': 'BoolTensor'}
+def _type(self, dtype=None, non_blocking=False):
+    "torch's `t.type(dtype)` casts; `t.type()` names the type, as `'torch.FloatTensor'`."
+    if dtype is None: return 'torch.' + _TYPE_NAMES[self.dtype]
+    if isinstance(dtype, str) and dtype.startswith('torch.'):
+        names = {v: k for k, v in _TYPE_NAMES.items()}
+        dtype = names.get(dtype[len('torch.'):], dtype[len('torch.'):])
+    return self if as_dtype(dtype) == self.dtype else _mv.cast(self, dtype)
+Tensor.narrow, Tensor.type = narrow, _type
+TORCH_FUNCTIONS.update(narrow=narrow)
+
+# %% ../../nbs/18_torch_face.ipynb
+def roll(input, shifts, dims=None) -> Tensor:
+    "Shift elements cyclically by `shifts` along `dims` (the flattened tensor when `dims` is None), as torch."
+    if dims is None: return _mv.reshape(roll(_mv.reshape(input, (-1,)), shifts, 0), input.shape)
+    shifts = (shifts,) if isinstance(shifts, numbers.Integral) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, numbers.Integral) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    out = input
+    for s, d in zip(shifts, dims):
+        d = _dim(out, d, 'roll')
+        n = out.shape[d]
+        k = builtins.int(s) % n if n else 0
+        if k:   # the last k slices move to the front: two views and a cat
+            idx = lambda a, b: (slice(None),) * d + (slice(a, b),)
+            out = _mv.concatenate([out[idx(n - k, n)], out[idx(0, n - k)]], axis=d)
+    return out
+Tensor.roll = roll
+TORCH_FUNCTIONS.update(roll=roll)
+register_op('roll', lambda a, shifts, dims: roll(a, shifts, dims), lambda T, a, shifts, dims: T.roll(a, shifts, dims),
+            [case((5, 4), shifts=2, dims=0), case((3, 4), shifts=(1, -3), dims=(0, 1)), case((2, 3), shifts=4, dims=None)])
+
+# %% ../../nbs/18_torch_face.ipynb
+_where_tensors = where
+def where(condition, input=None, other=None):
+    """torch's `where(cond, x, y)`; `x` and `y` may both be numbers (`where(c, 1, 0)` is int64, `where(c, 1., 0)`
+    float32); `where(cond)` alone is `nonzero(cond, as_tuple=True)`."""
+    if input is not None and other is not None and not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        kinds = {type(v) for v in (input, other)}
+        dt = 'bool' if kinds == {builtins.bool} else 'int64' if builtins.all(
+            isinstance(v, numbers.Integral) for v in (input, other)) else 'float32'
+        input = tensor(input, dtype=dt, device=condition.device)
+    return _where_tensors(condition, input, other)
+TORCH_FUNCTIONS.update(where=where)
+
+def index_add(input, dim, index, source, *, alpha=1) -> Tensor:
+    "`input` with `alpha * source[..., i, ...]` added at `index[i]` along `dim` (repeated indices add up)."
+    d = _dim(input, dim, 'index_add')
+    if index.ndim > 1: raise IndexError(f"index_add: index must be 0-d or 1-d, got shape {index.shape}")
+    i = _index_array(index, input.shape[d], 'index_add').reshape(-1)
+    if source.ndim != input.ndim or source.shape[d] != i.size or builtins.any(
+            a != b for k, (a, b) in enumerate(zip(source.shape, input.shape)) if k != d):
+        raise ValueError(f"index_add: source shape {source.shape} must equal input shape {input.shape} except in dim "
+                         f"{d}, where it needs {i.size} (the index's length)")
+    shape = [1] * input.ndim; shape[d] = i.size
+    full = np.broadcast_to(i.reshape(shape), source.shape)
+    idx = Tensor.make_const(NDArray(np.ascontiguousarray(full), device=input.device, dtype='int64'))
+    return scatter_add(input, d, idx, source if alpha == 1 else source * alpha)
+Tensor.index_add = index_add
+Tensor.index_add_ = lambda self, dim, index, source, *, alpha=1: \
+    _inplace(self, index_add(self, dim, index, source, alpha=alpha), 'index_add_')
+TORCH_FUNCTIONS.update(index_add=index_add)
+register_op('index_add', lambda x, i, s, dim: index_add(x, dim, i, s), lambda T, x, i, s, dim: T.index_add(x, dim, i, s),
+            [case((5, 3), (4,), (4, 3), dim=0), case((2, 6, 3), (8,), (2, 8, 3), dim=1)],
+            make_inputs=lambda rng, shapes, dim: [rng.standard_normal(shapes[0]),
+                                                  rng.integers(0, shapes[0][dim], shapes[1]),
+                                                  rng.standard_normal(shapes[2])], grad=(0, 2))
+
+# %% ../../nbs/18_torch_face.ipynb
+def _einsum_parse(equation, operands):
+    eq = equation.replace(' ', '')
+    ins, arrow, out = eq.partition('->')
+    terms = ins.split(',')
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(terms)} operands, got {len(operands)}")
+    nell = builtins.max((t.ndim - len(s.replace('...', '')) for s, t in zip(terms, operands) if '...' in s), default=0)
+    ell = ''.join(chr(ord('A') + k) for k in range(nell))   # the broadcast dims of '...'
+    terms = [s.replace('...', ell[nell - (t.ndim - len(s.replace('...', ''))):]) for s, t in zip(terms, operands)]
+    for s, t in zip(terms, operands):
+        if len(s) != t.ndim: raise ValueError(f"einsum: {s!r} names {len(s)} dims of a tensor of shape {t.shape}")
+        if len(set(s)) != len(s): raise ValueError(f"einsum: a letter repeats within {s!r} (diagonals are not supported)")
+    if arrow: out = out.replace('...', ell)
+    else: out = ell + ''.join(sorted(c for c in set(''.join(terms)) if c.islower() and ''.join(terms).count(c) == 1))
+    return terms, out
+
+def einsum(equation, *operands) -> Tensor:
+    "torch's `einsum`: `einsum('ij,jk->ik', a, b)` is `a @ b`; letters only in the inputs are summed."
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    terms, out = _einsum_parse(equation, operands)
+    letters = out + ''.join(dict.fromkeys(c for c in ''.join(terms) if c not in out))
+    prod = None
+    for s, t in zip(terms, operands):
+        order = tuple(sorted(range(len(s)), key=lambda k: letters.index(s[k])))
+        x = _mv.permute(t, order) if order != tuple(range(len(s))) else t
+        shape = tuple(t.shape[s.index(c)] if c in s else 1 for c in letters)
+        x = _mv.reshape(x, shape)
+        prod = x if prod is None else prod * x
+    summed = tuple(range(len(out), len(letters)))
+    return _rd.summation(prod, summed) if summed else prod
+TORCH_FUNCTIONS.update(einsum=einsum)
+register_op('einsum_matmul', lambda a, b: einsum('bij,bjk->bik', a, b), lambda T, a, b: T.einsum('bij,bjk->bik', a, b),
+            [case((2, 3, 4), (2, 4, 5))])
+register_op('einsum_outer', lambda a, b: einsum('i,j->ji', a, b), lambda T, a, b: T.einsum('i,j->ji', a, b),
+            [case((3,), (4,))])
+register_op('einsum_ellipsis', lambda a, b: einsum('...ij,jk', a, b), lambda T, a, b: T.einsum('...ij,jk', a, b),
+            [case((2, 3, 4), (4, 5))])
+
+# %% ../../nbs/18_torch_face.ipynb
+def set_default_dtype(d):
+    "torch's default floating dtype: minima's is float32 and stays so; another one is refused, not ignored."
+    if as_dtype(d) != 'float32':
+        raise NotImplementedError(f"set_default_dtype({d}): minima's factories and modules make float32 tensors; "
+                                  f"cast instead (model.double(), tensor(..., dtype=minima.float64))")
+TORCH_FUNCTIONS.update(set_default_dtype=set_default_dtype)

@@ -1,4 +1,3 @@
-"""minima.utils: torch's `torch.utils` names; `minima.utils.data` is `minima.data` (chapter 12)."""
-import sys as _sys
-from .. import data
-_sys.modules[__name__ + '.data'] = data
+"""minima.utils: torch's `torch.utils` names. `minima.utils.data` holds `minima.data`'s names (chapter 12) and torch's
+submodules `dataloader`, `dataset`, `sampler`, `distributed` (chapter 18)."""
+from . import data

@@ -15,7 +15,7 @@ def test_strip_keeps_signature_and_docstring():
            'def mul(a, b): "`a·b` — é"; return EWiseMul()(a, b)\n')
     new, units = strip_solution(src, 'ch.ipynb')
     assert 'return a * b' not in new and 'g * b' not in new
-    assert "def compute(self, a, b): raise NotImplementedError('EWiseMul.compute: use the product rule')" in new
+    assert "def compute(self, a, b): raise NotImplementedError('EWiseMul.compute: use the product rule [ch]')" in new
     assert '        "Adjoints."\n        raise NotImplementedError(' in new
     assert 'def mul(a, b): "`a·b` — é"; return EWiseMul()(a, b)' in new      # not named: untouched
     assert [(u.name, u.kind, u.points, u.chapter) for u in units] == [('EWiseMul', 'op', 2, 'ch.ipynb')]
@@ -45,13 +45,14 @@ def test_course_marks_what_the_issue_asks():
     assert {'03', '04', '05', '06', '07', '08', '10', '11', '12', '20'} <= chapters
     assert {'EWiseMul', 'Summation', 'Reshape', 'MatMul', 'SoftmaxOp', 'Conv', 'Linear.forward', 'SGD.step',
             'Adam.step', 'DataLoader.__iter__', 'NDArray.compact', 'NDArray.permute'} <= names
-    # every op unit has a registration, every other unit a tagged test
+    # every op unit has a registration, every other unit a probe
     from minima.testing import REGISTRY
+    from minima.teaching import _PROBES
     ops = {s.op.__name__ for s in REGISTRY.values() if s.op is not None}
-    tagged = ' '.join(p.read_text() for p in (ROOT / 'tests').rglob('test_*.py'))
+    probed = {p.unit for p in _PROBES.values()}
     for u in units:
         if u.kind == 'op': assert u.name in ops, f'op unit {u.name} has no registration'
-        else: assert f"'{u.name}'" in tagged, f'unit {u.name} has no @pytest.mark.grade test'
+        else: assert u.name in probed, f'unit {u.name} has no probe'
 
 
 def _tree_hash(path: Path):
@@ -112,13 +113,15 @@ def test_student_notebooks_run_top_to_bottom(edition, chapter):
     assert not _errors(ROOT / 'nbs' / chapter, ROOT)
 
 
-def test_grader_zero_full_and_one_broken_gradient(edition):
+def test_grader_zero_full_and_one_broken_gradient(edition, tmp_path):
+    "The whole course: untouched 0, the solutions copied back full marks; one broken gradient loses that unit only."
     base, units = edition
-    copy = base / 'a'
+    copy = tmp_path / 'copy'
+    shutil.copytree(base / 'a', copy)
     total = sum(u.points for u in units)
     rep = grade(copy, quiet=True)
     assert rep['total'] == total and rep['score'] == 0
-    # each unit is graded with the reference solution in every other unit: nothing waits for anything
+    # each unit is graded with the reference lent for every other one: nothing waits for anything
     assert all(u['status'] == 'not attempted' for u in rep['units']), \
         [(u['name'], u['status'], u['failed'][:2]) for u in rep['units'] if u['status'] != 'not attempted']
     assert json.loads((copy / 'grade_report.json').read_text())['score'] == 0
@@ -130,15 +133,15 @@ def test_grader_zero_full_and_one_broken_gradient(edition):
     old = json.dumps('    def gradient(self, out_grad, node): return flip(out_grad, self.axes)\n')[1:-1]
     assert text.count(old) == 1
     p.write_text(text.replace(old, json.dumps('    def gradient(self, out_grad, node): return out_grad\n')[1:-1]))
-    rep = grade(copy, quiet=True)
+    rep = grade(copy, chapters=['05'], quiet=True)
     lost = {u['name'] for u in rep['units'] if u['status'] != 'pass'}
-    assert lost == {'Flip'} and rep['score'] == total - next(u.points for u in units if u.name == 'Flip')
+    assert lost == {'Flip'} and rep['score'] == rep['total'] - next(u.points for u in units if u.name == 'Flip')
 
 
-def test_grader_refuses_a_package_outside_the_copy(tmp_path):
+def test_grader_refuses_a_copy_without_a_package(tmp_path):
     (tmp_path / 'nbs').mkdir()
-    rep = grade(tmp_path, export=False, quiet=True)
-    assert 'not from the student copy' in rep['error'] and rep['score'] == 0
+    rep = grade(tmp_path, export=False, quiet=True, chapters=['06'])
+    assert rep['error'] and 'does not import' in rep['error'] and rep['score'] == 0
     assert json.loads((tmp_path / 'grade_report.json').read_text())['error'] == rep['error']
 
 
@@ -167,71 +170,95 @@ def _write_units(copy: Path, chapter: str, classes, extra=''):
     p.write_text(json.dumps(nb))
 
 
-def test_first_chapter_alone_pass_pass_fail(tmp_path):
-    "The course's first op chapter, everything else unwritten: EWiseMul, Exp right, EWiseDiv with a flipped sign."
+@pytest.fixture(scope='module')
+def small(tmp_path_factory):
+    "An assignment of chapters 03 and 06."
+    base = tmp_path_factory.mktemp('small')
+    student_edition(base / 'edition', ROOT, chapters=['03', '06'])
+    return base / 'edition'
+
+
+def test_first_chapter_pass_pass_fail_and_a_syntax_error(small, tmp_path):
+    """Chapter 03, everything else unwritten: EWiseMul and Exp right, EWiseDiv with a flipped sign, EWiseSub with a
+    missing `)` (only the units of its cell lose), and chapter 06's module raising on import."""
     copy = tmp_path / 'student'
-    student_edition(copy, ROOT)
+    shutil.copytree(small, copy)
     flip = ('\n_div_gradient = EWiseDiv.gradient\n'
             'def _flipped(self, out_grad, node):\n'
             '    ga, gb = _div_gradient(self, out_grad, node)\n'
             '    return ga, -gb\n'
             'EWiseDiv.gradient = _flipped\n')
-    _write_units(copy, '03_ops_elementwise.ipynb', ['EWiseMul', 'Exp', 'EWiseDiv'], flip)
-    rep = grade(copy, chapters=['03'], quiet=True)
-    by = {u['name']: u for u in rep['units']}
-    assert {u['chapter'] for u in rep['units']} == {'03_ops_elementwise.ipynb'}
-    assert [by[n]['status'] for n in ('EWiseMul', 'Exp', 'EWiseDiv')] == ['pass', 'pass', 'FAIL']
-    assert not [u['name'] for u in rep['units'] if u['status'] == 'blocked']
-    assert {u['name'] for u in rep['units'] if u['status'] == 'pass'} >= {'EWiseMul', 'MulScalar', 'Exp', 'Log'}
-    msg = by['EWiseDiv']['failed'][0]
-    assert 'backward' in msg and 'case (3, 4), (3, 4), float32' in msg and 'gradient of input 1' in msg
-    assert 'sign' in msg and 'expected' in msg and 'got' in msg, msg
-    assert not any('input 0' in f for f in by['EWiseDiv']['failed'][:3])
-    saved = json.loads((copy / 'grade_report.json').read_text())
-    assert saved['units'] == rep['units']                          # never cut
-    assert any(len(f) > 150 for f in by['EWiseDiv']['failed'])
-    table = format_report(rep)
-    assert max(map(len, table.splitlines())) <= 120 and 'a flipped sign' in table.replace('\n      ', ' ')
-
-
-def test_syntax_error_in_one_notebook(tmp_path):
-    copy = tmp_path / 'student'
-    student_edition(copy, ROOT)
-    _write_units(copy, '03_ops_elementwise.ipynb', ['EWiseMul'])
-    p = copy / 'nbs' / '05_ops_movement.ipynb'
-    shutil.copy(ROOT / 'nbs' / '05_ops_movement.ipynb', p)
-    good = p.read_text()
-    nb = json.loads(good)
-    i = _cells(nb, 'Flip')
+    _write_units(copy, '03_ops_elementwise.ipynb', ['EWiseMul', 'Exp', 'EWiseSub', 'EWiseDiv'], flip)
+    p = copy / 'nbs' / '03_ops_elementwise.ipynb'
+    nb = json.loads(p.read_text())
+    i = _cells(nb, 'EWiseSub')
     src = ''.join(nb['cells'][i]['source'])
-    line = next(k for k, l in enumerate(src.splitlines(), 1) if 'def gradient(self' in l)
-    nb['cells'][i]['source'] = src.replace('def gradient(self', 'def gradient(self,,', 1)
+    line = next(k for k, l in enumerate(src.splitlines(), 1) if '(-out_grad, b.shape)' in l)
+    nb['cells'][i]['source'] = src.replace('(-out_grad, b.shape)', '(-out_grad, b.shape', 1)
     p.write_text(json.dumps(nb))
-    # a notebook that exports but whose module raises on import
     p6 = copy / 'nbs' / '06_ops_linalg.ipynb'
     nb6 = json.loads(p6.read_text())
     j = _cells(nb6, 'MatMul')
     nb6['cells'][j]['source'] = ''.join(nb6['cells'][j]['source']) + '\nprint(undefined_name)\n'
     p6.write_text(json.dumps(nb6))
-    # the student exported by hand: their own package now has a broken module
-    r = subprocess.run([sys.executable, '-c', 'from nbdev.doclinks import nbdev_export as e; e()'], cwd=copy,
-                       capture_output=True, text=True)
-    rep = grade(copy, chapters=['03', '05', '06'], quiet=True)
-    assert rep['error'] is None and len(rep['notebook_errors']) == 2
+    # the student exported by hand: their own package now has a broken module; the grader does not mind
+    subprocess.run([sys.executable, '-c', 'from nbdev.doclinks import nbdev_export as e; e()'], cwd=copy,
+                   capture_output=True, text=True)
+    rep = grade(copy, quiet=True, seed=0)
+    by = {u['name']: u for u in rep['units']}
+    assert rep['error'] is None and len(rep['notebook_errors']) == 2, rep['notebook_errors']
     err, err6 = rep['notebook_errors']
-    assert (err['notebook'], err['cell'], err['line']) == ('05_ops_movement.ipynb', i + 1, line)
-    assert (err6['notebook'], err6['cell']) == ('06_ops_linalg.ipynb', j + 1) and 'NameError' in err6['message']
-    assert next(u for u in rep['units'] if u['name'] == 'MatMul')['status'] == 'error'
-    st = {u['name']: u['status'] for u in rep['units']}
-    assert all(s == 'error' for u, s in st.items() if u in {v.name for v in course_units(ROOT, ['05'])})
-    assert st['EWiseMul'] == 'pass' and st['EWiseAdd'] == 'not attempted'
-    assert '05_ops_movement.ipynb, cell' in format_report(rep)
-    assert json.loads((copy / 'grade_report.json').read_text())['score'] == rep['score'] > 0
-    assert not list((copy / 'minima').rglob('*.tmp'))
-    p.write_text(good)                                            # repaired: no other step
-    rep = grade(copy, chapters=['05'], quiet=True)
+    assert (err['notebook'], err['cell'], err['line']) == ('03_ops_elementwise.ipynb', i + 1, line)
+    assert set(err['units']) == {'EWiseSub', 'RSubScalar'} and 'never closed' in err['message']
+    assert err6['notebook'] == '06_ops_linalg.ipynb' and 'NameError' in err6['message']
+    assert [by[n]['status'] for n in ('EWiseMul', 'Exp', 'EWiseDiv')] == ['pass', 'pass', 'FAIL']
+    assert by['EWiseSub']['status'] == by['RSubScalar']['status'] == by['MatMul']['status'] == 'error'
+    passed = {u['name'] for u in rep['units'] if u['status'] == 'pass'}
+    assert passed >= {'EWiseMul', 'MulScalar', 'Exp', 'Log'} and 'EWiseDiv' not in passed
+    assert not [u['name'] for u in rep['units'] if u['status'] == 'blocked']
+    msg = by['EWiseDiv']['failed'][0]
+    assert msg.startswith('divide [(3, 4), (3, 4)] backward, float32, gradient of input 1:'), msg
+    assert 'sign' in msg and 'expected' in msg and 'got' in msg, msg
+    saved = json.loads((copy / 'grade_report.json').read_text())
+    assert saved['units'] == rep['units']                          # never cut
+    table = format_report(rep)
+    assert max(map(len, table.splitlines())) <= 120 and 'a flipped sign' in table.replace('\n      ', ' ')
+    assert '03_ops_elementwise.ipynb, cell' in table
+    p.write_text(p.read_text().replace('(-out_grad, b.shape\\n', '(-out_grad, b.shape)\\n', 1))  # repaired
+    rep = grade(copy, chapters=['03'], quiet=True)
     assert [e['notebook'] for e in rep['notebook_errors']] == ['06_ops_linalg.ipynb']    # not repaired yet
-    assert rep['score'] == rep['total'] > 0
+    assert {u['name']: u['status'] for u in rep['units']}['EWiseSub'] == 'pass'
+
+
+def test_links_are_not_followed(small, tmp_path):
+    "A submission with links: to the reference notebook, over its report's name. Neither is followed."
+    copy = tmp_path / 'student'
+    shutil.copytree(small, copy)
+    outside = tmp_path / 'teacher.txt'
+    outside.write_text('precious\n')
+    (copy / 'nbs' / '06_ops_linalg.ipynb').unlink()
+    (copy / 'nbs' / '06_ops_linalg.ipynb').symlink_to(ROOT / 'nbs' / '06_ops_linalg.ipynb')
+    (copy / 'grade_report.json').symlink_to(outside)
+    (copy / 'grade_report.json.tmp').symlink_to(outside)
+    rep = grade(copy, chapters=['06'], quiet=True)
+    assert rep['score'] == 0 and 'nbs/06_ops_linalg.ipynb' in rep['links_skipped']
+    assert outside.read_text() == 'precious\n'
+    assert not (copy / 'grade_report.json').is_symlink() and json.loads((copy / 'grade_report.json').read_text())
+
+
+def test_robust_by_unit(small, tmp_path):
+    "A unit that loops forever or ends its process costs that unit only; the next unit is graded in a fresh one."
+    copy = tmp_path / 'student'
+    shutil.copytree(small, copy)
+    extra = ('\ndef _loop(self, a, b):\n    while True: pass\nEWiseMul.compute = _loop\n'
+             'def _bye(self, a, b):\n    import os; os._exit(0)\nEWiseAdd.compute = _bye\n')
+    _write_units(copy, '03_ops_elementwise.ipynb', ['EWiseAdd', 'EWiseMul', 'Exp'], extra)
+    rep = grade(copy, chapters=['03'], quiet=True, unit_timeout=10)
+    by = {u['name']: u for u in rep['units']}
+    assert by['EWiseMul']['status'] == by['EWiseAdd']['status'] == 'error'
+    assert 'ran longer than 10 s' in by['EWiseMul']['failed'][0]
+    assert 'ended before it answered' in by['EWiseAdd']['failed'][0]
+    assert by['Exp']['status'] == 'pass' and rep['score'] == sum(u['status'] == 'pass' for u in rep['units'])
 
 
 def _plain_env(**kw):
@@ -270,106 +297,72 @@ def test_assignment_commands_from_a_plain_shell(tmp_path):
     assert "raise NotImplementedError('Summation.compute" in (dest / 'minima' / 'ops' / 'reduce.py').read_text()
     readme = (dest / 'README.md').read_text()
     assert '## This student edition' in readme and '`04_ops_reduce.ipynb`: Summation' in readme
-    assert 'in the order of the course' in readme and '10_nn.ipynb' not in readme.split('## This student edition')[1]
+    assert 'after the units it uses' in readme and '10_nn.ipynb' not in readme.split('## This student edition')[1]
+    order = [l.split('. ', 1)[1].split(' ')[0] for l in readme.split('## This student edition')[1].splitlines()
+             if l[:1].isdigit()]
+    assert sorted(order) == sorted(u['name'] for u in units)
+    assert order.index('Negate') < order.index('EWiseSub')        # EWiseSub's gradient negates
     # minima-grade, the console script of the environment; PYTHONPATH: this checkout's package, not the installed one
     if not (venv_bin / 'minima-grade').exists(): pytest.skip(f'{venv_bin}/minima-grade is not installed')
     r = run(cmds[1], PYTHONPATH=str(ROOT))
     assert r.returncode == 1, r.stdout + r.stderr                    # 0 points: not everything passes
     rep = json.loads((dest / 'grade_report.json').read_text())
     assert {u['chapter'] for u in rep['units']} == {'03_ops_elementwise.ipynb', '04_ops_reduce.ipynb'}
-    assert rep['score'] == 0 and len(rep['units']) == len(units) and rep['reference'] == str(ROOT / 'minima')
+    assert rep['score'] == 0 and len(rep['units']) == len(units) and rep['reference'] is True
     assert all(u['status'] == 'not attempted' for u in rep['units']) and '== 04_ops_reduce.ipynb' in r.stdout
 
 
-GRADESCOPE_TEST_KEYS = {'name', 'score', 'max_score', 'output'}
+_GREEN = r'''
+import ast, importlib, json, sys, types
+from pathlib import Path
+root, order = Path(sys.argv[1]), json.loads(sys.argv[2])
+from minima.testing import check_op, REGISTRY
+from minima.teaching import course_units
+units = {u.name: u for u in course_units(root, ['03'])}
+out = []
+for name in order:
+    u = units[name]
+    mod = importlib.import_module(u.module)
+    ref = ast.parse((root / Path(*u.module.split('.'))).with_suffix('.py').read_text())
+    specs = [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == name]
+    if out == []:       # before anything is written, the first unit's check says what is missing
+        try: check_op(specs[0]); out.append('green')
+        except NotImplementedError as e: out.append(f'NotImplementedError: {e}')
+        except AssertionError as e: out.append('red: ' + str(e).splitlines()[1][:80])
+    for node in ref.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            ns = dict(vars(mod))
+            exec(compile(ast.Module([node], []), 'ref', 'exec'), ns)
+            for q in u.defs: setattr(getattr(mod, name), q.split('.')[1], vars(ns[name])[q.split('.')[1]])
+    try:
+        for s in specs: check_op(s)
+        out.append('green')
+    except NotImplementedError as e: out.append(f'NotImplementedError: {e}')
+    except AssertionError as e: out.append('red: ' + str(e).splitlines()[1][:80])
+again = []      # everything written: every check passes
+for name in order:
+    try:
+        for s in [s for s in REGISTRY.values() if s.op is not None and s.op.__name__ == name]: check_op(s)
+        again.append('green')
+    except Exception as e: again.append(f'{type(e).__name__}: {e}'[:200])
+print(json.dumps([out, again]))
+'''
 
 
-def test_gradescope_bundle_round_trip(tmp_path):
-    edition = tmp_path / 'edition'
-    units = student_edition(edition, ROOT, chapters=['06'])
-    z = gradescope_bundle(tmp_path / 'autograder.zip', edition, ROOT)
-    ag = tmp_path / 'autograder'
-    with zipfile.ZipFile(z) as f:
-        f.extractall(ag / 'source')
-        assert {'run_autograder', 'setup.sh'} <= set(f.namelist())
-        assert 'reference/minima/teaching.py' in f.namelist() and 'edition/grading_units.json' in f.namelist()
-    (ag / 'submission').mkdir()
-    shutil.copy(ROOT / 'nbs' / '06_ops_linalg.ipynb', ag / 'submission')     # a submission that solves it
-    env = dict(os.environ, AUTOGRADER_ROOT=str(ag), MINIMA_PYTHON=sys.executable)
-    env.pop('PYTHONPATH', None)
-    r = subprocess.run(['bash', str(ag / 'source' / 'run_autograder')], env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    res = json.loads((ag / 'results' / 'results.json').read_text())
-    assert isinstance(res['score'], (int, float)) and isinstance(res['output'], str)
-    assert len(res['tests']) == len(units) and all(GRADESCOPE_TEST_KEYS <= set(t) for t in res['tests'])
-    assert res['score'] == sum(t['max_score'] for t in res['tests']) == sum(u.points for u in units)
-    assert [t['name'] for t in res['tests']] == [f'{u.chapter}: {u.name}' for u in units]
-
-
-def _nbgrader_env(tmp_root: Path):
-    "An environment with nbgrader: this one's if it has it, else nbgrader installed from PyPI into a cached folder."
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
-    if subprocess.run([sys.executable, '-c', 'import nbgrader'], env=env, capture_output=True).returncode == 0:
-        return env
-    target = tmp_root / 'minima-test-nbgrader'
-    if not (target / 'nbgrader').exists():
-        r = subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--target', str(target), 'nbgrader'],
-                           capture_output=True, text=True)
-        if r.returncode: pytest.skip(f'pip could not install nbgrader from the package registry: {r.stderr[-500:]}')
-    env['PYTHONPATH'] = os.pathsep.join([str(target), env['PYTHONPATH']])
-    env['PATH'] = os.pathsep.join([str(target / 'bin'), str(Path(sys.executable).parent), env.get('PATH', '')])
-    return env
-
-
-def test_nbgrader_round_trip(tmp_path):
-    "generate_assignment, a submission with two units right and one wrong, autograde: the scores of minima-grade."
-    import tempfile
-    from minima.teaching import nbgrader_release
-    env = _nbgrader_env(Path(tempfile.gettempdir()))
-    course = tmp_path / 'course'
-    units = nbgrader_release(course, ROOT, chapters=['03'], assignment='ps1')
-    nb = '03_ops_elementwise.ipynb'
-    src = json.loads((course / 'source' / 'ps1' / nb).read_text())
-    assert sum('### BEGIN SOLUTION' in ''.join(c['source']) for c in src['cells']) == \
-        sum(c['metadata'].get('nbgrader', {}).get('solution', False) for c in src['cells']) > 0
-    tests = [c for c in src['cells'] if c['metadata'].get('nbgrader', {}).get('grade')]
-    assert [c['metadata']['nbgrader']['grade_id'] for c in tests] == [f'test-{u.name}' for u in units]
-    def nbgrader(*args):
-        r = subprocess.run([sys.executable, '-m', 'nbgrader', *args], cwd=course, env=env, capture_output=True,
-                           text=True)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    nbgrader('generate_assignment', 'ps1', '--force')
-    released = json.loads((course / 'release' / 'ps1' / nb).read_text())
-    text = json.dumps(released)
-    assert '### BEGIN SOLUTION' not in text and 'unbroadcast(out_grad * b, a.shape)' not in text
-    # the student writes EWiseMul and Exp right and EWiseDiv with a flipped sign
-    (course / 'submitted' / 'alice' / 'ps1').mkdir(parents=True)
-    sub = course / 'submitted' / 'alice' / 'ps1' / nb
-    sub.write_text(json.dumps(released))
-    flip = ('\n_div_gradient = EWiseDiv.gradient\n'
-            'def _flipped(self, out_grad, node):\n'
-            '    ga, gb = _div_gradient(self, out_grad, node)\n'
-            '    return ga, -gb\n'
-            'EWiseDiv.gradient = _flipped\n')
-    s = json.loads(sub.read_text())
-    ref = json.loads((ROOT / 'nbs' / nb).read_text())
-    for cls in ('EWiseMul', 'Exp', 'EWiseDiv'):
-        s['cells'][_cells(s, cls)]['source'] = ref['cells'][_cells(ref, cls)]['source']
-    i = _cells(s, 'EWiseDiv')
-    s['cells'][i]['source'] = ''.join(s['cells'][i]['source']) + flip
-    sub.write_text(json.dumps(s))
-    nbgrader('autograde', 'ps1', '--create', '--force')
-    code = ('import json, sys\nfrom nbgrader.api import Gradebook\n'
-            'with Gradebook("sqlite:///gradebook.db") as gb:\n'
-            '    n = gb.find_submission_notebook(sys.argv[1], "ps1", "alice")\n'
-            '    print(json.dumps({g.name: [g.score, g.max_score] for g in n.grades}))\n')
-    r = subprocess.run([sys.executable, '-c', code, nb[:-6]], cwd=course, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    scores = json.loads(r.stdout.strip().splitlines()[-1])
-    # minima-grade on the same notebook
-    copy = tmp_path / 'copy'
-    shutil.copytree(course / 'edition', copy)
-    shutil.copy(sub, copy / 'nbs' / nb)
-    rep = grade(copy, quiet=True)
-    assert {f"test-{u['name']}": [float(u['score']), float(u['points'])] for u in rep['units']} == scores
-    assert scores['test-EWiseMul'][0] == scores['test-Exp'][0] == 1 and scores['test-EWiseDiv'][0] == 0
+def test_check_cells_turn_green_in_the_readme_order(small):
+    "A student writing chapter 03's units in the README's order: each unit's checks pass as soon as it is written."
+    readme = (small / 'README.md').read_text().split('## This student edition')[1]
+    order = [l.split('. ', 1)[1].split(' ')[0] for l in readme.splitlines() if l[:1].isdigit()]
+    order = [n for n in order if n in {u.name for u in course_units(ROOT, ['03'])}]
+    r = subprocess.run([sys.executable, '-c', _GREEN, str(ROOT), json.dumps(order)], cwd=small, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(small)))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (first, *steps), again = json.loads(r.stdout.strip().splitlines()[-1])
+    assert first.startswith('red'), first
+    # green the moment it is written, or (a true mutual dependency: sin and cos) "write X first", X coming next
+    for k, (name, step) in enumerate(zip(order, steps)):
+        if step == 'green': continue
+        assert step.startswith('NotImplementedError') and 'first' in step, (name, step)
+        needed = step.split('write ')[1].split(' ')[0]
+        assert needed in order[k + 1:], (name, step)
+    assert steps.count('green') >= len(order) - 2 and again == ['green'] * len(order), list(zip(order, again))

@@ -2,6 +2,7 @@
 import os, pickle
 import numpy as np
 import pytest
+from minima.serialization import CorruptFileError
 from minima.datasets import (CIFAR10Dataset, Corpus, Dictionary, load_cifar10, load_cifar10_binary,
                              load_cifar10_pickle)
 
@@ -76,11 +77,11 @@ def test_restricted_unpickler_refuses_code(tmp_path):
     class Evil:
         def __reduce__(self): return (os.mkdir, (str(marker),))
     (tmp_path / 'evil').write_bytes(pickle.dumps({b'data': Evil(), b'labels': []}, protocol=2))
-    with pytest.raises(pickle.UnpicklingError, match=r'refusing to load posix\.mkdir|refusing to load nt\.mkdir'):
+    with pytest.raises(CorruptFileError, match=r'refusing to load posix\.mkdir|refusing to load nt\.mkdir'):
         load_cifar10_pickle(tmp_path / 'evil')
     assert not marker.exists()
     (tmp_path / 'evil2').write_bytes(pickle.dumps({'data': print}))
-    with pytest.raises(pickle.UnpicklingError, match=r'refusing to load builtins\.print'):
+    with pytest.raises(CorruptFileError, match=r'refusing to load builtins\.print'):
         load_cifar10_pickle(tmp_path / 'evil2')
 
 @pytest.mark.parametrize('mutate, match', [
@@ -161,3 +162,50 @@ def test_bad_corpus_files_raise(ptb):
     with pytest.raises(FileNotFoundError, match='no such file .*test.txt'): Corpus(ptb)
     with pytest.raises(ValueError, match='max_lines must be a positive int'): Corpus(ptb, max_lines=0)
     with pytest.raises(FileNotFoundError, match='no such folder'): Corpus(ptb / 'nope')
+
+# --- the restricted unpickler bounds what a file can make it allocate (reliability audit D1.2)
+
+def _hexbomb(n):
+    "A pickle of ~28 n bytes: `_codecs.encode` with 'hex' nested n times doubles 'ab' n times (2 ** (n + 1) bytes)."
+    body = b'X\x02\x00\x00\x00abX\x06\x00\x00\x00latin1\x86R'
+    body = b'c_codecs\nencode\n' + body
+    for _ in range(n): body = b'c_codecs\nencode\n' + body + b'X\x03\x00\x00\x00hex\x86R'
+    return b'\x80\x02' + body + b'.'
+
+def test_codecs_encode_memory_bomb_refused_before_allocating(tmp_path):
+    import tracemalloc
+    p = tmp_path / 'bomb'; p.write_bytes(_hexbomb(24))            # 32 MB if it were evaluated
+    assert len(p.read_bytes()) < 1000
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptFileError, match=r"refusing to call _codecs\.encode\(\.\.\., 'hex'\)"):
+            load_cifar10_pickle(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally: tracemalloc.stop()
+    assert peak < 4_000_000, f'{peak} bytes allocated before the refusal'
+
+def test_ndarray_is_not_callable_from_a_pickle(tmp_path):
+    "numpy.ndarray((2**40,)) or _reconstruct of a huge empty array would ask for whatever shape the file names."
+    direct = b'\x80\x02cnumpy\nndarray\nJ\x00\x00\x00\x40\x85\x85R.'                  # ndarray((2**30,))
+    recon = (b'\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nJ\x00\x00\x00\x40\x85C\x01b'
+             b'\x87R.')                                                               # _reconstruct(ndarray, (2**30,))
+    for name, blob in (('direct', direct), ('recon', recon)):
+        p = tmp_path / name; p.write_bytes(blob)
+        with pytest.raises(CorruptFileError) as e: load_cifar10_pickle(p)
+        assert str(p) in str(e.value)
+
+def test_every_error_is_corrupt_file_error(tmp_path):
+    rng = np.random.default_rng(1)
+    p = tmp_path / 'b'; _write_pickle(p, *_batch(rng, 3))
+    p.write_bytes(p.read_bytes()[:100])
+    with pytest.raises(CorruptFileError, match='corrupt or truncated'): load_cifar10_pickle(p)
+    q = tmp_path / 'q.bin'; q.write_bytes(b'\0' * 3000)
+    with pytest.raises(CorruptFileError, match='not a whole number'): load_cifar10_binary(q)
+
+@pytest.mark.parametrize('protocol', [2, 3, 4, 5])
+def test_real_pickles_of_each_protocol_still_load(tmp_path, protocol):
+    rng = np.random.default_rng(2)
+    data, labels = _batch(rng, 5)
+    p = tmp_path / 'b'; _write_pickle(p, data, labels, protocol=protocol)
+    x, y = load_cifar10_pickle(p)
+    assert np.array_equal(x.reshape(5, -1), data) and np.array_equal(y, labels)

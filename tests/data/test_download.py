@@ -46,7 +46,7 @@ def server():
 
 def sha(b): return hashlib.sha256(b).hexdigest()
 def md5(b): return hashlib.md5(b).hexdigest()
-def leftovers(folder): return [p.name for p in Path(folder).iterdir() if p.name.endswith('.part')]
+def leftovers(folder): return [p.name for p in Path(folder).iterdir() if p.name.endswith(('.part', '.minima-tmp'))]
 
 BODY = b'To be, or not to be, that is the question.\n' * 3000   # 132 kB: several read blocks
 
@@ -225,6 +225,7 @@ def test_stand_in_not_used_when_the_corpus_is_there(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(data, 'TINY_SHAKESPEARE_URLS', ['http://127.0.0.1:9/never-asked'])
     (tmp_path / 'tinyshakespeare').mkdir()
     (tmp_path / 'tinyshakespeare' / 'input.txt').write_text('First Citizen:\n')
+    monkeypatch.setattr(data, 'TINY_SHAKESPEARE_SHA256', sha(b'First Citizen:\n'))   # the file is checked on use
     assert data.tiny_shakespeare_or_stand_in() == ('First Citizen:\n', True)
     assert capsys.readouterr().err == ''
 

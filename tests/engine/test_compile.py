@@ -108,6 +108,9 @@ def test_shape_change_captures_again():
     lin = nn.Linear(3, 2)
     f = mi.compile(lambda x: (lin(x) * 2.0).sum())
     a, b = (mi.Tensor(np.random.default_rng(i).standard_normal((n, 3)).astype('float32')) for i, n in ((0, 4), (1, 7)))
+    with mi.no_grad(): _shape_change(f, lin, a, b)   # forward only (a forward under grad runs eagerly)
+
+def _shape_change(f, lin, a, b):
     for _ in range(4): f(a)
     assert f.captures == 2
     for _ in range(4): out = f(b)
@@ -121,14 +124,16 @@ def test_train_eval_and_grad_mode_are_guards():
     m = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
     f = mi.compile(lambda x: m(x))
     x = mi.Tensor(np.ones((2, 3), 'float32'))
-    for _ in range(4): f(x)
-    m.eval()
-    for _ in range(4): y = f(x)
-    assert f.captures == 4
-    np.testing.assert_allclose(y.numpy(), m(x).numpy(), rtol=1e-6)
     with mi.no_grad():
         for _ in range(4): f(x)
-    assert f.captures == 6
+        m.eval()
+        for _ in range(4): y = f(x)
+        assert f.captures == 4
+        np.testing.assert_allclose(y.numpy(), m(x).numpy(), rtol=1e-6)
+    with pytest.warns(UserWarning, match='backward'):   # under grad: a forward whose backward is eager
+        for _ in range(4): y = f(x)
+    assert f.captures == 5 and y.requires_grad
+    np.testing.assert_allclose(y.numpy(), m(x).numpy(), rtol=1e-6)
 
 def test_item_inside_is_a_clear_error():
     lin = nn.Linear(3, 1)
@@ -266,7 +271,7 @@ def test_attention_dropout_draws_like_eager():
 
 def test_static_kv_cache_decoding():
     "Every decoded token replays one program; tokens and logits are those of eager decoding and the full forward."
-    from minima.compile import StaticDecoder
+    from minima.nn import StaticDecoder
     init.manual_seed(0)
     gpt = nn.GPT(13, 16, n_layer=2, n_head=2, n_embd=16)
     dec = StaticDecoder(gpt, B=2)
@@ -291,7 +296,8 @@ def test_row_reductions_fuse_with_their_chain():
     x = mi.Tensor(np.random.default_rng(0).standard_normal((64, 50)).astype('float32'))
     g = lambda x: (nn.functional.softmax(x * 2.0 + 1.0, -1) * 3.0).sum(1)
     f = mi.compile(g)
-    for _ in range(4): out = f(x)
+    with mi.no_grad():
+        for _ in range(4): out = f(x)
     instrs = f.program.instrs
     assert [i.prim for i in instrs] == ['fused'] * 3   # max | sub, exp, sum | divide, scale, sum
     reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']

@@ -276,6 +276,36 @@ def main():
         dist.init_process_group('mpi', timeout=600)
         if dist.get_rank() == 1: raise ValueError('rank one fails on purpose')
         dist.barrier()
+    elif case.startswith('disagree '):   # the ranks make different collectives: every rank raises, naming both
+        dist.init_process_group('mpi', timeout=60)
+        r, what = dist.get_rank(), case.split()[1]
+        ones = lambda n, dt='float32': mi.Tensor(np.ones(n, dt), dtype=dt)
+        if what == 'dtype': dist.all_reduce(ones(4, 'float32' if r == 0 else 'float64'))
+        if what == 'length': dist.all_reduce(ones(3 if r == 0 else 5))
+        if what == 'op': dist.all_reduce(ones(4), op='sum' if r == 0 else 'max')
+        if what == 'kind': dist.all_reduce(ones(4)) if r == 0 else dist.barrier()
+        if what == 'gather': dist.all_gather([ones(3 + r), ones(3 + r)], ones(3 + r))
+        if what == 'broadcast': dist.broadcast(ones(3 + 2 * r), 0)
+        if what == 'root': dist.broadcast(ones(3), r)
+        if what == 'async':
+            w = dist.all_reduce(ones(4, 'float32' if r == 0 else 'float64'), async_op=True); w.wait()
+        print(f'rank {r} finished the {what} collective', flush=True)
+    elif case.startswith('early '):   # rank 1 ends at step 5 while rank 0 keeps training: the job fails, naming it
+        dist.init_process_group('mpi', timeout=600)
+        r, how = dist.get_rank(), case.split()[1]
+        model = DDP(mlp(seed=0)); opt = optim.SGD(model.parameters(), lr=0.1)
+        for step, (x, y) in enumerate(batches((64,), steps=50)):
+            if r == 1 and step == 5:
+                if how == 'os_exit': os._exit(0)
+                if how == 'sys_exit': sys.exit(0)
+                if how == 'return': break
+            opt.zero_grad(); nn.CrossEntropyLoss()(model(mi.Tensor(x)), mi.Tensor(y)).backward(); opt.step()
+        print(f'rank {r} left the loop at step {step}', flush=True)
+    elif case == 'all end':   # every rank ends the same way, without destroy_process_group: status 0
+        dist.init_process_group('mpi', timeout=60)
+        dist.all_reduce(mi.Tensor(np.ones(3)))
+        print(f'rank {dist.get_rank()} done', flush=True)
+        if sys.argv[2:] == ['os_exit']: sys.stdout.flush(); os._exit(0)
     elif case == 'timeout':   # rank 1 never joins the all_reduce; rank 0 gives up after 2 s
         dist.init_process_group('mpi', timeout=2)
         if dist.get_rank() == 0: dist.all_reduce(mi.Tensor(np.ones(3)))

@@ -162,3 +162,52 @@ def test_no_process_group_errors():
     with pytest.raises(RuntimeError, match='all_reduce: the default process group is not initialized'):
         dist.all_reduce(mi.Tensor([1.0]))
     with pytest.raises(ValueError, match="backend 'gloo' is not available"): dist.init_process_group('gloo')
+
+
+# --- the ranks must agree on every collective, and end together (reliability audit D3.1, D3.2)
+
+DISAGREE = {   # case -> what every rank's message must name: the exception and both ranks' calls
+    'dtype': ('TypeError', 'all_reduce #', 'of float32 (4,)', 'of float64 (4,)'),
+    'length': ('ValueError', 'of float32 (3,)', 'of float32 (5,)'),
+    'op': ('RuntimeError', 'all_reduce #', '(sum)', '(max)'),
+    'kind': ('RuntimeError', 'all_reduce #', 'barrier #'),
+    'gather': ('ValueError', 'all_gather #', '(3,)', '(4,)'),
+    'broadcast': ('ValueError', 'broadcast #', '(3,)', '(5,)'),
+    'root': ('ValueError', 'from rank 0', 'from rank 1'),
+    'async': ('TypeError', 'float32', 'float64'),
+}
+
+@pytest.mark.parametrize('what', list(DISAGREE))
+def test_ranks_that_disagree_fail_with_both_calls_named(mpi, what):
+    "Mismatched dtype, length, op, collective or root: no rank finishes, each names its call and the other's."
+    rc, out, secs = launch(f'disagree {what}', env={'MINIMA_CHECK_COLLECTIVES': '1'})
+    assert rc != 0 and secs < 60 and 'finished the' not in out, (rc, secs, out[-2000:])
+    assert 'the ranks disagree: rank 0 calls' in out or 'the ranks disagree: rank 1 calls' in out, out[-2000:]
+    for s in DISAGREE[what]: assert s in out, (s, out[-2000:])
+
+@pytest.mark.parametrize('checks', ['0', '1'])
+@pytest.mark.parametrize('how', ['os_exit', 'sys_exit', 'return'])
+def test_a_rank_that_ends_early_fails_the_job_naming_it(mpi, how, checks):
+    """Rank 1 ends at step 5 of 50 (os._exit(0), sys.exit(0), or leaving its loop): rc != 0 at once, rank 1 named,
+    with the agreement check on or off."""
+    rc, out, secs = launch(f'early {how}', env={'MINIMA_CHECK_COLLECTIVES': checks})   # timeout 600 s: not from it
+    assert rc != 0 and secs < 60, (rc, secs, out[-2000:])
+    assert 'rank 1 of 2 has ended' in out and 'while rank 0 waits in this collective' in out, out[-2000:]
+    assert 'rank 0 left the loop' not in out
+
+@pytest.mark.parametrize('how', ['', 'os_exit'])
+def test_ranks_that_end_together_succeed(mpi, how):
+    rc, out, _ = launch('all end', *([how] if how else []))
+    assert rc == 0 and 'rank 0 done' in out and 'rank 1 done' in out, out[-2000:]
+
+@pytest.mark.parametrize('checks', ['0', '1'])
+def test_the_switch_turns_the_check_on_and_off(mpi, checks):
+    "MINIMA_CHECK_COLLECTIVES: with it off, a dtype mismatch goes through unchecked (MPI's undefined result)."
+    rc, out, _ = launch('all end', env={'MINIMA_CHECK_COLLECTIVES': checks})
+    assert rc == 0, out[-2000:]
+    rc, out, _ = launch('disagree op', env={'MINIMA_CHECK_COLLECTIVES': checks})
+    assert ('the ranks disagree' in out) == (checks == '1'), out[-2000:]
+
+def test_default_timeout_is_minutes():
+    import datetime, minima.distributed as dist
+    assert datetime.timedelta(minutes=1) <= dist.DEFAULT_TIMEOUT <= datetime.timedelta(minutes=10)

@@ -1,0 +1,10 @@
+"""`minima.serialization`, as torch's: the error type of a malformed file, and the atomic writer and bounded `.npz`
+reader that minima's savers and readers share. Defined in `minima.nn.modules` (chapter *Neural-network modules*)."""
+from ..nn.modules import CorruptFileError, atomic_write, read_npz
+from ..nn import modules as _modules
+
+__all__ = ['CorruptFileError', 'atomic_write', 'read_npz', 'MAX_INFLATE_RATIO']
+
+def __getattr__(name):          # the limit lives in minima.nn.modules; reading it here reads it there
+    if name == 'MAX_INFLATE_RATIO': return _modules.MAX_INFLATE_RATIO
+    raise AttributeError(f"module 'minima.serialization' has no attribute {name!r}")
