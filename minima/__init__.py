@@ -45,3 +45,19 @@ def _install_api_dirs():
 
 _install_api_dirs()
 __dir__ = _api_dir(_sys.modules[__name__])   # dir(minima): torch's functions, dtypes and the submodules
+
+# mixed precision (chapter 24): importing minima.amp wraps the ops of torch's autocast policy
+from . import amp
+amp._install()   # again, now that minima's namespace holds torch's functions (amp was first imported above)
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype
+__all__ = sorted([*__all__, 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'bfloat16'])
+
+# quantization (chapter 26): torch's quantized dtype and qscheme names, and its quantize functions, at top level
+from . import ao
+from .ao.quantization import (qint8, quint8, qint32, per_tensor_affine, per_tensor_symmetric, per_channel_affine,
+                              per_channel_symmetric, quantize_per_tensor, quantize_per_channel,
+                              fake_quantize_per_tensor_affine)
+__all__ = sorted([*__all__, 'qint8', 'quint8', 'qint32', 'per_tensor_affine', 'per_tensor_symmetric',
+                  'per_channel_affine', 'per_channel_symmetric', 'quantize_per_tensor', 'quantize_per_channel',
+                  'fake_quantize_per_tensor_affine'])
+_install_api_dirs()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod, update_abstractmethods
 import functools, math
 import numpy as np
+import ml_dtypes   # registers numpy's `bfloat16` dtype (chapter 24)
 from fastcore.basics import patch
 
 # %% auto 0
@@ -14,7 +15,8 @@ __all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'Backe
            'cuda', 'all_devices', 'get_device']
 
 # %% ../../nbs/21_numpy_device.ipynb
-DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'int8', 'uint8')
+DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'int8', 'uint8',
+          'bfloat16')
 
 EWISE_OPS = ('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge')
 SCALAR_OPS = EWISE_OPS + ('rsub', 'rdiv', 'rpow')
@@ -181,8 +183,15 @@ def _view(h, shape, strides, offset):
         # numpy's own bounds check disagrees (empty views): the general, slower path
         return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
 
+# The 16-bit floats are stored in 16 bits but summed in float32, as torch's CPU kernels do: a bfloat16
+# accumulator stops growing at 256 when it adds ones (its 8 bits of precision).
+_LOW_FLOATS = frozenset(('float16', 'bfloat16'))
+def _wide(x): return x.astype(np.float32) if x.dtype.name in _LOW_FLOATS else x
+
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
+    if ufunc is np.add and a.dtype.name in _LOW_FLOATS:
+        out[...] = np.add.reduce(_wide(a).reshape(-1, r), axis=1); return
     # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for
     # 32k rows), so for a handful of columns we combine whole columns instead: r - 1
     # vectorised passes over all rows (about 10x faster).
@@ -210,13 +219,16 @@ class _NumpyViews:
         _NP_EWISE[op](va, vb, out=o)
     @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):
-        nd = len(shape)
-        (np.sum if kind == 'sum' else np.max)(_view(a, shape, strides, offset), axis=tuple(range(nd - k, nd)),
-                                              out=out.reshape(tuple(shape[:nd - k])))
+        nd, v = len(shape), _view(a, shape, strides, offset)
+        if kind == 'sum' and a.dtype.name in _LOW_FLOATS:
+            out.reshape(tuple(shape[:nd - k]))[...] = np.sum(_wide(v), axis=tuple(range(nd - k, nd))); return
+        (np.sum if kind == 'sum' else np.max)(v, axis=tuple(range(nd - k, nd)), out=out.reshape(tuple(shape[:nd - k])))
     @_quiet
     def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
         # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
-        np.matmul(_view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset), out=out.reshape(m, p))
+        va, vb = _view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset)
+        if out.dtype.name in _LOW_FLOATS: out.reshape(m, p)[...] = np.matmul(_wide(va), _wide(vb)); return
+        np.matmul(va, vb, out=out.reshape(m, p))
 
 # %% ../../nbs/21_numpy_device.ipynb
 class NumpyDevice(_NumpyViews, BackendDevice):
@@ -248,6 +260,9 @@ class NumpyDevice(_NumpyViews, BackendDevice):
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
     @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
+        if out.dtype.name in _LOW_FLOATS:   # float32 products and sums, rounded once (torch's CPU matmul)
+            out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n), _wide(b).reshape(batch, n, p))
+            return
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         np.take(a.reshape(outer, axis_len, inner), idx, axis=1, out=out.reshape(outer, k, inner))

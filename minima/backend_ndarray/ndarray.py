@@ -14,7 +14,8 @@ __all__ = ['prod', 'compact_strides', 'is_float_dtype', 'as_dtype', 'result_dtyp
            'normalize_axes', 'broadcast_shapes', 'NDArray', 'array', 'empty', 'full', 'zeros', 'ones', 'arange']
 
 # %% ../../nbs/20_ndarray.ipynb
-_KIND = {'bool': 0, 'uint8': 1, 'int8': 1, 'int16': 1, 'int32': 1, 'int64': 1, 'float16': 2, 'float32': 2, 'float64': 2}
+_KIND = {'bool': 0, 'uint8': 1, 'int8': 1, 'int16': 1, 'int32': 1, 'int64': 1, 'float16': 2, 'float32': 2, 'float64': 2,
+         'bfloat16': 2}
 prod = math.prod   # product of an iterable of ints (1 for an empty one)
 @functools.lru_cache(maxsize=4096)
 def compact_strides(shape):
@@ -22,7 +23,7 @@ def compact_strides(shape):
     strides, s = [], 1
     for n in reversed(shape): strides.append(s); s *= n
     return tuple(reversed(strides))
-def is_float_dtype(dtype) -> bool: return dtype in ('float32', 'float64', 'float16')
+def is_float_dtype(dtype) -> bool: return dtype in ('float32', 'float64', 'float16', 'bfloat16')
 def as_dtype(dtype) -> str:
     "Normalise `dtype` (a string, a numpy dtype or a Python type) to one of minima's dtype names."
     if dtype is None: return 'float32'
@@ -34,6 +35,7 @@ def as_dtype(dtype) -> str:
     return name
 def _promote(a, b):
     if _KIND[a] != _KIND[b]: return a if _KIND[a] > _KIND[b] else b   # a higher kind wins, without widening
+    if {a, b} == {'float16', 'bfloat16'}: return 'float32'            # neither holds the other (more range, more bits)
     return np.promote_types(a, b).name                                # one kind: the narrowest dtype that holds both
 _PROMOTE = {(a, b): _promote(a, b) for a in _KIND for b in _KIND}
 
@@ -89,6 +91,7 @@ assert broadcast_shapes((3, 1), (4,)) == (3, 4) and result_dtype('float32', 'int
 assert result_dtype('uint8', 'int8') == 'int16' and weak_result_dtype('bool', scalar_dtype(2)) == 'int64'
 assert weak_result_dtype('int32', scalar_dtype(2.5)) == 'float32'
 assert weak_result_dtype('float16', 'float64') == 'float16'
+assert result_dtype('bfloat16', 'float16') == 'float32' and result_dtype('bfloat16', 'int64') == 'bfloat16'
 
 # %% ../../nbs/20_ndarray.ipynb
 def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
@@ -184,10 +187,10 @@ def astype(self: NDArray, dtype) -> 'NDArray':
     return out
 
 def _default_dtype_of(a: np.ndarray) -> str:
-    "numpy input -> minima dtype: float64 becomes float32 (needle's default), float16 and minima's integers stay."
+    "numpy input -> minima dtype: float64 becomes float32 (needle's default), the 16-bit floats and minima's ints stay."
     if a.dtype == np.bool_: return 'bool'
     if np.issubdtype(a.dtype, np.integer): return a.dtype.name if a.dtype.name in DTYPES else 'int64'
-    if a.dtype == np.float16: return 'float16'
+    if a.dtype.name in ('float16', 'bfloat16'): return a.dtype.name
     if np.issubdtype(a.dtype, np.floating) or a.dtype == object: return 'float32'
     raise TypeError(f"NDArray: cannot hold numpy dtype {a.dtype}; minima supports {', '.join(DTYPES)}")
 
@@ -380,7 +383,7 @@ def _scalar_op_dtype(self, other, op) -> str:
     if op == 'pow': _check_int_pow(dt, other)
     if op in ('sub', 'rsub'): _no_bool_sub(op, self._dtype, scalar_dtype(other))
     return dt
-_FLOATS = frozenset(('float32', 'float64', 'float16'))
+_FLOATS = frozenset(('float32', 'float64', 'float16', 'bfloat16'))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _binary(op):

@@ -11,7 +11,7 @@ import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor, TensorOp, is_grad_enabled
-from ..backend_ndarray.ndarray import NDArray, as_dtype
+from ..backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
 from ..ops.fused import SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy
 from ..ops.layers import conv_padding, int_pair
 from ..ops.nn_extras import single_int
@@ -258,7 +258,7 @@ def to(self: Module, *args, **kwargs):
     for t in self.parameters() + self.buffers():
         a = t.cached_data
         if dev is not None and a.device != dev: a = a.to(dev)
-        if dt is not None and a.dtype != dt and a.dtype in ('float16', 'float32', 'float64'): a = a.astype(dt)
+        if dt is not None and a.dtype != dt and is_float_dtype(a.dtype): a = a.astype(dt)
         t.cached_data = a
         g = t.grad   # the gradient moves and casts with its parameter, as torch's
         if g is not None and (g.device != a.device or g.dtype != a.dtype):
@@ -274,6 +274,8 @@ def float(self: Module): "Cast floating parameters and buffers to float32."; ret
 def double(self: Module): "Cast floating parameters and buffers to float64."; return self.to('float64')
 @patch
 def half(self: Module): "Cast floating parameters and buffers to float16."; return self.to('float16')
+@patch
+def bfloat16(self: Module): "Cast floating parameters and buffers to bfloat16."; return self.to('bfloat16')
 @patch
 def cpu(self: Module): return self.to('cpu')
 @patch

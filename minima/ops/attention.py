@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, draws_random
-from ..backend_ndarray.ndarray import arange, prod
+from ..backend_ndarray.ndarray import arange, prod, is_float_dtype
 from .softmax_family import softmax
 from .activations import where
 from .movement import cast
@@ -125,7 +125,7 @@ def _check_sdpa(q, k, v):
     for n, t in (('query', q), ('key', k), ('value', v)):
         if not isinstance(t, Tensor): raise TypeError(f"scaled_dot_product_attention: {n} must be a Tensor, got {type(t).__name__}")
         if t.ndim < 2: raise ValueError(f"scaled_dot_product_attention: {n} needs at least 2 dims, got shape {t.shape}")
-    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in ('float32', 'float64'):
+    if not (q.dtype == k.dtype == v.dtype) or not is_float_dtype(q.dtype):
         raise TypeError(f"scaled_dot_product_attention: query, key, value must share a float dtype, got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
     if k.shape[-2] != v.shape[-2] or q.shape[-1] != k.shape[-1]:
@@ -151,7 +151,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     learned = None   # a float mask that requires grad: an input of the op, so that it gets its gradient
     if attn_mask is not None:
         m = _as_ndarray(attn_mask, q.cached_data)
-        if m.dtype != 'bool' and m.dtype not in ('float16', 'float32', 'float64'):
+        if m.dtype != 'bool' and not is_float_dtype(m.dtype):
             raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool (True = attend) or float "
                             f"(added to the scores), got dtype {m.dtype}")
         mask = _additive(m, q.dtype)

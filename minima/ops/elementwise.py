@@ -49,7 +49,7 @@ def _const(nd: NDArray) -> Tensor: return Tensor.make_const(nd)
 def _float(a, name):
     "`a` as a floating Tensor: integers and bools promote to float32, as torch (transcendental ops are float-only)."
     if not isinstance(a, Tensor): raise TypeError(f"{name}: expected a Tensor, got {type(a).__name__}")
-    if a.dtype not in ('float32', 'float64', 'float16'): return a.astype('float32')
+    if a.dtype not in ('float32', 'float64', 'float16', 'bfloat16'): return a.astype('float32')
     return a
 def _any(mask: NDArray) -> bool: return mask.size > 0 and mask.astype('int64').sum().item() > 0
 

@@ -150,7 +150,7 @@ def cross_entropy(x, target, weight=None, reduction='mean', ignore_index=-100, l
     target puts 1 - ε on its class and ε/C on every class (Szegedy et al., 2016)."""
     if not isinstance(label_smoothing, numbers.Real) or not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}")
-    if isinstance(target, Tensor) and target.dtype in ('float16', 'float32', 'float64') and isinstance(x, Tensor) \
+    if isinstance(target, Tensor) and target.dtype in ('float16', 'bfloat16', 'float32', 'float64') and isinstance(x, Tensor) \
             and target.shape == x.shape and x.ndim:
         return _soft_cross_entropy(x, target, weight, reduction, label_smoothing)
     target, weight = _loss_setup('cross_entropy', x, target, weight, reduction, ignore_index)
@@ -461,7 +461,8 @@ register_op('checkpoint', lambda a, b: checkpoint(lambda u, v: exp(matmul(u, v) 
             lambda T, a, b: T.exp((a @ b) * 0.5), [case((3, 4), (4, 2)), case((2, 3), (3, 3))], op=Checkpoint);
 
 # %% ../../nbs/08a_losses.ipynb
-_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1}
+_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1, 'float16': 2, 'bfloat16': 2, 'int32': 4,
+             'int16': 2, 'int8': 1, 'uint8': 1}
 
 def graph_memory(t: Tensor):
     "(number of buffers, bytes) held by the graph behind `t` for backward: non-leaf values and arrays kept by ops."

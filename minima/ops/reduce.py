@@ -91,9 +91,9 @@ class Mean(TensorOp):
     def compute(self, a: NDArray):
         axes = normalize_axes(self.axes, a.ndim, 'mean')
         n = int(np.prod([a.shape[i] for i in axes]))
-        if a.dtype == 'float16':   # accumulate wider, as torch: a float16 sum of 1000 x 100 overflows
+        if a.dtype in ('float16', 'bfloat16'):   # accumulate wider, as torch: a float16 sum can overflow
             s = a.astype('float32').sum(self.axes, keepdims=self.keepdims)
-            return (s / (n if n else float('nan'))).astype('float16')
+            return (s / (n if n else float('nan'))).astype(a.dtype)
         return a.sum(self.axes, keepdims=self.keepdims) / (n if n else float('nan'))
     def gradient(self, out_grad, node):
         x = node.inputs[0]
@@ -104,7 +104,7 @@ class Mean(TensorOp):
 def mean(a, axes=None, keepdims=False) -> Tensor:
     "Mean of `a` over `axes`. `mean(Tensor([[1., 2], [3, 4]]), axes=1)` is `[1.5, 3.5]`."
     _axes(a, axes, 'mean')
-    if a.dtype not in ('float32', 'float64', 'float16'):
+    if a.dtype not in ('float32', 'float64', 'float16', 'bfloat16'):
         raise TypeError(f"mean: could not infer output dtype: the input must be floating point (as torch), got "
                         f"{a.dtype}; cast it first, e.g. `x.float().mean()`")
     return Mean(axes, keepdims)(a)

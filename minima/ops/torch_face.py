@@ -34,8 +34,8 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
 DTYPE_NAMES = {'float32': 'float32', 'float': 'float32', 'float64': 'float64', 'double': 'float64',
-               'float16': 'float16', 'half': 'float16', 'int64': 'int64', 'long': 'int64', 'int32': 'int32',
-               'int': 'int32', 'int16': 'int16', 'short': 'int16', 'int8': 'int8', 'uint8': 'uint8', 'bool': 'bool'}
+               'float16': 'float16', 'half': 'float16', 'bfloat16': 'bfloat16', 'int64': 'int64', 'long': 'int64',
+               'int32': 'int32', 'int': 'int32', 'int16': 'int16', 'short': 'int16', 'int8': 'int8', 'uint8': 'uint8', 'bool': 'bool'}
 
 def get_default_dtype() -> str: "torch's default floating dtype: `'float32'`."; return 'float32'
 def is_tensor(obj) -> builtins.bool: "Whether `obj` is a minima Tensor."; return isinstance(obj, Tensor)
@@ -507,7 +507,8 @@ Tensor.__index__ = _index
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
-for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16'), ('long', 'int64'), ('int', 'int32'),
+for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16'), ('bfloat16', 'bfloat16'),
+                ('long', 'int64'), ('int', 'int32'),
                 ('short', 'int16'), ('char', 'int8'), ('byte', 'uint8'), ('bool', 'bool')]:
     setattr(Tensor, _n, (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt))
 Tensor.type_as = lambda self, other: self if self.dtype == other.dtype else _mv.cast(self, other.dtype)
