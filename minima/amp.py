@@ -158,6 +158,7 @@ def _cuda_available() -> bool:
     try: return get_device('cuda').enabled()
     except (ImportError, OSError, RuntimeError): return False
 
+# %% ../nbs/24_mixed_precision.ipynb
 class GradScaler:
     """torch's `GradScaler`: multiply the loss by `scale` so that small float16 gradients do not flush to zero,
     divide the gradients by it before the step (`unscale_`), skip the step when any of them is inf or NaN, then

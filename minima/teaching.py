@@ -1229,9 +1229,10 @@ _BOOT = ('import os, sys, types\n'
          'exec(compile(src, "minima-grader", "exec"), m.__dict__); m._child(r, w)\n')
 
 def _limits():
-    "In the student's process, before it starts: no files written, its own process group, another user if asked."
+    "In the student's process, before it starts: no files written, bounded CPU, another user if asked."
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (600, 610))   # an orphaned endless loop ends (grading takes seconds)
     user = os.environ.get('MINIMA_GRADE_USER')
     if user and user != 'none' and os.geteuid() == 0:
         import pwd

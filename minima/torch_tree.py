@@ -14,9 +14,9 @@ from .ops import torch_face as _tf
 
 # %% auto 0
 __all__ = ['CUDA_NAMES', 'CUDNN_NAMES', 'BACKENDS_CUDA_NAMES', 'MPS_NAMES', 'TORCH_MODULES', 'USAGE', 'CallableModule',
-           'onnx_export', 'GradScaler', 'autocast', 'PackedSequence', 'pack_padded_sequence', 'pad_packed_sequence',
-           'pad_sequence', 'pack_sequence', 'parameters_to_vector', 'vector_to_parameters', 'minima_name',
-           'script_line', 'MissingTorchFeature', 'TorchFinder', 'as_torch', 'main']
+           'onnx_export', 'PackedSequence', 'pack_padded_sequence', 'pad_packed_sequence', 'pad_sequence',
+           'pack_sequence', 'parameters_to_vector', 'vector_to_parameters', 'minima_name', 'script_line',
+           'MissingTorchFeature', 'TorchFinder', 'as_torch', 'main']
 
 # %% ../nbs/18b_torch_scripts.ipynb
 def _gpu():
@@ -65,79 +65,6 @@ def onnx_export(model, args=None, f=None, *rest, **kwargs):
     "torch's `torch.onnx.export`: minima does not write ONNX files."
     raise NotImplementedError("minima does not implement torch.onnx.export: save the weights with "
                               "minima.save(model.state_dict(), path) instead")
-
-# %% ../nbs/18b_torch_scripts.ipynb
-class GradScaler:
-    """Multiply the loss by `scale` so that float16 gradients do not underflow; `unscale_` divides the gradients
-    back, `step` skips the update when one of them is inf or nan, and `update` halves the scale after such a step
-    and doubles it after `growth_interval` good ones (torch's `GradScaler`). Disabled, every call passes through."""
-    def __init__(self, device='cuda', init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
-        if enabled and device == 'cuda' and _gpu() is None:
-            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available. Disabling.")
-            enabled = False
-        self._enabled, self._scale = enabled, float(init_scale)
-        self._growth, self._backoff = growth_factor, backoff_factor
-        self._interval, self._good, self._unscaled, self._found_inf = growth_interval, 0, set(), False
-    def is_enabled(self) -> bool: return self._enabled
-    def get_scale(self) -> float: return self._scale if self._enabled else 1.0
-    def scale(self, outputs):
-        "`outputs * scale` (a tensor, or a list/tuple of them)."
-        if not self._enabled: return outputs
-        if isinstance(outputs, (list, tuple)): return type(outputs)(self.scale(o) for o in outputs)
-        return outputs * self._scale
-
-# %% ../nbs/18b_torch_scripts.ipynb
-@patch
-def unscale_(self: GradScaler, optimizer):
-    "Divide the optimizer's gradients by the scale, in place, once per step; note whether one is not finite."
-    if not self._enabled or id(optimizer) in self._unscaled: return
-    self._unscaled.add(id(optimizer))
-    with no_grad():
-        for g in optimizer.param_groups:
-            for p in g['params']:
-                if p.grad is None: continue
-                p.grad.mul_(1.0 / self._scale)
-                if not np.isfinite(p.grad.numpy()).all(): self._found_inf = True
-
-@patch
-def step(self: GradScaler, optimizer, *args, **kwargs):
-    "Unscale (if not yet done) and step, unless a gradient was inf or nan; returns the step's value or None."
-    if not self._enabled: return optimizer.step(*args, **kwargs)
-    self.unscale_(optimizer)
-    return None if self._found_inf else optimizer.step(*args, **kwargs)
-
-@patch
-def update(self: GradScaler, new_scale=None):
-    "Back off after a skipped step, grow after `growth_interval` good steps in a row (or set `new_scale`)."
-    if not self._enabled: return
-    if new_scale is not None: self._scale = float(new_scale)
-    elif self._found_inf: self._scale, self._good = self._scale * self._backoff, 0
-    else:
-        self._good += 1
-        if self._good == self._interval: self._scale, self._good = self._scale * self._growth, 0
-    self._unscaled, self._found_inf = set(), False
-
-# %% ../nbs/18b_torch_scripts.ipynb
-@patch
-def state_dict(self: GradScaler) -> dict:
-    "The scale and its counters (empty when disabled), as torch's."
-    if not self._enabled: return {}
-    return dict(scale=self._scale, growth_factor=self._growth, backoff_factor=self._backoff,
-                growth_interval=self._interval, _growth_tracker=self._good)
-
-@patch
-def load_state_dict(self: GradScaler, state):
-    if state: self._scale, self._good = float(state['scale']), int(state['_growth_tracker'])
-
-# %% ../nbs/18b_torch_scripts.ipynb
-@contextlib.contextmanager
-def autocast(device_type='cuda', dtype=None, enabled=True, cache_enabled=None):
-    "torch's autocast region: minima runs it as written only when disabled (`enabled=False`) and refuses otherwise."
-    if enabled:
-        raise NotImplementedError(f"minima does not implement torch.autocast(device_type={device_type!r}, "
-                                  f"dtype={dtype}): cast the model and inputs with .to(dtype) instead")
-    yield
 
 # %% ../nbs/18b_torch_scripts.ipynb
 class PackedSequence(collections.namedtuple('PackedSequence', 'data batch_sizes sorted_indices unsorted_indices')):

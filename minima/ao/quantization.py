@@ -372,6 +372,8 @@ class QuantizedLinear(Module):
         return QTensor(self._run(x.q.compact(), x), [self.scale], [self.zero_point], 'quint8')
     def extra_repr(self): return f'scale={self.scale:.4g}, zero_point={self.zero_point}, qscheme=per_channel_affine'
 
+# %% ../../nbs/26_quantization.ipynb
+#| code-fold: true
 class QuantizedConv2d(QuantizedLinear):
     "The same through im2col: the codes, padded with the zero point (the code of 0.0), as (N*H*W, C*k*k) rows."
     def __init__(self, mod, w_obs, out_obs):
