@@ -106,6 +106,12 @@ _METHODS = {'__matmul__': 'matmul', 'matmul': 'matmul', 'mm': 'mm', 'bmm': 'bmm'
 # ops that modules call as op classes, not through a function (nn.Linear, nn.CrossEntropyLoss)
 _OP_CLASSES = {'linear': LinearOp, 'cross_entropy': SoftmaxCrossEntropy}
 
+def _inherited_call(cls):
+    "`cls`'s inherited `__call__`, looked up at each call, so a hook later put on the base (the profiler's) is seen."
+    base = cls.__mro__[1]
+    def call(self, *args, **kwargs): return base.__call__(self, *args, **kwargs)
+    return call
+
 def _install():
     "Put `_under_policy` around every function of `POLICY` wherever minima's modules (Tensor, op classes) hold it."
     import minima
@@ -121,7 +127,9 @@ def _install():
                 setattr(m, k, wrapped[id(orig(v))])
     for meth, n in _METHODS.items():
         if (f := getattr(Tensor, meth, None)) is not None: setattr(Tensor, meth, _under_policy(orig(f), n))
-    for n, cls in _OP_CLASSES.items(): cls.__call__ = _under_policy(orig(cls.__call__), n)
+    for n, cls in _OP_CLASSES.items():
+        own = cls.__dict__.get('__call__')
+        cls.__call__ = _under_policy(orig(own) if own is not None else _inherited_call(cls), n)
 
 # %% ../nbs/24_mixed_precision.ipynb
 class autocast:
