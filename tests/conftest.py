@@ -27,3 +27,7 @@ def one_blas_thread():
 
 def pytest_configure(config):
     config.addinivalue_line('markers', "grade(*units): the autograder's units this test grades (minima.teaching)")
+
+# tests/torch/programs holds public torch programs verbatim (test_public_programs.py runs them through
+# `python -m minima.run`); their own test files import packages that are not installed, so pytest does not collect them
+collect_ignore = ['torch/programs']
