@@ -1251,7 +1251,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 33
+# %% ../../nbs/10b_nn_more.ipynb 39
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.margin_ranking_loss(x1, x2, y, self.margin, self.reduction)
@@ -1267,7 +1267,7 @@ class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.cosine_embedding_loss(x1, x2, y, self.margin, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 34
+# %% ../../nbs/10b_nn_more.ipynb 40
 class TripletMarginLoss(_Loss):
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction='mean'):
         super().__init__(reduction); self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
@@ -1286,7 +1286,7 @@ class PoissonNLLLoss(_Loss):
         super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
     def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 39
+# %% ../../nbs/10b_nn_more.ipynb 48
 class AdaptiveAvgPool1d(Module):
     "Average `(N, C, L)` onto `output_size` nearly equal cells."
     def __init__(self, output_size): super().__init__(); self.output_size = output_size
@@ -1317,7 +1317,7 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     m.weight.requires_grad = not freeze
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 46
+# %% ../../nbs/10b_nn_more.ipynb 55
 import io, json, sys
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
@@ -1356,7 +1356,7 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
                     "sets, numbers, strings, arrays and Tensors, without pickling; for a module holding other "
                     "objects save its state_dict())")
 
-# %% ../../nbs/10b_nn_more.ipynb 47
+# %% ../../nbs/10b_nn_more.ipynb 56
 _NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
           'module_ref')
 _MAX_DEPTH = 500
@@ -1384,7 +1384,7 @@ def _namedtuple_type(d, bad):
     from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
     return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
 
-# %% ../../nbs/10b_nn_more.ipynb 48
+# %% ../../nbs/10b_nn_more.ipynb 57
 def _unflatten_obj(d, arrays, bad, memo, depth=0):
     "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
     if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
@@ -1422,7 +1422,7 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
         return cls(*vals)
     return _unflatten_module(d, kind, v, rec, bad, memo)
 
-# %% ../../nbs/10b_nn_more.ipynb 49
+# %% ../../nbs/10b_nn_more.ipynb 58
 def _unflatten_array(d, kind, v, arrays, bad, memo):
     "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
     if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
@@ -1448,7 +1448,7 @@ def _unflatten_module(d, kind, v, rec, bad, memo):
     for name, x in attrs: m.__dict__[name] = rec(x)
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 50
+# %% ../../nbs/10b_nn_more.ipynb 59
 def save_object(obj, f):
     """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
     no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""

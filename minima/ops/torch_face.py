@@ -1284,6 +1284,7 @@ register_op('roll', lambda a, shifts, dims: roll(a, shifts, dims), lambda T, a, 
             [case((5, 4), shifts=2, dims=0), case((3, 4), shifts=(1, -3), dims=(0, 1)), case((2, 3), shifts=4, dims=None)])
 
 # %% ../../nbs/18_torch_face.ipynb
+#| nodoc: where
 _where_tensors = where
 def where(condition, input=None, other=None):
     """torch's `where(cond, x, y)`; `x` and `y` may both be numbers (`where(c, 1, 0)` is int64, `where(c, 1., 0)`

@@ -67,7 +67,10 @@ def test_word_language_model(corpus, model, lr, rtol):
                     env={'HARNESS_NO_DROPOUT': '1'} if model == 'Transformer' else None)
     assert len(t['losses']) == 14
     assert_losses_match(t, m, rtol)
-    assert m['stop'] is None or (m['stop'].startswith('TypeError: save: cannot save a') and 'main.py:237' in m['stop'])
+    # after training it saves and reloads the whole model; minima may stop there, but only with a message that names
+    # what it lacks (torch's module paths such as torch.nn.modules.dropout, used for torch.load's safe_globals)
+    assert m['stop'] is None or m['stop'].startswith(('TypeError: save: cannot save a',
+                                                      'MissingTorchFeature: minima does not implement torch.'))
 
 @pytest.mark.parametrize('driver', ['nanogpt_train', 'mingpt_train'])
 def test_gpt_models(tmp_path, driver):
