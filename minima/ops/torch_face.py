@@ -1020,8 +1020,14 @@ register_op('remainder', lambda a, b: remainder(a, b), lambda T, a, b: a % b, [c
             smooth=False, skip={'second': 'remainder is piecewise linear: its second derivative is 0 where it exists'})
 
 def where(condition, input=None, other=None):
-    "torch's `where(cond, x, y)`; `where(cond)` alone is `nonzero(cond, as_tuple=True)`."
+    """torch's `where(cond, x, y)`; `x` and `y` may both be numbers (`where(c, 1, 0)` is int64, `where(c, 1., 0)`
+    float32); `where(cond)` alone is `nonzero(cond, as_tuple=True)`."""
     if input is None and other is None: return nonzero(condition, as_tuple=True)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        kinds = {type(v) for v in (input, other)}
+        dt = 'bool' if kinds == {builtins.bool} else 'int64' if builtins.all(
+            isinstance(v, numbers.Integral) for v in (input, other)) else 'float32'
+        input = tensor(input, dtype=dt, device=condition.device)
     return _act.where(condition, input, other)
 
 def nonzero(input, as_tuple=False):
@@ -1284,17 +1290,6 @@ register_op('roll', lambda a, shifts, dims: roll(a, shifts, dims), lambda T, a, 
             [case((5, 4), shifts=2, dims=0), case((3, 4), shifts=(1, -3), dims=(0, 1)), case((2, 3), shifts=4, dims=None)])
 
 # %% ../../nbs/18_torch_face.ipynb
-#| nodoc: where
-_where_tensors = where
-def where(condition, input=None, other=None):
-    """torch's `where(cond, x, y)`; `x` and `y` may both be numbers (`where(c, 1, 0)` is int64, `where(c, 1., 0)`
-    float32); `where(cond)` alone is `nonzero(cond, as_tuple=True)`."""
-    if input is not None and other is not None and not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        kinds = {type(v) for v in (input, other)}
-        dt = 'bool' if kinds == {builtins.bool} else 'int64' if builtins.all(
-            isinstance(v, numbers.Integral) for v in (input, other)) else 'float32'
-        input = tensor(input, dtype=dt, device=condition.device)
-    return _where_tensors(condition, input, other)
 TORCH_FUNCTIONS.update(where=where)
 
 def index_add(input, dim, index, source, *, alpha=1) -> Tensor:
