@@ -1340,7 +1340,7 @@ _is = operator.is_
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "The guard"
-#| nodoc: _Guard.ok
+#| nodoc: _Guard
 class _Guard:
     """What a program assumes beyond its arguments, checked before each replay: the values its
     function reaches by name, every attribute of the modules it called (`training`, `Dropout.p`, which

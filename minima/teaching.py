@@ -1240,7 +1240,7 @@ def _limits():
         os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
 
 # %% ../nbs/40_teaching.ipynb
-#| nodoc: _Student.ask _Student.start _Student.stop
+#| nodoc: _Student
 class _Student:
     """The student's package in a process of its own, seen from the grader: it is asked for values, one unit at a
     time, and lent the reference's results for the other units; whatever it does, it never writes the grade."""
