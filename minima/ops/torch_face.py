@@ -1019,6 +1019,8 @@ register_op('remainder', lambda a, b: remainder(a, b), lambda T, a, b: a % b, [c
                                              rng.choice([-1.3, 0.7, 2.1], shapes[1])],
             smooth=False, skip={'second': 'remainder is piecewise linear: its second derivative is 0 where it exists'})
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def where(condition, input=None, other=None):
     """torch's `where(cond, x, y)`; `x` and `y` may both be numbers (`where(c, 1, 0)` is int64, `where(c, 1., 0)`
     float32); `where(cond)` alone is `nonzero(cond, as_tuple=True)`."""
