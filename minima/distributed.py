@@ -61,9 +61,17 @@ def _excepthook(tp, value, tb):
     g = _WORLD[0]
     # one write, then abort: another rank's MPI_Abort may end this process at any moment, and a message cut before
     # its last line (the error itself) says nothing
-    sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n" +
-                     ''.join(traceback.format_exception(tp, value, tb)))
-    sys.stderr.flush()
+    _abort(g, f"minima.distributed: rank {g.rank} of {g.size} failed; aborting every rank (MPI_Abort)\n" +
+              ''.join(traceback.format_exception(tp, value, tb)))
+
+def _abort(g, message: str):
+    """Write `message` to stderr, and to a file when `launch` started this rank, then end every rank. The launcher
+    forwards each rank's stderr, but an abort may end the forwarding before the last lines arrive; the file cannot
+    be cut short that way, and `launch` adds what it holds to the error it raises."""
+    sys.stderr.write(message); sys.stderr.flush()
+    d = os.environ.get('MINIMA_LAUNCH_DIR')
+    if d:
+        with open(Path(d) / f'rank{g.rank}.err', 'w') as f: f.write(message)
     _mpi().COMM_WORLD.Abort(1)
 
 # %% ../nbs/19_distributed.ipynb
@@ -295,10 +303,8 @@ def _leave(g, how: int):
     every = np.empty(g.size, np.int64)
     try: _wait_all([g.ctl.Iallgather(np.array([how], np.int64), every)] + sends, 'the end', g, watch=False)
     except TimeoutError:
-        sys.stderr.write(f"minima.distributed: rank {g.rank} of {g.size} reached {_ENDS[how]} but another rank did "
-                         f"not end within {g.timeout:g} s; aborting every rank (MPI_Abort)\n")
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)
+        _abort(g, f"minima.distributed: rank {g.rank} of {g.size} reached {_ENDS[how]} but another rank did not "
+                  f"end within {g.timeout:g} s; aborting every rank (MPI_Abort)\n")
     for r in others: g.ctl.Recv(np.empty(1, np.int64), source=r, tag=MPI.ANY_TAG)   # every rank's notice, read
 
 
@@ -417,9 +423,12 @@ def launch(source: str, nprocs: int = 2, timeout: float = 300, env=None) -> str:
         script = Path(d) / 'script.py'
         script.write_text(source)
         r = subprocess.run([mpiexec, '-n', str(nprocs), sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=timeout, env={**os.environ, **(env or {})})
+                           timeout=timeout, env={**os.environ, **(env or {}), 'MINIMA_LAUNCH_DIR': d})
+        out = r.stdout + r.stderr
+        for f in sorted(Path(d).glob('rank*.err')):   # a failing rank's own words, in case the forwarding cut them
+            if (msg := f.read_text()) not in out: out += msg
     if r.returncode != 0:
-        raise RuntimeError(f"launch: mpiexec -n {nprocs} exited with status {r.returncode}:\n{r.stdout}{r.stderr}")
+        raise RuntimeError(f"launch: mpiexec -n {nprocs} exited with status {r.returncode}:\n{out}")
     return r.stdout
 
 # %% ../nbs/19_distributed.ipynb
