@@ -179,7 +179,7 @@ def _check_loader_args(dataset, batch_size, shuffle, sampler, batch_sampler, num
 def _order(self: DataLoader):
     n = len(self.dataset)
     if not self.shuffle: return np.arange(n)
-    return self.generator.permutation(n) if self.generator is not None else np.random.permutation(n)
+    return np.asarray(_draw('randperm', n, generator=self.generator), dtype='int64')   # as RandomSampler's
 
 @patch
 def _batches(self: DataLoader):
@@ -190,6 +190,7 @@ def _batches(self: DataLoader):
         yield from (np.asarray(b, dtype='int64') for b in BatchSampler(self.sampler, bs, self.drop_last)); return
     order = self._order()
     for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
+    if self.shuffle: self._order()   # torch's RandomSampler, as it ends, draws one more permutation (unused)
 
 @patch
 def _stream(self: DataLoader):
@@ -268,15 +269,20 @@ class RandomSampler(Sampler):
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
         self._num = num_samples
     def __len__(self): return len(self.data_source) if self._num is None else int(self._num)
-    def __iter__(self):
-        g, n, k = self.generator if self.generator is not None else np.random, len(self.data_source), len(self)
+    def __iter__(self):   # the draws torch's sampler makes, in the same order
+        g, n, k = self.generator, len(self.data_source), len(self)
         if self.replacement:
-            for start in range(0, k, 1 << 16):   # in chunks of 65,536 draws
-                yield from (int(i) for i in _randint(g, n, min(1 << 16, k - start)))
+            for _ in range(k // 32): yield from _draw('randint', high=n, size=(32,), generator=g)
+            yield from _draw('randint', high=n, size=(k % 32,), generator=g)
         else:
-            for start in range(0, k, n): yield from (int(i) for i in g.permutation(n)[:k - start])
+            for _ in range(k // n): yield from _draw('randperm', n, generator=g)
+            yield from _draw('randperm', n, generator=g)[:k % n]
 
-def _randint(g, n, size): return g.integers(0, n, size) if hasattr(g, 'integers') else g.randint(0, n, size)
+def _draw(name, *args, generator=None, **kwargs) -> list:
+    """Indices from minima's `randint`/`randperm` (chapter 18; numpy's stream, or `generator`'s), drawn through
+    the library's function as torch's samplers draw through theirs: whatever seeds or replaces it covers them."""
+    import minima
+    return getattr(minima, name)(*args, generator=generator, **kwargs).numpy().tolist()
 
 # %% ../nbs/12_data.ipynb
 class BatchSampler(Sampler):
@@ -300,8 +306,7 @@ class SubsetRandomSampler(Sampler):
     "The given `indices`, in a random order."
     def __init__(self, indices, generator=None): self.indices, self.generator = indices, generator
     def __iter__(self):
-        g = self.generator if self.generator is not None else np.random
-        return (self.indices[int(i)] for i in g.permutation(len(self.indices)))
+        return (self.indices[i] for i in _draw('randperm', len(self.indices), generator=self.generator))
     def __len__(self): return len(self.indices)
 
 # %% ../nbs/12_data.ipynb

@@ -1318,10 +1318,18 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     return m
 
 # %% ../../nbs/10b_nn_more.ipynb 55
-import io, json, sys
+import io, json, sys, types
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
 
+def _named_function(f) -> bool:
+    "Whether `f` is a module-level function that its module and name find again (`torch.nn.functional.relu`)."
+    if not isinstance(f, (types.FunctionType, types.BuiltinFunctionType)): return False
+    m = sys.modules.get(getattr(f, '__module__', None) or '')
+    for part in getattr(f, '__qualname__', '<lambda>').split('.'): m = getattr(m, part, None)
+    return m is f
+
+# %% ../../nbs/10b_nn_more.ipynb 56
 def _flatten_obj(obj, arrays, memo, where='obj'):
     """A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ...; a tensor or module met twice
     (tied weights) is stored once, and `memo` (by `id`) makes the second a reference to the first."""
@@ -1352,13 +1360,14 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
     if isinstance(obj, (list, tuple, set, frozenset)):
         kind = next(t.__name__ for t in (list, tuple, set, frozenset) if isinstance(obj, t))
         return {kind: [rec(v, f'{where}[{i}]') for i, v in enumerate(obj)]}
+    if _named_function(obj): return {'function': _qualname(obj)}   # by its name, as pickle saves a function
     raise TypeError(f"save: cannot save {where}, a {type(obj).__name__} (minima saves modules, dicts, lists, tuples, "
-                    "sets, numbers, strings, arrays and Tensors, without pickling; for a module holding other "
-                    "objects save its state_dict())")
+                    "sets, numbers, strings, arrays, Tensors and module-level functions, without pickling; for a "
+                    "module holding other objects save its state_dict())")
 
-# %% ../../nbs/10b_nn_more.ipynb 56
+# %% ../../nbs/10b_nn_more.ipynb 57
 _NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
-          'module_ref')
+          'module_ref', 'function')
 _MAX_DEPTH = 500
 
 def _find_class(name, bad):
@@ -1374,6 +1383,12 @@ def _find_class(name, bad):
         if obj is None: bad(f'{mod} has no class {qual}')
     return obj
 
+def _find_function(name, bad):
+    "The function saved by name (`_named_function`), from a module already imported."
+    f = _find_class(name, bad)
+    if isinstance(f, type) or not callable(f): bad(f'{name!r} is not a function')
+    return f
+
 def _namedtuple_type(d, bad):
     fields = d.get('fields')
     if not (isinstance(fields, list) and all(isinstance(f, str) and f.isidentifier() for f in fields)):
@@ -1384,7 +1399,7 @@ def _namedtuple_type(d, bad):
     from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
     return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
 
-# %% ../../nbs/10b_nn_more.ipynb 57
+# %% ../../nbs/10b_nn_more.ipynb 58
 def _unflatten_obj(d, arrays, bad, memo, depth=0):
     "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
     if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
@@ -1420,9 +1435,10 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
         vals, cls = [rec(x) for x in items(v)], _namedtuple_type(d, bad)
         if len(vals) != len(cls._fields): bad(f'a namedtuple has {len(vals)} values for {len(cls._fields)} fields')
         return cls(*vals)
+    if kind == 'function': return _find_function(v, bad)
     return _unflatten_module(d, kind, v, rec, bad, memo)
 
-# %% ../../nbs/10b_nn_more.ipynb 58
+# %% ../../nbs/10b_nn_more.ipynb 59
 def _unflatten_array(d, kind, v, arrays, bad, memo):
     "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
     if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
@@ -1448,7 +1464,7 @@ def _unflatten_module(d, kind, v, rec, bad, memo):
     for name, x in attrs: m.__dict__[name] = rec(x)
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 59
+# %% ../../nbs/10b_nn_more.ipynb 60
 def save_object(obj, f):
     """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
     no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""

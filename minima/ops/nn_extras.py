@@ -20,6 +20,7 @@ __all__ = ['leaky_relu', 'dropout2d', 'group_norm', 'single_int', 'conv1d', 'max
            'GradHook', 'grad_hook']
 
 # %% ../../nbs/10b_nn_more.ipynb
+import warnings
 from .elementwise import exp as _exp
 from .activations import where as _where, absolute as _abs
 from .movement import stack as _stack
@@ -35,7 +36,10 @@ def dropout2d(x, p=0.5, training=True, inplace=False) -> Tensor:
     """Channel dropout: zero whole channels of `(N, C, H, W)` (or `(N, C, L)`) with probability `p`, scaling the rest
     by `1/(1-p)`, as `torch.nn.functional.dropout2d`; identity when not `training`."""
     _check_tensor(x, 'input', 'dropout2d')
-    if x.ndim not in (3, 4): raise ValueError(f"dropout2d: expected a 3-D or 4-D input, got shape {x.shape}")
+    if x.ndim < 2: raise ValueError(f"dropout2d: expected a 3-D or 4-D input, got shape {x.shape}")
+    if x.ndim not in (3, 4):   # torch warns, and drops entries of x.shape[:2] (each element, for 2-D input)
+        warnings.warn(f"dropout2d: received a {x.ndim}-D input, which torch deprecates: it zeroes whole "
+                      "x[n, c, ...] slices; use dropout for 2-D input", stacklevel=2)
     if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"dropout2d: p must be in [0, 1], got {p!r}")
     if not training or p == 0: return x
     ones = NDArray.make(x.shape[:2] + (1,) * (x.ndim - 2), device=x.device, dtype=x.dtype).fill(1)

@@ -178,23 +178,34 @@ def randn_like(input, dtype=None, device=None) -> Tensor:
     "`randn` with the shape, dtype and device of `input`."
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
+def _rng(generator):
+    "numpy's global stream (which `manual_seed` seeds), or `generator`'s own."
+    return np.random if generator is None else generator
+
 @draws_random('tensor')
-def randint(*args, size=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    "Random ints in `[low, high)`: `randint(high, size)` or `randint(low, high, size)`, as torch."
-    if size is not None: args = args + (size,)
-    if len(args) == 2: (high, size), low = args, 0
-    elif len(args) == 3: low, high, size = args
-    else: raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False) -> Tensor:
+    "Random ints in `[low, high)`: `randint(high, size)`, `randint(low, high, size)` or keywords, as torch."
+    pos = list(args)
+    if size is None and pos: size = pos.pop()
+    if high is None and pos: high = pos.pop()
+    if low is None: low = pos.pop() if pos else 0
+    if pos or high is None or size is None:
+        raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
     if high <= low: raise ValueError(f"randint: low ({low}) must be smaller than high ({high})")
-    return _leaf(NDArray(np.random.randint(low, high, _size((size,), 'randint')), device=device,
-                         dtype=as_dtype(dtype or 'int64')), requires_grad)
+    g, shape = _rng(generator), _size((size,), 'randint')
+    a = g.randint(low, high, shape) if g is np.random else g.integers(low, high, shape)
+    return _leaf(NDArray(a, device=device, dtype=as_dtype(dtype or 'int64')), requires_grad)
 
 @draws_random('tensor')
-def randperm(n, dtype=None, device=None) -> Tensor:
+def randperm(n, generator=None, dtype=None, device=None) -> Tensor:
     "A random permutation of `0..n-1` (int64)."
-    return _leaf(NDArray(np.random.permutation(n), device=device, dtype=as_dtype(dtype or 'int64')))
+    a = _rng(generator).permutation(n)
+    return _leaf(NDArray(a, device=device, dtype=as_dtype(dtype or 'int64')))
 
-def multinomial(input, num_samples, replacement=False) -> Tensor:
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
+def multinomial(input, num_samples, replacement=False, generator=None) -> Tensor:
     "Draw `num_samples` indices from each row of the (unnormalised) probabilities `input` (1-D or 2-D), as torch."
     if input.ndim not in (1, 2): raise ValueError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
     p = input.numpy().astype('float64').reshape(-1, input.shape[-1])
@@ -203,7 +214,8 @@ def multinomial(input, num_samples, replacement=False) -> Tensor:
     if not replacement and (num_samples > (p > 0).sum(1)).any():
         raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without replacement from fewer "
                            "categories with nonzero probability")
-    out = np.stack([np.random.choice(p.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in p])
+    g = _rng(generator)
+    out = np.stack([g.choice(p.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in p])
     return _leaf(NDArray(out.reshape(input.shape[:-1] + (num_samples,)), device=input.device, dtype='int64'))
 
 # %% ../../nbs/18_torch_face.ipynb

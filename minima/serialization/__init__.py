@@ -2,8 +2,10 @@
 reader that minima's savers and readers share. Defined in `minima.nn.modules` (chapter *Neural-network modules*)."""
 from ..nn.modules import CorruptFileError, atomic_write, read_npz
 from ..nn import modules as _modules
+from ..torch_tree import safe_globals, add_safe_globals, get_safe_globals, clear_safe_globals   # (chapter 18b)
 
-__all__ = ['CorruptFileError', 'atomic_write', 'read_npz', 'MAX_INFLATE_RATIO']
+__all__ = ['CorruptFileError', 'atomic_write', 'read_npz', 'MAX_INFLATE_RATIO', 'safe_globals', 'add_safe_globals',
+           'get_safe_globals', 'clear_safe_globals']
 
 def __getattr__(name):          # the limit lives in minima.nn.modules; reading it here reads it there
     if name == 'MAX_INFLATE_RATIO': return _modules.MAX_INFLATE_RATIO

@@ -8,6 +8,10 @@ Both sides are made to start from the same numbers, without touching the program
 - random numbers: torch's top-level sampling functions (`rand`, `randn`, `randint`, `randperm`, `multinomial`,
   `rand_like`, `randn_like`) draw from one numpy generator (seed 0) on both sides, so the data batches, the targets
   and the generated tokens are the same.
+With HARNESS_TENSORBOARD=1, `torch.utils.tensorboard.SummaryWriter` is a stand-in that records scalars, on both sides
+(torch's needs the tensorboard package, which is not a test dependency).
+With HARNESS_TORCHVISION=1, `import torchvision` finds the small stand-in in drivers/standins (real MNIST digits
+from $MINIMA_DATA), on both sides.
 With HARNESS_NO_DROPOUT=1, every dropout (modules, and attention's `dropout` probability) is set to 0 at that first
 call, on both sides, for programs without a flag for it.
 Recorded in OUT.json: the value of every scalar passed to `backward()`, the program's stdout tail, and the exception
@@ -39,7 +43,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, *
     return _t(RNG.standard_normal(_size(size)).astype('float32'), dtype, device, requires_grad)
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **kw):
     return _t(RNG.random(_size(size)).astype('float32'), dtype, device, requires_grad)
-def randint(low, high=None, size=None, generator=None, dtype=None, device=None, **kw):
+def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None, **kw):
     if size is None and isinstance(high, (tuple, list)): low, high, size = 0, low, high   # randint(high, size)
     if high is None: low, high = 0, low
     return _t(RNG.integers(low, high, size=tuple(size)).astype('int64'), dtype, device)
@@ -52,6 +56,20 @@ def multinomial(input, num_samples, replacement=False, generator=None):
     out = [RNG.choice(rows.shape[1], size=num_samples, replace=replacement, p=r / r.sum()) for r in rows]
     return lib.tensor(np.stack(out).reshape(*p.shape[:-1], num_samples).astype('int64'))
 for f in (randn, rand, randint, randperm, randn_like, rand_like, multinomial): setattr(lib, f.__name__, f)
+
+if os.environ.get('HARNESS_TORCHVISION'):   # torchvision is another library: its stand-in, on both sides
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'drivers', 'standins'))
+
+if os.environ.get('HARNESS_TENSORBOARD'):   # torch.utils.tensorboard needs the tensorboard package, not installed here
+    import types
+    class SummaryWriter:
+        "Stands in for torch's SummaryWriter on both sides: it keeps the scalars and writes nothing."
+        def __init__(self, log_dir=None, **kw): self.scalars = []
+        def add_scalar(self, tag, value, step=None, *a, **kw): self.scalars.append((tag, float(value), step))
+        def flush(self): pass
+        def close(self): pass
+    sys.modules['torch.utils.tensorboard'] = types.ModuleType('torch.utils.tensorboard')
+    sys.modules['torch.utils.tensorboard'].SummaryWriter = SummaryWriter
 
 _backward = lib.Tensor.backward
 def backward(self, *args, **kwargs):
