@@ -85,16 +85,19 @@ NN_MODULE_FILES = dict(
              'AdaptiveMaxPool1d', 'AdaptiveMaxPool2d'],
     flatten=['Flatten', 'Unflatten'], upsampling=['Upsample'], pixelshuffle=['PixelShuffle', 'PixelUnshuffle'],
     padding=['ZeroPad2d', 'ConstantPad1d', 'ConstantPad2d', 'ReflectionPad1d', 'ReflectionPad2d'],
-    distance=['PairwiseDistance', 'CosineSimilarity'], fold=['Fold', 'Unfold'])
+    distance=['PairwiseDistance', 'CosineSimilarity'], fold=['Fold', 'Unfold'],
+    loss=['L1Loss', 'MSELoss', 'NLLLoss', 'CrossEntropyLoss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss', 'HuberLoss',
+          'SmoothL1Loss', 'PoissonNLLLoss', 'GaussianNLLLoss', 'SoftMarginLoss', 'MultiLabelSoftMarginLoss',
+          'HingeEmbeddingLoss', 'CosineEmbeddingLoss', 'MarginRankingLoss', 'TripletMarginLoss', 'MultiMarginLoss',
+          'CTCLoss'])
 
 def _nn_module_files():
-    "`minima.nn.modules.linear`, `.rnn`, ... (torch's files), holding minima's classes; losses go in `.loss`."
+    "`minima.nn.modules.linear`, `.rnn`, ... (torch's files), holding minima's classes."
     from . import nn
     from .nn import modules as mods
     class NonDynamicallyQuantizableLinear(nn.Linear): "torch's class of attention's output projection: a `Linear`."
     nn.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
-    files = dict(NN_MODULE_FILES, loss=[n for n in dir(nn) if n.endswith('Loss')])
-    for file, names in files.items():
+    for file, names in NN_MODULE_FILES.items():
         m = types.ModuleType(f'minima.nn.modules.{file}', f"torch.nn.modules.{file}: minima's classes (18b).")
         m.__dict__.update({n: getattr(nn, n) for n in names if hasattr(nn, n)})
         m.__all__ = [n for n in names if hasattr(nn, n)]

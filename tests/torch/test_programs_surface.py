@@ -1,0 +1,105 @@
+"""What the public programs of chapter 18b reached that minima lacked (tests/torch/test_public_programs.py runs them):
+samplers that draw as torch's do, `randint`/`randperm` keywords, `dropout2d` on 2-D input, torch's `torch.nn.modules`
+file layout, `torch.serialization.safe_globals`, and whole-module save of a module holding a function."""
+import warnings
+import numpy as np, pytest, torch
+
+import minima
+import minima.run
+
+def record_draws(lib):
+    "Make `lib.randint`/`lib.randperm` log their calls (sizes) and draw from one numpy generator; undo with the result."
+    rng, log, saved = np.random.default_rng(0), [], (lib.randint, lib.randperm)
+    def randint(low=0, high=None, size=None, generator=None, dtype=None, **kw):
+        if high is None: low, high = 0, low
+        log.append(('randint', high, tuple(size)))
+        return lib.tensor(rng.integers(low, high, size=tuple(size)).astype('int64'))
+    def randperm(n, generator=None, dtype=None, **kw):
+        log.append(('randperm', n))
+        return lib.tensor(rng.permutation(n).astype('int64'))
+    lib.randint, lib.randperm = randint, randperm
+    return log, saved
+
+@pytest.mark.parametrize('make', [
+    lambda L, ds: L.utils.data.DataLoader(ds, batch_size=4, shuffle=True),
+    lambda L, ds: L.utils.data.DataLoader(ds, batch_size=4, drop_last=True,
+                                          sampler=L.utils.data.RandomSampler(ds, replacement=True, num_samples=70)),
+    lambda L, ds: L.utils.data.DataLoader(ds, batch_size=3, sampler=L.utils.data.RandomSampler(ds, num_samples=25)),
+    lambda L, ds: L.utils.data.DataLoader(ds, batch_size=5, sampler=L.utils.data.SubsetRandomSampler([1, 3, 5, 7]))])
+def test_samplers_draw_as_torchs(make):
+    """torch's samplers draw through `torch.randint` (32 at a time) and `torch.randperm`, plus one last permutation
+    as they end; minima's draw the same calls through minima's, so the same numbers give the same batches."""
+    out = {}
+    for L in (torch, minima):
+        ds = L.utils.data.TensorDataset(L.tensor(np.arange(10, dtype='float32')))
+        log, saved = record_draws(L)
+        try: batches = [b[0].numpy().tolist() for b in make(L, ds)]
+        finally: L.randint, L.randperm = saved
+        out[L.__name__] = (log, batches)
+    assert out['minima'] == out['torch']
+
+def test_randint_randperm_keywords_and_generator():
+    g = minima.Generator().manual_seed(1)
+    a = minima.randint(high=5, size=(40,), generator=g)
+    b = minima.randint(2, 5, size=(3, 4))
+    c = minima.randint(low=3, high=4, size=(2,))
+    assert a.shape == (40,) and a.dtype == 'int64' and 0 <= a.numpy().min() and a.numpy().max() < 5
+    assert b.shape == (3, 4) and set(b.numpy().ravel()) <= {2, 3, 4} and c.numpy().tolist() == [3, 3]
+    g2 = minima.Generator().manual_seed(1)
+    assert minima.randint(high=5, size=(40,), generator=g2).numpy().tolist() == a.numpy().tolist()
+    assert sorted(minima.randperm(7, generator=g).numpy().tolist()) == list(range(7))
+    with pytest.raises(TypeError, match='randint'): minima.randint(5)
+    p = minima.tensor([[0.0, 1.0, 0.0]])
+    assert minima.multinomial(p, 2, replacement=True, generator=g).numpy().tolist() == [[1, 1]]
+
+def test_dropout2d_on_2d_input_as_torch():
+    "torch warns on a 2-D input to dropout2d and zeroes single elements of (N, C); minima refused it."
+    x = np.ones((6, 400), 'float32')
+    for L in (torch, minima):
+        with pytest.warns(UserWarning, match='dropout2d'):
+            y = L.nn.functional.dropout2d(L.tensor(x), 0.5, training=True).numpy()
+        assert set(np.unique(y)) == {0.0, 2.0}
+        assert (y == 0).any(1).all() and (y != 0).any(1).all()   # zeros inside rows: element-wise, not per row
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            m = L.nn.Dropout2d(0.5).eval()
+            assert (m(L.tensor(x)).numpy() == x).all()
+    with pytest.raises(ValueError, match='dropout2d'): minima.nn.functional.dropout2d(minima.tensor(x[0]), 0.5)
+
+def test_nn_modules_files_match_torchs_layout():
+    "`torch.nn.modules.<file>.<Class>`: every class minima puts in a file is in that file in torch too."
+    from minima.torch_tree import NN_MODULE_FILES
+    import importlib
+    n = 0
+    for file in NN_MODULE_FILES:
+        ours, theirs = getattr(minima.nn.modules, file), importlib.import_module(f'torch.nn.modules.{file}')
+        for name in ours.__all__:
+            assert hasattr(theirs, name), (file, name)
+            assert getattr(ours, name) is getattr(minima.nn, name)
+            n += 1
+    assert n > 60 and minima.nn.modules.loss.CrossEntropyLoss is minima.nn.CrossEntropyLoss
+    with minima.run.as_torch() as t:
+        import torch.nn.modules.rnn as r
+        from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
+        assert r.LSTM is t.nn.LSTM and issubclass(NonDynamicallyQuantizableLinear, t.nn.Linear)
+        with pytest.raises(minima.run.MissingTorchFeature, match=r'torch\.nn\.modules\.rnn\.RNNBase'): r.RNNBase
+
+def test_safe_globals():
+    from minima import serialization as s
+    s.clear_safe_globals()
+    with s.safe_globals([minima.nn.Linear]):
+        assert s.get_safe_globals() == [minima.nn.Linear]
+    assert s.get_safe_globals() == []
+    s.add_safe_globals([minima.nn.LSTM]); assert s.get_safe_globals() == [minima.nn.LSTM]; s.clear_safe_globals()
+    with pytest.raises(TypeError, match='add_safe_globals'): s.add_safe_globals(minima.nn.Linear)
+
+def test_whole_module_save_keeps_a_function_by_name(tmp_path):
+    "A TransformerEncoderLayer holds `F.relu`: saved by name (as pickle does), loaded as the same function."
+    layer = minima.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    minima.save(layer, tmp_path / 'l.pt')
+    back = minima.load(tmp_path / 'l.pt')
+    assert back.activation is layer.activation
+    x = minima.randn(3, 2, 8)
+    np.testing.assert_allclose(back(x).numpy(), layer(x).numpy(), rtol=0, atol=0)
+    layer.activation = lambda v: v
+    with pytest.raises(TypeError, match='module-level functions'): minima.save(layer, tmp_path / 'm.pt')
