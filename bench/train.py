@@ -9,12 +9,13 @@ Models (SGD with momentum 0.9, cross-entropy loss):
   mlp_big  784 -> 512 -> 512 -> 10, batch 256             (target: within 1.5x torch)
 Both libraries start from the same weights and see the same batch. Prints a markdown table with the best time per
 step of `--repeat` interleaved rounds of `--steps` steps, and the ratio minima / torch. `--profile NAME` prints the
-cProfile top functions of minima's step instead. Never gates CI.
+cProfile top functions of minima's step instead. The rows are written to `bench/results/train_DATE.json` with the
+machine, its load average and the commit (`_common.write_results`). Never gates CI.
 """
 import argparse, time
 import numpy as np
 
-from _common import blas_threads, profile, timeit_pair
+from _common import blas_threads, machine, profile, timeit_pair, write_results
 
 def mlp_sizes(name): return {'mlp': ([64, 128, 10], 128), 'mlp_big': ([784, 512, 512, 10], 256)}[name]
 
@@ -82,6 +83,7 @@ def main():
     targets = {'mlp': 1.5, 'cnn': 3.0, 'mlp_big': 1.5}
     labels = {'mlp': 'MLP 64-128-10, batch 128', 'cnn': 'CNN (digits), batch 64', 'mlp_big': 'MLP 784-512-512-10, batch 256'}
     clock = time.process_time if args.cpu_time else time.perf_counter
+    start, rows = machine(), []
     print(f"one training step (forward, cross-entropy, backward, SGD momentum), {nt} thread(s), best of {args.repeat} x "
           f"{args.steps} steps, {'process CPU' if args.cpu_time else 'wall'} time\n")
     print('| model | minima ms | torch ms | ratio | target |')
@@ -90,5 +92,10 @@ def main():
         a, b = make_steps(name, torch)
         ta, tb = timeit_pair(a, b, args.repeat, args.steps, clock, warmup=3)
         print(f"| {labels[name]} | {ta * 1e3:.3f} | {tb * 1e3:.3f} | {ta / tb:.2f}x | {targets[name]}x |")
+        rows.append(dict(key=name, label=labels[name], minima_ms=ta * 1e3, torch_ms=tb * 1e3, ratio=ta / tb,
+                         target=targets[name]))
+    write_results('train', rows, load_1m_at_start=start['load_1m'],
+                  settings=dict(repeat=args.repeat, steps=args.steps, clock='process' if args.cpu_time else 'wall',
+                                threads=nt))
 
 if __name__ == '__main__': main()

@@ -1170,14 +1170,16 @@ class ConvTranspose2d(Module):
                                   self.groups, self.dilation)
 
 class MaxPool1d(Module):
-    "Max over `kernel_size` windows of `(N, C, L)` inputs."
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    "Max over `kernel_size` windows of `(N, C, L)` inputs (and their positions along L with `return_indices`)."
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode = (kernel_size, stride, padding,
                                                                                       dilation, ceil_mode)
+        self.return_indices = return_indices
     def extra_repr(self): return f'kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}'
     def forward(self, x):
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 # %% ../../nbs/10b_nn_more.ipynb 26
 class AvgPool1d(Module):

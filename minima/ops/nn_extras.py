@@ -93,12 +93,14 @@ def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
     k = single_int(kernel_size, 'kernel_size', op)
     s = k if stride is None else single_int(stride, 'stride', op)
     y = f(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, k), (1, s), (0, single_int(padding, 'padding', op)), **kw)
+    if isinstance(y, tuple): return tuple(t.reshape(t.shape[:-2] + t.shape[-1:]) for t in y)   # (values, indices)
     return y.reshape(y.shape[:-2] + y.shape[-1:])
 
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
-    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d`."
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d` (`return_indices`: positions along L)."
     d = single_int(dilation, 'dilation', 'max_pool1d')
-    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, d), ceil_mode=ceil_mode)
+    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, d), ceil_mode=ceil_mode,
+                   return_indices=return_indices)
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
     "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."

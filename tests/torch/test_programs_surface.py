@@ -103,3 +103,19 @@ def test_whole_module_save_keeps_a_function_by_name(tmp_path):
     np.testing.assert_allclose(back(x).numpy(), layer(x).numpy(), rtol=0, atol=0)
     layer.activation = lambda v: v
     with pytest.raises(TypeError, match='module-level functions'): minima.save(layer, tmp_path / 'm.pt')
+
+@pytest.mark.parametrize('kw', [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, dilation=2, ceil_mode=True)])
+def test_maxpool1d_return_indices_as_torch(kw):
+    "Audit 4, M30: `MaxPool1d(return_indices=True)` (MaxPool2d had it); values, indices and the gradient."
+    x = np.random.default_rng(0).standard_normal((2, 3, 9))
+    out = {}
+    for L in (torch, minima):
+        xt = L.tensor(x, requires_grad=True)
+        v, i = L.nn.MaxPool1d(return_indices=True, **kw)(xt)
+        g = np.random.default_rng(1).standard_normal(v.shape)
+        (v * L.tensor(g)).sum().backward()
+        out[L.__name__] = v.detach().numpy(), i.numpy(), xt.grad.numpy(), str(i.dtype).split('.')[-1]
+    for a, b in zip(out['minima'], out['torch']): np.testing.assert_array_equal(a, b)
+    v, i = minima.nn.functional.max_pool1d(minima.tensor(x), 2, return_indices=True)
+    assert v.shape == i.shape == (2, 3, 4)
