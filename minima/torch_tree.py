@@ -93,8 +93,7 @@ NN_MODULE_FILES = dict(
 
 def _nn_module_files():
     "`minima.nn.modules.linear`, `.rnn`, ... (torch's files), holding minima's classes."
-    from . import nn
-    from .nn import modules as mods
+    import minima.nn as nn, minima.nn.modules as mods
     class NonDynamicallyQuantizableLinear(nn.Linear): "torch's class of attention's output projection: a `Linear`."
     nn.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
     for file, names in NN_MODULE_FILES.items():

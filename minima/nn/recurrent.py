@@ -55,8 +55,8 @@ def _check_input(layer, x, n_in, ndims):
     if 3 in ndims and 0 in x.shape[:-1]:
         raise ValueError(f"{layer}: expected the sequence length (and batch size) to be larger than "
                          f"0, got input of shape {x.shape}")
-    if x.dtype not in ('float32', 'float64'):
-        raise TypeError(f"{layer}: input must be floating point, got {x.dtype}")
+    if x.dtype not in ('float16', 'float32', 'float64'):   # float16 runs too, as torch's (audit 4, C9)
+        raise TypeError(f"{layer}: input must be float16, float32 or float64, got {x.dtype}")
 
 def _check_state(layer, name, s, shape, x):
     if not isinstance(s, Tensor):
@@ -198,6 +198,7 @@ def _states(self: _RNNBase, s, name, x, unbatched, H=None) -> list:
 # %% ../../nbs/14b_recurrent_lm.ipynb
 @patch
 def _run(self: _RNNBase, input, h0, c0=None):
+    if hasattr(input, 'batch_sizes'): return self._run_packed(input, h0, c0)   # a PackedSequence (chapter 18b)
     name, lstm = type(self).__name__, self.mode == 'LSTM'
     _check_input(name, input, self.input_size, (2, 3))
     ub = input.ndim == 2
@@ -233,6 +234,27 @@ def _run(self: _RNNBase, input, h0, c0=None):
 @patch
 def flatten_parameters(self: _RNNBase):
     "torch packs the weights into one cuDNN buffer here; minima's weights need no packing, so there is nothing to do."
+
+# %% ../../nbs/14b_recurrent_lm.ipynb
+@patch
+def _run_packed(self: _RNNBase, packed, h0, c0=None):
+    """A `PackedSequence` through the layers: each sequence runs alone over its own length, so `h_n` is its state
+    at its last real step and the reverse direction starts there, as torch's packed RNNs compute (correct first:
+    one run per sequence). Returns a `PackedSequence` in the input's order, and `h_n` (`c_n`) in the batch's."""
+    from minima.torch_tree import pad_packed_sequence, pack_padded_sequence
+    x, lengths = pad_packed_sequence(packed)   # (T, B, ·), the batch in its original order
+    T, outs, hs, cs = x.shape[0], [], [], []
+    for b, n in enumerate(lengths.numpy().tolist()):
+        xb = x[:n, b:b + 1]
+        out, h, c = self._run(ops.transpose(xb, (0, 1)) if self.batch_first else xb,
+                              None if h0 is None else h0[:, b:b + 1], None if c0 is None else c0[:, b:b + 1])
+        out = ops.transpose(out, (0, 1)) if self.batch_first else out
+        if n < T: out = ops.concatenate([out, init.zeros(T - n, 1, out.shape[2], device=x.device,
+                                                         dtype=out.dtype)], axis=0)
+        outs.append(out); hs.append(h); cs.append(c)
+    out = pack_padded_sequence(ops.concatenate(outs, axis=1), lengths,
+                               enforce_sorted=packed.sorted_indices is None)
+    return out, ops.concatenate(hs, axis=1), (ops.concatenate(cs, axis=1) if cs[0] is not None else None)
 
 # %% ../../nbs/14b_recurrent_lm.ipynb
 class RNN(_RNNBase):

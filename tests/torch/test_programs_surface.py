@@ -119,3 +119,55 @@ def test_maxpool1d_return_indices_as_torch(kw):
     for a, b in zip(out['minima'], out['torch']): np.testing.assert_array_equal(a, b)
     v, i = minima.nn.functional.max_pool1d(minima.tensor(x), 2, return_indices=True)
     assert v.shape == i.shape == (2, 3, 4)
+
+@pytest.mark.parametrize('cls', ['LSTM', 'GRU', 'RNN'])
+def test_float16_rnns_as_torch(cls):
+    "Audit 4, C9: `nn.LSTM(3, 4).half()(x16)` (and GRU, RNN) runs in float16 as torch's; minima refused it."
+    x = np.random.default_rng(0).standard_normal((5, 2, 3)).astype('float16')
+    t = getattr(torch.nn, cls)(3, 4).half()
+    m = getattr(minima.nn, cls)(3, 4)
+    m.load_state_dict({k: v.detach().float().numpy() for k, v in t.state_dict().items()})
+    m = m.half()
+    xt, xm = torch.tensor(x, requires_grad=True), minima.tensor(x, requires_grad=True)
+    (yt, ht), (ym, hm) = t(xt), m(xm)
+    g = np.random.default_rng(1).standard_normal(yt.shape).astype('float16')
+    (yt * torch.tensor(g)).sum().backward()
+    (ym * minima.tensor(g)).sum().backward()
+    assert ym.dtype == 'float16' and xm.grad.dtype == 'float16'
+    tol = 4e-3   # float16's spacing near 1 is 1e-3: a few roundings apart
+    np.testing.assert_allclose(ym.numpy().astype('f4'), yt.detach().numpy().astype('f4'), atol=tol)
+    np.testing.assert_allclose(xm.grad.numpy().astype('f4'), xt.grad.numpy().astype('f4'), atol=tol)
+    with pytest.raises(TypeError, match='float16, float32 or float64'): m(minima.tensor(x.astype('int64')))
+
+def _packed_run(L, cls, x, lengths, sd, bf, es, hx, kw):
+    m = getattr(L.nn, cls)(3, 4, batch_first=bf, **kw)
+    if L is minima: m.load_state_dict(sd)
+    else: sd.update({k: v.detach().numpy().copy() for k, v in m.state_dict().items()})
+    xt = L.tensor(x, requires_grad=True)
+    p = L.nn.utils.rnn.pack_padded_sequence(xt, lengths, batch_first=bf, enforce_sorted=es)
+    h = [L.tensor(a, requires_grad=True) for a in hx]
+    out, hn = m(p, tuple(h) if cls == 'LSTM' else h[0])
+    hn = hn if isinstance(hn, tuple) else (hn,)
+    loss = (out.data * L.tensor(np.random.default_rng(5).standard_normal(out.data.shape))).sum()
+    for i, a in enumerate(hn): loss = loss + (a * L.tensor(np.random.default_rng(6 + i).standard_normal(a.shape))).sum()
+    loss.backward()
+    grads = [xt.grad] + [a.grad for a in h[:len(hn)]] + [q.grad for q in m.parameters()]
+    return [out.data.detach().numpy(), out.batch_sizes.numpy()] + [a.detach().numpy() for a in hn] + \
+           [g.numpy() for g in grads]
+
+@pytest.mark.parametrize('cls', ['LSTM', 'GRU', 'RNN'])
+@pytest.mark.parametrize('bf', [False, True])
+@pytest.mark.parametrize('es,lengths', [(True, [5, 3, 2]), (False, [2, 5, 3])])
+@pytest.mark.parametrize('kw', [{}, dict(num_layers=2, bidirectional=True)])
+def test_packed_sequence_into_rnns_as_torch(cls, bf, es, lengths, kw):
+    """Audit 4: a PackedSequence into RNN/LSTM/GRU (minima refused it): the packed output, `h_n` (`c_n`) at each
+    sequence's last real step, and the gradients of the input, the initial state and every weight, in float64."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5, 3) if bf else (5, 3, 3))
+    D = 4 if kw else 1
+    hx = [rng.standard_normal((D, 3, 4)), rng.standard_normal((D, 3, 4))]
+    sd = {}
+    a = _packed_run(torch, cls, x, lengths, sd, bf, es, hx, dict(kw, dtype=torch.float64))
+    b = _packed_run(minima, cls, x, lengths, sd, bf, es, hx, dict(kw, dtype='float64'))
+    assert len(a) == len(b)
+    for u, v in zip(b, a): np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
