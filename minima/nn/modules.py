@@ -1015,9 +1015,12 @@ class AvgPool2d(Module):
 
 class Embedding(Module):
     """A lookup table: integer indices of any shape -> rows of `weight` `(num_embeddings, embedding_dim)`. With
-    `padding_idx`, that row starts at zero and gets no gradient, as torch."""
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype="float32"):
+    `padding_idx`, that row starts at zero and gets no gradient; `max_norm`, `scale_grad_by_freq` as torch's."""
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, device=None, dtype="float32"):
         super().__init__()
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.sparse = sparse
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(init.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
         if padding_idx is not None:
@@ -1031,13 +1034,8 @@ class Embedding(Module):
         return f'{self.num_embeddings}, {self.embedding_dim}' + (f', padding_idx={self.padding_idx}' if self.padding_idx
                                                                   is not None else '')
     def forward(self, idx):
-        out = F.embedding(idx, self.weight)
-        if self.padding_idx is None or not self.weight.requires_grad: return out
-        i = idx.cached_data if isinstance(idx, Tensor) else NDArray(np.asarray(idx), device=self.weight.device)
-        pad = (i == self.padding_idx).reshape(i.shape + (1,))
-        if not pad.astype('int64').sum().item(): return out
-        const = Tensor.make_const(out.cached_data)   # the padding rows' values, cut from the graph
-        return ops.where(Tensor.make_const(pad.broadcast_to(out.shape)), const, out)
+        return F.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
 # %% ../../nbs/10b_nn_more.ipynb 19
 class LeakyReLU(Module):

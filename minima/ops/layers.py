@@ -493,16 +493,54 @@ def scatter_add(src, indices, axis, shape) -> Tensor:
     idx = _index_tensor(indices, src, 'scatter_add')
     return ScatterAdd(ax, shape)(src, idx)
 
-def embedding(indices, weight) -> Tensor:
-    "Rows of `weight` (num_embeddings, dim) at `indices` (any shape), as `torch.nn.functional.embedding`."
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False) -> Tensor:
+    """Rows of `weight` (num_embeddings, dim) at `indices` (any shape), as `torch.nn.functional.embedding`: row
+    `padding_idx` gets no gradient; with `max_norm`, the rows looked up are first scaled down in place to that norm;
+    `scale_grad_by_freq` divides each row's gradient by how often `indices` holds it."""
     _check_tensor(weight, 'weight', 'embedding')
     if weight.ndim != 2: raise ValueError(f"embedding: weight must be 2-D (num_embeddings, dim), got shape {weight.shape}")
+    if sparse: raise NotImplementedError("embedding: sparse=True (a sparse gradient) is not implemented in minima; "
+                                         "pass sparse=False (the gradient's values are the same, stored dense)")
     idx = _index_tensor(indices, weight, 'embedding')
     n = weight.shape[0]
     _no_negative(idx, n, 'embedding')
     if idx.size and (hi := idx.cached_data.max().item()) >= n:
         raise IndexError(f"embedding: index {hi} is out of range for {n} embeddings")
-    return Take(0)(weight, idx)
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {n} embeddings")
+        padding_idx %= n
+    if max_norm is not None: _embedding_renorm(weight, idx, max_norm, norm_type)
+    out = Take(0)(weight, idx)
+    if (padding_idx is None and not scale_grad_by_freq) or not out.requires_grad: return out
+    return _embedding_grad_scale(out, idx, padding_idx, scale_grad_by_freq)
+
+# %% ../../nbs/08_nn_functional.ipynb
+def _embedding_renorm(weight, idx, max_norm, norm_type):
+    "torch's `embedding_renorm_`: the rows `idx` uses whose `norm_type`-norm exceeds `max_norm`, scaled to it, in place."
+    rows = np.unique(idx.numpy().reshape(-1))
+    w = weight.numpy()[rows].astype('float64')
+    norms = np.linalg.norm(w, ord=norm_type, axis=1)
+    big = norms > max_norm
+    if not big.any(): return
+    scaled = w[big] * (max_norm / (norms[big] + 1e-7))[:, None]   # torch's formula, its 1e-7 included
+    from ..autograd import no_grad
+    with no_grad(): weight[Tensor(rows[big], dtype='int64', requires_grad=False)] = Tensor(
+        scaled, device=weight.device, dtype=weight.dtype, requires_grad=False)
+
+def _embedding_grad_scale(out, idx, padding_idx, by_freq):
+    """`out` with its gradient zeroed at the rows of `padding_idx` and divided by each row's count (`by_freq`):
+    `const(out) + (out - const(out)) * s` has exactly `out`'s value, and `s` times its gradient."""
+    i = idx.numpy()
+    s = np.ones(i.shape, dtype='float64')
+    if by_freq:
+        _, inv, counts = np.unique(i.reshape(-1), return_inverse=True, return_counts=True)
+        s = (1.0 / counts[inv]).reshape(i.shape)
+    if padding_idx is not None: s[i == padding_idx] = 0.0
+    s = Tensor(np.broadcast_to(s[..., None], out.shape), device=out.device, dtype=out.dtype, requires_grad=False)
+    c = Tensor.make_const(out.cached_data)
+    return c + (out - c) * s
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _array_axes(idx, ndim):

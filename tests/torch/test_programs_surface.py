@@ -171,3 +171,27 @@ def test_packed_sequence_into_rnns_as_torch(cls, bf, es, lengths, kw):
     b = _packed_run(minima, cls, x, lengths, sd, bf, es, hx, dict(kw, dtype='float64'))
     assert len(a) == len(b)
     for u, v in zip(b, a): np.testing.assert_allclose(u, v, rtol=0, atol=1e-12)
+
+@pytest.mark.parametrize('kw', [dict(padding_idx=1), dict(scale_grad_by_freq=True),
+                                dict(padding_idx=-1, scale_grad_by_freq=True), dict(max_norm=1.0),
+                                dict(max_norm=1.5, norm_type=1.0, padding_idx=2)])
+@pytest.mark.parametrize('module', [False, True])
+def test_embedding_padding_idx_max_norm_scale_grad_as_torch(kw, module):
+    """Audit 4, M33 (`F.embedding(idx, w, padding_idx=1)`) and M14 (`Embedding(max_norm=)`, `scale_grad_by_freq`):
+    the output, the gradient and the weight after `max_norm`'s in-place renormalisation, in float64."""
+    rng = np.random.default_rng(0)
+    W, I = rng.standard_normal((6, 4)), np.array([[1, 2, 1], [5, 1, 0]])
+    res = []
+    for L in (torch, minima):
+        if module:
+            m = L.nn.Embedding(6, 4, **kw, dtype=L.float64)
+            with L.no_grad(): m.weight.copy_(L.tensor(W))
+            w, y = m.weight, m(L.tensor(I))
+        else:
+            w = L.tensor(W.copy(), requires_grad=True)
+            y = L.nn.functional.embedding(L.tensor(I), w, **kw)
+        (y * L.tensor(np.random.default_rng(1).standard_normal(y.shape))).sum().backward()
+        res.append((y.detach().numpy(), w.grad.numpy(), w.detach().numpy()))
+    for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-15)
+    with pytest.raises(NotImplementedError, match='sparse'):
+        minima.nn.functional.embedding(minima.tensor(I), minima.tensor(W), sparse=True)
