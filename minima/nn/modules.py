@@ -1144,6 +1144,21 @@ class Conv1d(Module):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 # %% ../../nbs/10b_nn_more.ipynb 25
+def _output_padding(m, x, output_size) -> tuple:
+    """The `output_padding` that makes a transposed convolution's output `output_size` (its last two entries), as
+    torch's `forward(x, output_size=...)`: each size must lie within `stride - 1` above the smallest one."""
+    size = [int(v) for v in output_size][-2:]
+    if len(size) != 2: raise ValueError(f"ConvTranspose2d: output_size must hold 2 (or 4) sizes, got {output_size}")
+    k, s, p, d = (m.kernel_size, *(int_pair(v, n, 'ConvTranspose2d') for v, n in
+                  ((m.stride, 'stride'), (m.padding, 'padding'), (m.dilation, 'dilation'))))
+    lo = [(x.shape[-2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1 for i in range(2)]
+    for i in range(2):
+        if not lo[i] <= size[i] < lo[i] + s[i]:
+            raise ValueError(f"ConvTranspose2d: requested an output size of {size}, but valid sizes range from "
+                             f"{lo} to {[a + b - 1 for a, b in zip(lo, s)]} (for an input of {x.shape[-2:]})")
+    return tuple(size[i] - lo[i] for i in range(2))
+
+# %% ../../nbs/10b_nn_more.ipynb 26
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
@@ -1163,9 +1178,10 @@ class ConvTranspose2d(Module):
                                             device, dtype)
     def extra_repr(self):
         return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
-    def forward(self, x):
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
-                                  self.groups, self.dilation)
+    def forward(self, x, output_size=None):
+        op = self.output_padding if output_size is None else _output_padding(self, x, output_size)
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                                  self.dilation)
 
 class MaxPool1d(Module):
     "Max over `kernel_size` windows of `(N, C, L)` inputs (and their positions along L with `return_indices`)."
@@ -1179,7 +1195,7 @@ class MaxPool1d(Module):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
 
-# %% ../../nbs/10b_nn_more.ipynb 26
+# %% ../../nbs/10b_nn_more.ipynb 27
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1214,7 +1230,7 @@ class _Loss(Module):
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
 
-# %% ../../nbs/10b_nn_more.ipynb 27
+# %% ../../nbs/10b_nn_more.ipynb 28
 class NLLLoss(_Loss):
     "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
     def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
@@ -1251,7 +1267,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 39
+# %% ../../nbs/10b_nn_more.ipynb 40
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.margin_ranking_loss(x1, x2, y, self.margin, self.reduction)
@@ -1267,7 +1283,7 @@ class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.cosine_embedding_loss(x1, x2, y, self.margin, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 40
+# %% ../../nbs/10b_nn_more.ipynb 41
 class TripletMarginLoss(_Loss):
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction='mean'):
         super().__init__(reduction); self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
@@ -1286,7 +1302,7 @@ class PoissonNLLLoss(_Loss):
         super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
     def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 48
+# %% ../../nbs/10b_nn_more.ipynb 49
 class AdaptiveAvgPool1d(Module):
     "Average `(N, C, L)` onto `output_size` nearly equal cells."
     def __init__(self, output_size): super().__init__(); self.output_size = output_size
@@ -1317,7 +1333,7 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     m.weight.requires_grad = not freeze
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 55
+# %% ../../nbs/10b_nn_more.ipynb 56
 import io, json, sys, types
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
@@ -1329,7 +1345,7 @@ def _named_function(f) -> bool:
     for part in getattr(f, '__qualname__', '<lambda>').split('.'): m = getattr(m, part, None)
     return m is f
 
-# %% ../../nbs/10b_nn_more.ipynb 56
+# %% ../../nbs/10b_nn_more.ipynb 57
 def _flatten_obj(obj, arrays, memo, where='obj'):
     """A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ...; a tensor or module met twice
     (tied weights) is stored once, and `memo` (by `id`) makes the second a reference to the first."""
@@ -1365,7 +1381,7 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
                     "sets, numbers, strings, arrays, Tensors and module-level functions, without pickling; for a "
                     "module holding other objects save its state_dict())")
 
-# %% ../../nbs/10b_nn_more.ipynb 57
+# %% ../../nbs/10b_nn_more.ipynb 58
 _NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
           'module_ref', 'function')
 _MAX_DEPTH = 500
@@ -1399,7 +1415,7 @@ def _namedtuple_type(d, bad):
     from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
     return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
 
-# %% ../../nbs/10b_nn_more.ipynb 58
+# %% ../../nbs/10b_nn_more.ipynb 59
 def _unflatten_obj(d, arrays, bad, memo, depth=0):
     "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
     if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
@@ -1438,7 +1454,7 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
     if kind == 'function': return _find_function(v, bad)
     return _unflatten_module(d, kind, v, rec, bad, memo)
 
-# %% ../../nbs/10b_nn_more.ipynb 59
+# %% ../../nbs/10b_nn_more.ipynb 60
 def _unflatten_array(d, kind, v, arrays, bad, memo):
     "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
     if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
@@ -1464,7 +1480,7 @@ def _unflatten_module(d, kind, v, rec, bad, memo):
     for name, x in attrs: m.__dict__[name] = rec(x)
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 60
+# %% ../../nbs/10b_nn_more.ipynb 61
 def save_object(obj, f):
     """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
     no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""

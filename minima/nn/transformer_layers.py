@@ -190,9 +190,11 @@ class TransformerDecoderLayer(Module):
 
 # %% ../../nbs/16b_transformer_layers.ipynb
 class TransformerEncoder(Module):
-    "`num_layers` copies of `encoder_layer` in sequence, then an optional `norm` (torch's `nn.TransformerEncoder`)."
-    def __init__(self, encoder_layer, num_layers, norm=None):
+    """`num_layers` copies of `encoder_layer` in sequence, then an optional `norm` (torch's `nn.TransformerEncoder`).
+    `enable_nested_tensor` and `mask_check` choose torch's fast paths; the results are the same, so they are kept."""
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
+        self.enable_nested_tensor, self.mask_check = bool(enable_nested_tensor), bool(mask_check)
         self.layers = [copy.deepcopy(encoder_layer) for _ in range(num_layers)]
         self.num_layers, self.norm = num_layers, norm
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):

@@ -195,3 +195,31 @@ def test_embedding_padding_idx_max_norm_scale_grad_as_torch(kw, module):
     for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-15)
     with pytest.raises(NotImplementedError, match='sparse'):
         minima.nn.functional.embedding(minima.tensor(I), minima.tensor(W), sparse=True)
+
+@pytest.mark.parametrize('kw,size', [(dict(stride=2), [10, 10]), (dict(stride=2), [9, 9]),
+                                     (dict(stride=3, padding=1), [1, 2, 10, 11]),
+                                     (dict(stride=2, dilation=2), [11, 12])])
+def test_conv_transpose2d_output_size_as_torch(kw, size):
+    "Audit 4, M29: `ConvTranspose2d(...)(x, output_size=[8, 8])` picks the output padding; values and gradients."
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4))
+    t = torch.nn.ConvTranspose2d(2, 3, 3, dtype=torch.float64, **kw)
+    m = minima.nn.ConvTranspose2d(2, 3, 3, dtype='float64', **kw)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    res = []
+    for L, mod in ((torch, t), (minima, m)):
+        xt = L.tensor(x, requires_grad=True)
+        y = mod(xt, output_size=size)
+        (y * L.tensor(np.random.default_rng(1).standard_normal(y.shape))).sum().backward()
+        res.append((y.detach().numpy(), xt.grad.numpy(), mod.weight.grad.numpy()))
+    for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match='output size'): m(minima.tensor(x), output_size=[20, 20])
+
+def test_transformer_encoder_nested_tensor_and_mask_check_keywords():
+    "Audit 4, M28: `TransformerEncoder(..., enable_nested_tensor=False, mask_check=False)` (torch's fast-path flags)."
+    t_layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64)
+    t = torch.nn.TransformerEncoder(t_layer, 2, enable_nested_tensor=False, mask_check=False)
+    m = minima.nn.TransformerEncoder(minima.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype='float64'), 2,
+                                     enable_nested_tensor=False, mask_check=False)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3, 8))
+    np.testing.assert_allclose(m(minima.tensor(x)).numpy(), t(torch.tensor(x)).detach().numpy(), atol=1e-12)
