@@ -24,7 +24,7 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'one_hot']
 
-# %% ../../nbs/10b_nn_more.ipynb 18
+# %% ../../nbs/10b_nn_more.ipynb 20
 from ..ops.nn_extras import (leaky_relu, dropout2d, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d,
                                   interpolate, smooth_l1_loss, huber_loss, kl_div, margin_ranking_loss,
                                   hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss, triplet_margin_loss,

@@ -124,13 +124,40 @@ def adaptive_avg_pool2d(x, output_size) -> Tensor:
         rows.append(_stack(cols, -1))
     return _stack(rows, -2)
 
-def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
-    "Resize the trailing 1 or 2 spatial axes; `mode='nearest'` (torch's default) only: row `floor(i * in / out)`."
+# %% ../../nbs/10b_nn_more.ipynb
+def _resize_axis(x, ax, n, m, scale, mode, align_corners):
+    "Resize axis `ax` of `x` from `n` to `m` entries: `nearest` (torch's rule), `nearest-exact`, or linear."
+    i = np.arange(m)
+    if mode == 'nearest': src = np.floor(i * scale)
+    elif mode == 'nearest-exact': src = np.floor((i + 0.5) * scale)
+    else:
+        src = i * ((n - 1) / (m - 1) if m > 1 else 0.0) if align_corners else np.maximum((i + 0.5) * scale - 0.5, 0)
+        i0 = np.minimum(np.floor(src).astype('int64'), n - 1)
+        i1, w = np.minimum(i0 + 1, n - 1), src - i0
+        shape = [1] * x.ndim; shape[ax] = m
+        w = Tensor(w.reshape(shape), device=x.device, dtype=x.dtype, requires_grad=False).broadcast_to(
+            x.shape[:ax] + (m,) + x.shape[ax + 1:])
+        at = lambda j: take(x, Tensor(j, device=x.device, requires_grad=False), ax)
+        return at(i0) * (1 - w) + at(i1) * w
+    return take(x, Tensor(np.minimum(src.astype('int64'), n - 1), device=x.device, requires_grad=False), ax)
+
+# %% ../../nbs/10b_nn_more.ipynb
+_LINEAR = {'linear': 1, 'bilinear': 2}
+
+def interpolate(x, size=None, scale_factor=None, mode='nearest', align_corners=None) -> Tensor:
+    """Resize the trailing 1 or 2 spatial axes, as `torch.nn.functional.interpolate`: `mode` 'nearest' (row
+    `floor(i * in / out)`), 'nearest-exact', 'linear' (3-D input) or 'bilinear' (4-D), with `align_corners`."""
     _check_tensor(x, 'input', 'interpolate')
-    if mode != 'nearest':
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest' is")
+    if mode not in ('nearest', 'nearest-exact', *_LINEAR):
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest', "
+                                  "'nearest-exact', 'linear' and 'bilinear' are")
     nsp = x.ndim - 2
     if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
+    if mode in _LINEAR and _LINEAR[mode] != nsp:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D input, got shape {x.shape}")
+    if align_corners is not None and mode not in _LINEAR:
+        raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear")
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     ins = x.shape[2:]
@@ -140,8 +167,7 @@ def interpolate(x, size=None, scale_factor=None, mode='nearest') -> Tensor:
         outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
     for ax, (n, m) in enumerate(zip(ins, outs)):
         scale = n / m if size is not None else 1 / sf[ax]
-        idx = np.minimum(np.floor(np.arange(m) * scale).astype('int64'), n - 1)
-        x = take(x, Tensor(idx, device=x.device, requires_grad=False), 2 + ax)
+        x = _resize_axis(x, 2 + ax, n, m, scale, mode, bool(align_corners))
     return x
 
 # %% ../../nbs/10b_nn_more.ipynb

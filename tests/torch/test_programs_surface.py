@@ -223,3 +223,23 @@ def test_transformer_encoder_nested_tensor_and_mask_check_keywords():
     m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
     x = np.random.default_rng(0).standard_normal((5, 3, 8))
     np.testing.assert_allclose(m(minima.tensor(x)).numpy(), t(torch.tensor(x)).detach().numpy(), atol=1e-12)
+
+@pytest.mark.parametrize('shape,kw', [
+    ((1, 2, 5, 4), dict(size=(7, 9), mode='bilinear', align_corners=False)),
+    ((1, 2, 5, 4), dict(size=(7, 9), mode='bilinear', align_corners=True)),
+    ((1, 2, 5, 4), dict(scale_factor=2, mode='bilinear')), ((1, 2, 5, 4), dict(size=(3, 3), mode='bilinear')),
+    ((2, 3, 6), dict(size=11, mode='linear', align_corners=True)), ((2, 3, 6), dict(scale_factor=0.5, mode='linear')),
+    ((1, 2, 5, 4), dict(size=(7, 6), mode='nearest-exact')), ((2, 3, 6), dict(scale_factor=1.7, mode='nearest-exact'))])
+@pytest.mark.parametrize('module', [False, True])
+def test_interpolate_linear_and_nearest_exact_as_torch(shape, kw, module):
+    "Audit 4, M12 (`Upsample(mode='bilinear', align_corners=...)`, 'linear') and M13 ('nearest-exact'), in float64."
+    x = np.random.default_rng(0).standard_normal(shape)
+    res = []
+    for L in (torch, minima):
+        xt = L.tensor(x, requires_grad=True)
+        y = L.nn.Upsample(**kw)(xt) if module else L.nn.functional.interpolate(xt, **kw)
+        (y * L.tensor(np.random.default_rng(1).standard_normal(y.shape))).sum().backward()
+        res.append((y.detach().numpy(), xt.grad.numpy()))
+    for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match='align_corners'):
+        minima.nn.functional.interpolate(minima.tensor(x), scale_factor=2, align_corners=True)
