@@ -311,6 +311,11 @@ def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_var
 from collections import namedtuple as _namedtuple
 _IncompatibleKeys = _namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])
 
+class StateDictError(RuntimeError):
+    "A state that does not fit the module: torch's RuntimeError (and a KeyError or ValueError, as minima's were)."
+class _StateKeys(StateDictError, KeyError): __str__ = RuntimeError.__str__
+class _StateShape(StateDictError, ValueError): pass
+
 @patch
 def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
     """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers; names and shapes
@@ -320,14 +325,14 @@ def load_state_dict(self: Module, state, strict: bool = True, assign: bool = Fal
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
     if strict and (missing or unexpected):
-        raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, unexpected keys {unexpected}")
+        raise _StateKeys(f"load_state_dict({type(self).__name__}): missing keys {missing}, unexpected keys {unexpected}")
     for k, t in own.items():
         if k not in state: continue
         v = state[k]
         if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
         a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
         if tuple(a.shape) != t.shape:
-            raise ValueError(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
+            raise _StateShape(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                              f"state but {t.shape} in the module")
         if assign and isinstance(v, Tensor) and v.device == t.device and v.dtype == t.dtype:
             t.cached_data = v.cached_data

@@ -243,3 +243,15 @@ def test_interpolate_linear_and_nearest_exact_as_torch(shape, kw, module):
     for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match='align_corners'):
         minima.nn.functional.interpolate(minima.tensor(x), scale_factor=2, align_corners=True)
+
+@pytest.mark.parametrize('bad', ['missing', 'unexpected', 'shape'])
+def test_load_state_dict_errors_are_runtime_errors_as_torch(bad):
+    "Audit 4, C7's exception type: torch raises RuntimeError for keys and shapes; minima's also stay Key/ValueErrors."
+    for L in (torch, minima):
+        m = L.nn.Linear(2, 3)
+        sd = {'weight': L.zeros(3, 2), 'bias': L.zeros(3)}
+        if bad == 'missing': del sd['bias']
+        elif bad == 'unexpected': sd['extra'] = L.zeros(1)
+        else: sd['weight'] = L.zeros(3, 3)
+        with pytest.raises(RuntimeError): m.load_state_dict(sd)
+    with pytest.raises(ValueError if bad == 'shape' else KeyError, match='load_state_dict'): m.load_state_dict(sd)
