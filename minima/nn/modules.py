@@ -1134,7 +1134,10 @@ class Conv1d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode='zeros', device=None, dtype="float32"):
         super().__init__()
-        if padding_mode != 'zeros': raise NotImplementedError(f"Conv1d: padding_mode {padding_mode!r}; only 'zeros'")
+        if padding_mode not in ('zeros', 'reflect', 'replicate', 'circular'):
+            raise ValueError(f"Conv1d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got "
+                             f"{padding_mode!r}")
+        self.padding_mode = padding_mode
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
                              f"out_channels={out_channels}")
@@ -1146,7 +1149,13 @@ class Conv1d(Module):
     def extra_repr(self):
         return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
     def forward(self, x):
-        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        if self.padding_mode == 'zeros':
+            return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        p, tot = self.padding, single_int(self.dilation, 'dilation', 'Conv1d') * (self.kernel_size[0] - 1)
+        lr = (0, 0) if p == 'valid' else (tot // 2, tot - tot // 2) if p == 'same' else (single_int(p, 'padding',
+                                                                                                    'Conv1d'),) * 2
+        xp = F.pad(x, lr, self.padding_mode)   # then no padding in the convolution, as Conv2d's modes
+        return F.conv1d(xp, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
 # %% ../../nbs/10b_nn_more.ipynb 27
 def _output_padding(m, x, output_size) -> tuple:

@@ -255,3 +255,19 @@ def test_load_state_dict_errors_are_runtime_errors_as_torch(bad):
         else: sd['weight'] = L.zeros(3, 3)
         with pytest.raises(RuntimeError): m.load_state_dict(sd)
     with pytest.raises(ValueError if bad == 'shape' else KeyError, match='load_state_dict'): m.load_state_dict(sd)
+
+@pytest.mark.parametrize('mode', ['reflect', 'replicate', 'circular'])
+@pytest.mark.parametrize('kw', [dict(padding=2), dict(padding=1, stride=2, dilation=2), dict(padding='same')])
+def test_conv1d_padding_modes_as_torch(mode, kw):
+    "Audit 4, M11: `Conv1d(padding_mode='reflect'/'replicate'/'circular')` (Conv2d had them), float64."
+    t = torch.nn.Conv1d(2, 3, 3, padding_mode=mode, dtype=torch.float64, **kw)
+    m = minima.nn.Conv1d(2, 3, 3, padding_mode=mode, dtype='float64', **kw)
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 2, 7))
+    res = []
+    for L, mod in ((torch, t), (minima, m)):
+        xt = L.tensor(x, requires_grad=True)
+        y = mod(xt)
+        (y * L.tensor(np.random.default_rng(1).standard_normal(y.shape))).sum().backward()
+        res.append((y.detach().numpy(), xt.grad.numpy(), mod.weight.grad.numpy()))
+    for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
