@@ -60,8 +60,8 @@ def _heads(x: Tensor, H) -> Tensor:
 # %% ../../nbs/16b_transformer_layers.ipynb
 class MultiheadAttention(Module):
     "torch's `nn.MultiheadAttention`: `out, weights = mha(query, key, value)`, `(L, B, E)` or `batch_first`."
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, kdim=None, vdim=None,
-                 device=None, dtype="float32"):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype="float32"):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
@@ -81,6 +81,10 @@ class MultiheadAttention(Module):
         self.in_proj_bias = Parameter(init.zeros(3 * embed_dim, device=device, dtype=dtype)) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         if bias: self.out_proj.bias = Parameter(init.zeros(embed_dim, device=device, dtype=dtype))
+        self.bias_k = self.bias_v = None   # torch's add_bias_kv: a learned key and value (xavier-normal init)
+        if add_bias_kv: self.bias_k, self.bias_v = (Parameter(init.randn(1, 1, embed_dim, std=embed_dim ** -0.5,
+                                                                          device=device, dtype=dtype)) for _ in 'kv')
+        self.add_zero_attn = bool(add_zero_attn)
     def extra_repr(self):
         return f'embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}'
 
@@ -111,6 +115,7 @@ def forward(self: MultiheadAttention, query, key, value, key_padding_mask=None, 
     else:
         q, k, v = (_heads(self._project(x, i, 1), H) for i, x in enumerate((query, key, value)))
     mask = _merge_masks(attn_mask, key_padding_mask, is_causal, q, B, H, L, S)
+    if self.bias_k is not None or self.add_zero_attn: k, v, mask = self._extra_keys(k, v, mask)
     p_drop = self.dropout if self.training else 0.0
     if need_weights:
         s = (q @ k.transpose()) * (1.0 / math.sqrt(self.head_dim))
@@ -125,6 +130,23 @@ def forward(self: MultiheadAttention, query, key, value, key_padding_mask=None, 
     if not need_weights: return out, None
     if average_attn_weights: w = w.sum(1) * (1.0 / H)
     return out, (w.reshape(w.shape[1:]) if not batched else w)
+
+# %% ../../nbs/16b_transformer_layers.ipynb
+@patch
+def _extra_keys(self: MultiheadAttention, k, v, mask):
+    """torch's `add_bias_kv` (the learned `bias_k`, `bias_v` as one more key and value) and `add_zero_attn` (a zero
+    key and value after them): `k`, `v` `(B, H, S, d)` grow along S, and `mask` attends to the new positions."""
+    B, H, _, d = k.shape
+    extra = []
+    if self.bias_k is not None:
+        extra.append(tuple(b.reshape((1, H, 1, d)).broadcast_to((B, H, 1, d)) for b in (self.bias_k, self.bias_v)))
+    if self.add_zero_attn: extra.append((init.zeros(B, H, 1, d, device=k.device, dtype=k.dtype),) * 2)
+    for ek, ev in extra: k, v = ops.concatenate([k, ek], axis=2), ops.concatenate([v, ev], axis=2)
+    if mask is not None:
+        a = mask.numpy()
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (len(extra),), a.dtype)], -1)
+        mask = NDArray(a, device=mask.device, dtype=str(a.dtype))
+    return k, v, mask
 
 # %% ../../nbs/16b_transformer_layers.ipynb
 def _activation(a):

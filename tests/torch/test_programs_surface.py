@@ -271,3 +271,32 @@ def test_conv1d_padding_modes_as_torch(mode, kw):
         (y * L.tensor(np.random.default_rng(1).standard_normal(y.shape))).sum().backward()
         res.append((y.detach().numpy(), xt.grad.numpy(), mod.weight.grad.numpy()))
     for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
+
+@pytest.mark.parametrize('bias_kv,zero_attn', [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize('masks', [False, True])
+@pytest.mark.parametrize('need_weights', [True, False])
+@pytest.mark.parametrize('self_attn', [True, False])
+def test_mha_add_bias_kv_add_zero_attn_as_torch(bias_kv, zero_attn, masks, need_weights, self_attn):
+    "Audit 4, M10: `MultiheadAttention(add_bias_kv=, add_zero_attn=)`: outputs, weights and gradients, float64."
+    E, H, L, S, B = 8, 2, 3, 4, 2
+    t = torch.nn.MultiheadAttention(E, H, add_bias_kv=bias_kv, add_zero_attn=zero_attn, dtype=torch.float64)
+    m = minima.nn.MultiheadAttention(E, H, add_bias_kv=bias_kv, add_zero_attn=zero_attn, dtype='float64')
+    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
+    assert sorted(m.state_dict()) == sorted(t.state_dict())
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((L, B, E))
+    kv = q if self_attn else rng.standard_normal((S, B, E))
+    n = L if self_attn else S
+    am = np.triu(np.ones((L, n), bool), 1) if masks else None
+    kpm = np.array([[False] * n, [False] * (n - 1) + [True]]) if masks else None
+    res = []
+    for Lb, mod in ((torch, t), (minima, m)):
+        qt = Lb.tensor(q, requires_grad=True)
+        kt = qt if self_attn else Lb.tensor(kv, requires_grad=True)
+        out, w = mod(qt, kt, kt, attn_mask=None if am is None else Lb.tensor(am),
+                     key_padding_mask=None if kpm is None else Lb.tensor(kpm), need_weights=need_weights)
+        (out * Lb.tensor(np.random.default_rng(1).standard_normal(out.shape))).sum().backward()
+        grads = [qt.grad] + [p.grad for p in (mod.bias_k, mod.bias_v, mod.in_proj_weight) if p is not None]
+        res.append([out.detach().numpy()] + ([w.detach().numpy()] if need_weights else []) + [g.numpy() for g in grads])
+    assert len(res[0]) == len(res[1])
+    for a, b in zip(*res): np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
