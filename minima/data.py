@@ -189,8 +189,8 @@ def _batches(self: DataLoader):
     if self.sampler is not None:   # lazily, batch by batch
         yield from (np.asarray(b, dtype='int64') for b in BatchSampler(self.sampler, bs, self.drop_last)); return
     order = self._order()
-    for i in range(len(self)): yield order[i * bs:(i + 1) * bs]
-    if self.shuffle: self._order()   # torch's RandomSampler, as it ends, draws one more permutation (unused)
+    for i in range(len(self)): yield order[i * bs:(i + 1) * bs]   # (torch's sampler draws one unused permutation
+    # more as it ends; `shuffle=True` here draws one per epoch, so the chapters' stored runs keep their numbers)
 
 @patch
 def _stream(self: DataLoader):
