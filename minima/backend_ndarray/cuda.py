@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 import minima.backend_ndarray as _pkg
-from .device import BackendDevice
+from .device import BackendDevice, DTYPES
 
 # %% auto 0
 __all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command',
@@ -147,10 +147,8 @@ def show_kernel(section=None, file='cuda_kernels.cu') -> KernelSource:
     return KernelSource(kernel_source(section, file))
 
 # %% ../../nbs/22_cuda.ipynb
-_DTYPE_CODE = {'float32': 0, 'float64': 1, 'int64': 2, 'bool': 3, 'float16': 4, 'int32': 5, 'int8': 7, 'uint8': 8,
-               'bfloat16': 9}   # the codes of DTYPES' order (cuda_common.cuh); int16 (6) has no kernels
-_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1, 'float16': 2, 'int32': 4, 'int8': 1, 'uint8': 1,
-             'bfloat16': 2}
+_DTYPE_CODE = {n: i for i, n in enumerate(DTYPES)}   # cuda_common.cuh's DType enum follows DTYPES' order
+_ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES}
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
 _UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}

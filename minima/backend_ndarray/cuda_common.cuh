@@ -16,7 +16,7 @@ typedef int64_t i64;
 typedef __half f16;
 typedef __nv_bfloat16 bf16;
 
-// dtype codes, in the order of minima's DTYPES (int16 is the one the kernels do not hold)
+// dtype codes, in the order of minima's DTYPES
 enum DType { DT_F32 = 0, DT_F64 = 1, DT_I64 = 2, DT_BOOL = 3, DT_F16 = 4, DT_I32 = 5, DT_I16 = 6, DT_I8 = 7,
              DT_U8 = 8, DT_BF16 = 9 };
 static const char* const DT_NAMES[] = {"float32", "float64", "int64", "bool", "float16", "int32", "int16", "int8",
@@ -24,7 +24,7 @@ static const char* const DT_NAMES[] = {"float32", "float64", "int64", "bool", "f
 static inline const char* dt_name(int dt) { return (dt >= 0 && dt < 10) ? DT_NAMES[dt] : "?"; }
 // One `case` per held dtype: `switch (dt) { DT_CASES(X) }` with X(code, type) a macro that returns.
 #define DT_CASES(X) X(DT_F32, float) X(DT_F64, double) X(DT_I64, i64) X(DT_BOOL, bool) X(DT_F16, f16) \
-                    X(DT_I32, int32_t) X(DT_I8, int8_t) X(DT_U8, uint8_t) X(DT_BF16, bf16)
+                    X(DT_I32, int32_t) X(DT_I16, int16_t) X(DT_I8, int8_t) X(DT_U8, uint8_t) X(DT_BF16, bf16)
 
 // binary op codes: EWISE_OPS, then the reversed scalar variants of SCALAR_OPS
 enum BinOp { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAXIMUM, OP_MINIMUM,
