@@ -162,6 +162,12 @@ class CudaBuffer:
     @property
     def nbytes(self) -> int: return self.size * _ITEMSIZE[self.dtype]
     def __repr__(self): return f'CudaBuffer(ptr={self.ptr:#x}, size={self.size}, dtype={self.dtype})'
+    def __deepcopy__(self, memo):
+        "A new allocation with the same contents, copied on the device: `copy.deepcopy` of a model on the GPU."
+        d = cuda_device()
+        out = d.alloc(self.size, self.dtype)
+        if self.size: d._check(d.lib.mc_d2d(out.ptr, self.ptr, self.nbytes), 'deepcopy')
+        return out
     def __del__(self):
         try:
             if self._free is not None: self._free(self.ptr)
@@ -259,6 +265,7 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
+    def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
 
     # elementwise
     def ewise(self, op, a, b, out):
