@@ -16,8 +16,8 @@ from ..ops.layers import int_pair
 # %% auto 0
 __all__ = ['qint8', 'quint8', 'qint32', 'per_tensor_affine', 'per_tensor_symmetric', 'per_channel_affine',
            'per_channel_symmetric', 'default_dynamic_qconfig', 'per_channel_dynamic_qconfig', 'default_qconfig',
-           'quant_range', 'calculate_qparams', 'MinMaxObserver', 'PerChannelMinMaxObserver', 'QTensor',
-           'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
+           'quant_range', 'calculate_qparams', 'MinMaxObserver', 'PerChannelMinMaxObserver', 'HistogramObserver',
+           'QTensor', 'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
            'DynamicQuantizedLinear', 'quantize_dynamic', 'QuantStub', 'DeQuantStub', 'prepare', 'Quantize',
            'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
            'QuantizedConv2d', 'convert', 'fake_quantize_per_tensor_affine', 'FakeQuantize']
@@ -102,6 +102,101 @@ class PerChannelMinMaxObserver(MinMaxObserver):
         mn = -((-a).max(axis=rest)).numpy().astype(np.float32)
         self.min_val, self.max_val = np.minimum(self.min_val, mn), np.maximum(self.max_val, mx)
         return x
+
+# %% ../../nbs/26_quantization.ipynb
+class HistogramObserver(MinMaxObserver):
+    """torch's `HistogramObserver`: a running histogram of all it has seen (`bins` equal bins over [min, max]).
+    Its qparams come from the sub-range of bins whose quantization to 256 levels has the least L2 error (a greedy
+    search that trims the tails), then the min/max rule."""
+    def __init__(self, bins=2048, dtype='quint8', qscheme=per_tensor_affine, reduce_range=False, quant_min=None,
+                 quant_max=None, eps=_EPS):
+        super().__init__(dtype, qscheme, reduce_range, quant_min, quant_max, eps)
+        self.bins, self.histogram = bins, np.zeros(bins, np.float32)
+        self.dst_nbins = 256      # 2**8 levels
+        self.upsample_rate = 16   # each old bin becomes 16 points when the histogram is re-binned
+    def _histc(self, a, lo, hi):
+        "torch's `histc` in float32: equal bins over [lo, hi], the last one closed, values outside dropped."
+        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+        a = a[(a >= lo) & (a <= hi)]
+        i = np.floor((a - np.float32(lo)) / np.float32(hi - lo) * np.float32(self.bins)).astype(np.int64)
+        return np.bincount(np.minimum(i, self.bins - 1), minlength=self.bins).astype(np.float32)
+    def _regrid(self, lo, hi):
+        "The histogram re-binned onto [lo, hi] (which holds the old range): 16 points per old bin, moved whole."
+        n = self.bins * self.upsample_rate
+        w = np.repeat(self.histogram / np.float32(self.upsample_rate), self.upsample_rate)
+        mids = np.linspace(self.min_val, self.max_val, n + 1, dtype=np.float32)[:-1] + \
+            np.float32((self.max_val - self.min_val) / n / 2)
+        edges = np.linspace(lo, hi, self.bins + 1, dtype=np.float32)
+        j = np.clip(np.searchsorted(edges, mids, side='right') - 1, 0, self.bins - 1)
+        return np.bincount(j, weights=w, minlength=self.bins).astype(np.float32)
+    def calculate_qparams(self):
+        if not np.isfinite(self.min_val):
+            raise RuntimeError("HistogramObserver.calculate_qparams: the observer has seen no data; run "
+                               "calibration batches through it first")
+        lo, hi = self._search()   # below
+        s, zp = calculate_qparams(lo, hi, self.quant_min, self.quant_max, self.qscheme.endswith('symmetric'),
+                                  self.dtype, self.eps)
+        return s.reshape(-1), zp.reshape(-1)
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def forward(self: HistogramObserver, x):
+    a = x.detach().numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
+    a = a[np.abs(a) != np.inf]                              # torch ignores infinities (they would be clamped)
+    if a.size == 0: return x
+    lo, hi = a.min(), a.max()
+    if not np.isfinite(self.min_val):
+        self.min_val, self.max_val, self.histogram = lo, hi, self._histc(a, lo, hi)
+        return x
+    nlo, nhi = min(self.min_val, lo), max(self.max_val, hi)
+    new = self._histc(a, nlo, nhi)
+    if nlo == self.min_val and nhi == self.max_val: self.histogram = self.histogram + new
+    elif self.min_val == self.max_val:   # all earlier values were one number: one bin of the new grid
+        self.histogram = self._histc(np.array([self.min_val]), nlo, nhi) * self.histogram.sum() + new
+    else: self.histogram = self._regrid(nlo, nhi) + new
+    self.min_val, self.max_val = nlo, nhi
+    return x
+
+@patch
+def _search(self: HistogramObserver):
+    """Trim the range greedily: each step drops 1e-5 of the mass from the tail where that moves fewer bins; stop
+    when the quantization error grows. Returns the new (min, max)."""
+    total = float(self.histogram.sum())
+    csum = np.cumsum(self.histogram, dtype=np.float32)
+    alpha, beta, start, end, best = 0.0, 1.0, 0, self.bins - 1, np.inf
+    while alpha < beta:
+        na, nb = alpha + 1e-5, beta - 1e-5
+        l = min(max(start, int(np.searchsorted(csum, np.float32(na * total), 'left'))), end)
+        r = max(min(end, int(np.searchsorted(csum, np.float32(nb * total), 'right')) - 1), start)
+        ns, ne = start, end
+        if l - start > end - r: ns, alpha = l, na
+        else: ne, beta = r, nb
+        if (ns, ne) == (start, end): continue
+        err = self._error(ns, ne)
+        if err > best: break
+        best, start, end = err, ns, ne
+    bw = (self.max_val - self.min_val) / np.float32(self.bins)
+    return self.min_val + bw * np.float32(start), self.min_val + bw * np.float32(end + 1)
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def _error(self: HistogramObserver, start: int, end: int) -> float:
+    """L2 error of quantizing the histogram with bins start..end mapped onto 256 levels. Values are taken as
+    spread evenly inside a bin, so a bin's error is its density times the integral of d^2, (e^3 - b^3) / 3, with
+    b and e its ends measured from the centre of the level each falls in (torch's formula, in float32)."""
+    f32, bw = np.float32, (float(self.max_val) - float(self.min_val)) / self.bins
+    dw = bw * (end - start + 1) / self.dst_nbins
+    if dw == 0.0: return 0.0
+    begin = (np.arange(self.bins) - start).astype(f32) * f32(bw)
+    stop = begin + f32(bw)
+    first = np.clip(np.floor(begin / f32(dw)), 0, self.dst_nbins - 1)   # the levels a bin's ends fall in
+    last = np.clip(np.floor(stop / f32(dw)), 0, self.dst_nbins - 1)
+    density, half = self.histogram / f32(bw), f32(dw / 2)
+    def norm(b, e): return density * ((e * e * e - b * b * b) / f32(3))
+    err = norm(begin - (first + f32(0.5)) * f32(dw), half)           # the part in its first level
+    err += (last - first - 1) * norm(-half, half)                      # whole levels in between
+    err += norm(-half, stop - (last * f32(dw) + half))                 # the part in its last level
+    return float(err.sum(dtype=f32))
 
 # %% ../../nbs/26_quantization.ipynb
 #| code-fold: true
