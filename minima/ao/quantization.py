@@ -12,14 +12,16 @@ from ..backend_ndarray.ndarray import NDArray
 from ..backend_ndarray.device import BackendDevice, NumpyDevice
 from ..nn.modules import Module, Linear, Sequential, Conv2d, ReLU, MaxPool2d, Flatten
 from ..ops.layers import int_pair
+from .. import ops, init
+from ..nn.recurrent import LSTM
 
 # %% auto 0
 __all__ = ['qint8', 'quint8', 'qint32', 'per_tensor_affine', 'per_tensor_symmetric', 'per_channel_affine',
            'per_channel_symmetric', 'default_dynamic_qconfig', 'per_channel_dynamic_qconfig', 'default_qconfig',
            'quant_range', 'calculate_qparams', 'MinMaxObserver', 'PerChannelMinMaxObserver', 'HistogramObserver',
            'QTensor', 'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
-           'DynamicQuantizedLinear', 'quantize_dynamic', 'QuantStub', 'DeQuantStub', 'prepare', 'Quantize',
-           'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
+           'DynamicQuantizedLinear', 'quantize_dynamic', 'DynamicQuantizedLSTM', 'QuantStub', 'DeQuantStub', 'prepare',
+           'Quantize', 'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
            'QuantizedConv2d', 'convert', 'fake_quantize_per_tensor_affine', 'FakeQuantize']
 
 # %% ../../nbs/26_quantization.ipynb
@@ -361,27 +363,81 @@ default_dynamic_qconfig = dict(weight=MinMaxObserver.with_args(dtype='qint8', qs
 per_channel_dynamic_qconfig = dict(weight=PerChannelMinMaxObserver.with_args(dtype='qint8',
                                                                              qscheme=per_channel_symmetric))
 
+def _dynamic_version(m, qconfig):
+    "The dynamic int8 module that replaces `m` (a Linear or an LSTM)."
+    if isinstance(m, LSTM): return DynamicQuantizedLSTM(m, qconfig['weight'])   # in the LSTM section below
+    return DynamicQuantizedLinear.from_float(m, qconfig['weight']())
+
 def quantize_dynamic(model: Module, qconfig_spec=None, dtype='qint8', mapping=None, inplace=False) -> Module:
-    """torch's `quantize_dynamic`: every `nn.Linear` named by `qconfig_spec` (a set of classes, or a dict from
-    class to qconfig) becomes a `DynamicQuantizedLinear` with int8 weights. `quantize_dynamic(model, {nn.Linear},
-    dtype=qint8)`."""
-    if dtype != 'qint8': raise TypeError(f"quantize_dynamic: minima quantizes Linear to qint8 only, got {dtype!r}")
-    spec = {Linear: default_dynamic_qconfig} if qconfig_spec is None else qconfig_spec
+    """torch's `quantize_dynamic`: every `nn.Linear` and `nn.LSTM` named by `qconfig_spec` (a set of classes, or a
+    dict from class to qconfig; both by default) becomes its dynamic int8 version. `quantize_dynamic(model,
+    {nn.Linear}, dtype=qint8)`."""
+    if dtype != 'qint8': raise TypeError(f"quantize_dynamic: minima quantizes to qint8 only, got {dtype!r}")
+    spec = {Linear: default_dynamic_qconfig, LSTM: default_dynamic_qconfig} if qconfig_spec is None else qconfig_spec
     if not isinstance(spec, dict): spec = {c: default_dynamic_qconfig for c in spec}
-    if set(spec) - {Linear}:
-        raise TypeError(f"quantize_dynamic: minima quantizes nn.Linear only, got {sorted(c.__name__ for c in spec)}")
+    if set(spec) - {Linear, LSTM}:
+        raise TypeError(f"quantize_dynamic: minima quantizes nn.Linear and nn.LSTM only, got "
+                        f"{sorted(c.__name__ for c in spec)}")
     model = model if inplace else copy.deepcopy(model)
+    def qc(m): return next((spec[c] for c in spec if isinstance(m, c)), None)
     def swap(m):
         for name, child in list(vars(m).items()):
-            if isinstance(child, Linear):
-                setattr(m, name, DynamicQuantizedLinear.from_float(child, spec[Linear]['weight']()))
+            if qc(child) is not None: setattr(m, name, _dynamic_version(child, qc(child)))
             elif isinstance(child, Module): swap(child)
             elif isinstance(child, (list, tuple)) and any(isinstance(c, Module) for c in child):
-                setattr(m, name, type(child)(DynamicQuantizedLinear.from_float(c, spec[Linear]['weight']())
-                                             if isinstance(c, Linear) else (swap(c) or c) for c in child))
-    if isinstance(model, Linear): return DynamicQuantizedLinear.from_float(model, spec[Linear]['weight']())
+                setattr(m, name, type(child)(_dynamic_version(c, qc(c)) if qc(c) is not None else (swap(c) or c)
+                                             for c in child))
+    if qc(model) is not None: return _dynamic_version(model, qc(model))
     swap(model)
     return model
+
+# %% ../../nbs/26_quantization.ipynb
+class DynamicQuantizedLSTM(Module):
+    """torch's `ao.nn.quantized.dynamic.LSTM`: every `weight_ih` and `weight_hh` int8 (the weight observer's
+    qparams), and at each time step the input and the hidden state quantized on the fly from their own min and max
+    and multiplied in integers, as `DynamicQuantizedLinear` does; the gates and the cell state stay float32."""
+    def __init__(self, mod, observer):
+        super().__init__()
+        if getattr(mod, 'proj_size', 0):
+            raise NotImplementedError("quantize_dynamic: an LSTM with proj_size has no quantized version in minima")
+        self.hidden_size, self.num_layers = mod.hidden_size, mod.num_layers
+        self.batch_first, self.bidirectional = mod.batch_first, mod.bidirectional
+        def q(w, b): return DynamicQuantizedLinear.from_float(_Weights(w, b), observer())
+        self.cells = [[q(*p) for p in ((w_ih, b_ih), (w_hh, b_hh))]
+                      for l in range(self.num_layers) for rev in (False, True)[:1 + self.bidirectional]
+                      for w_ih, w_hh, b_ih, b_hh in [mod.layer_parameters(l, rev)]]
+    def extra_repr(self):
+        return (f'{self.cells[0][0].in_features}, {self.hidden_size}, num_layers={self.num_layers}, '
+                f'dtype={self.cells[0][0]._weight.dtype}')
+
+class _Weights:
+    "What `DynamicQuantizedLinear.from_float` reads of a Linear: a weight and a bias."
+    def __init__(self, weight, bias): self.weight, self.bias = weight, bias
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def forward(self: DynamicQuantizedLSTM, input, hx=None):
+    "`output, (h_n, c_n)` as `nn.LSTM`'s, for a batched `(T, B, n)` input (`(B, T, n)` with batch_first)."
+    x = input.transpose((0, 1)) if self.batch_first else input
+    T, B, H, D = x.shape[0], x.shape[1], self.hidden_size, 1 + self.bidirectional
+    if hx is None: hx = (init.zeros(self.num_layers * D, B, H, device=x.device),) * 2
+    h0, c0 = (list(ops.split(s, 0)) for s in hx)
+    hn, cn = [], []
+    for l in range(self.num_layers):
+        outs = []
+        for d in range(D):
+            ih, hh = self.cells[l * D + d]
+            gx = list(ops.split(ih(x), 0))   # the whole sequence at once: one set of input qparams, as torch
+            h, c, ys = h0[l * D + d], c0[l * D + d], [None] * T
+            for t in (reversed(range(T)) if d else range(T)):
+                i, f, g, o = ops.split(gx[t] + hh(h), 1, sizes=[H] * 4)   # torch's gate order
+                c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+                h = ops.sigmoid(o) * ops.tanh(c)
+                ys[t] = h
+            outs.append(ops.stack(ys, 0)); hn.append(h); cn.append(c)
+        x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
+    out = x.transpose((0, 1)) if self.batch_first else x
+    return out, (ops.stack(hn, 0), ops.stack(cn, 0))
 
 # %% ../../nbs/26_quantization.ipynb
 class QuantStub(Module):

@@ -146,10 +146,35 @@ def test_quantize_dynamic_equals_torch(per_channel, xshape):
     assert np.abs(y - yf).max() <= np.abs(ty - yf).max() * (1 + 1e-4) + 1e-6
     assert isinstance(m.modules_[0], nn.Linear)   # not inplace: the float model is untouched
 
+@pytest.mark.parametrize('layers,bidir,batch_first', [(1, False, False), (2, True, False), (3, False, True)])
+def test_quantize_dynamic_lstm_equals_torchs(layers, bidir, batch_first):
+    """quantize_dynamic of an LSTM: the outputs and final states of torch's dynamic int8 LSTM on the same weights
+    (the same integer arithmetic: one set of input qparams per sequence, one per step for the hidden state), so its
+    error against the float LSTM is torch's own."""
+    torch.manual_seed(layers)
+    tl = torch.nn.LSTM(12, 20, num_layers=layers, bidirectional=bidir, batch_first=batch_first)
+    ml = nn.LSTM(12, 20, num_layers=layers, bidirectional=bidir, batch_first=batch_first)
+    ml.load_state_dict({k: v.detach().numpy() for k, v in tl.state_dict().items()})
+    x = np.random.default_rng(layers).standard_normal((7, 4, 12)).astype('float32') * 2
+    q = Q.quantize_dynamic(ml, {nn.LSTM})
+    assert isinstance(q, Q.DynamicQuantizedLSTM) and isinstance(ml, nn.LSTM)   # a copy; the float one is kept
+    y, (h, c) = q(mi.tensor(x))
+    tq_lstm = tq.quantize_dynamic(torch.nn.Sequential(tl), {torch.nn.LSTM}, dtype=torch.qint8)
+    ty, (th, tc) = tq_lstm(torch.tensor(x))
+    for a, b in ((y, ty), (h, th), (c, tc)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-5)
+    yf = tl(torch.tensor(x))[0].detach().numpy()
+    assert np.abs(y.numpy() - yf).max() <= np.abs(ty.detach().numpy() - yf).max() * (1 + 1e-3) + 1e-6
+    m = nn.Sequential(nn.Linear(12, 12))
+    m.rnn = nn.LSTM(12, 20)   # quantized inside a container too, with its Linear
+    qm = Q.quantize_dynamic(m)
+    assert isinstance(qm.rnn, Q.DynamicQuantizedLSTM) and isinstance(qm.modules_[0], Q.DynamicQuantizedLinear)
+    with pytest.raises(NotImplementedError, match='proj_size'): Q.quantize_dynamic(nn.LSTM(4, 8, proj_size=2), {nn.LSTM})
+
 def test_quantize_dynamic_refuses_what_it_cannot_do():
     m, _ = _twin_mlp()
     with pytest.raises(TypeError, match='qint8'): Q.quantize_dynamic(m, {nn.Linear}, dtype='float16')
-    with pytest.raises(TypeError, match='Linear only'): Q.quantize_dynamic(m, {nn.Conv2d})
+    with pytest.raises(TypeError, match='nn.Linear and nn.LSTM only'): Q.quantize_dynamic(m, {nn.Conv2d})
 
 @pytest.mark.parametrize('lo,hi', [(-2.0, 3.0), (0.0, 5.0), (-4.0, 0.0), (-1e-6, 1e-6), (0.0, 0.0)])
 def test_dynamic_activation_qparams_equal_torchs(lo, hi):
