@@ -824,7 +824,8 @@ def _member(ins):
 # %% ../nbs/21b_compile.ipynb
 class _Body:
     """One loop iteration's statements, built member by member: each buffer becomes a kernel argument `b<i>`, each
-    distinct read one local `l<i>` (strides and offsets as int arguments `o<i>`), each member a local `t<m>`."""
+    distinct read one local `l<i>` (its offset an int argument `o<i>`, its strides constants in the source, so
+    that the compiler sees a contiguous row and vectorises it), each member a local `t<m>`."""
     def __init__(self, shape, py):
         self.shape, self.py, self.spec = shape, py, [('dim', n) for n in shape]
         self.arrays, self.regs, self.loads, self.body, self.mem, self.ints, self.scalars = {}, {}, {}, [], {}, [], []
@@ -846,8 +847,7 @@ class _Body:
         key = (b, strides, off)
         if key not in self.loads:
             idx = [f'o{len(self.ints)}']; self.ints.append(off)
-            for d, s in enumerate(strides):
-                if s: idx.append(f'i{d} * o{len(self.ints)}'); self.ints.append(s)
+            idx += [f'i{d}' if s == 1 else f'i{d} * {s}' for d, s in enumerate(strides) if s]
             self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
             self.body.append(self.let(self.loads[key], b.dtype, f"{self.arr(b)}[{' + '.join(idx)}]"))
         return self.loads[key]
@@ -918,16 +918,17 @@ def _emit_c(nd, params, body, acc, args):
         lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n'
-    if nd == 1:   # a strided load names the loop index i0; contiguous ones use k
-        lines += ['    for (int64_t i0 = 0; i0 < d0; i0++) {', '        const int64_t k = i0;']
-        ind, close = '        ', ['    }']
-    else:
-        lines.append('    int64_t k = 0;')
-        for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-        ind = '    ' * (nd + 1)
-        body = body + ['k++;']
-        close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
-    return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n'
+    # the innermost loop computes `k` from its own index and says `ivdep` (no iteration reads what another
+    # writes: `_lower_one` checks that no output overlaps another buffer): the compiler vectorises it
+    last, ind = nd - 1, '    ' * nd
+    if nd > 1: lines.append('    int64_t kb = 0;')
+    for d in range(last): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+    lines += [ind + _IVDEP, ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{',
+              ind + f"    const int64_t k = {'kb + ' if nd > 1 else ''}i{last};"]
+    lines += [ind + '    ' + s for s in body] + [ind + '}'] + ([ind + f'kb += d{last};'] if nd > 1 else [])
+    return '\n'.join(lines + ['    ' * (d + 1) + '}' for d in reversed(range(last))] + ['}']) + '\n'
+
+_IVDEP = '#pragma GCC ivdep'
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1096,13 +1097,21 @@ def _random_call(rnd, h):
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Lowering each primitive to a numpy call"
+def _overlaps(outs, spec, P) -> bool:
+    "Whether an output of a kernel may share memory with another of its buffers (a user's views of one array)."
+    bufs = [v for t, v in spec if t == 'buf']
+    return any(b is not o and np.may_share_memory(P[o], P[b]) for o in outs for b in bufs)
+
 def _lower_one(ins, P):
     "One numpy call with every array bound."
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
     part = functools.partial
     if p == 'fused':
         k, shape, ins_, outs, spec, _ = ins.args
-        if k.lang == 'c': return part(k.fn, *[_c_arg(t, v, P) for t, v in spec])
+        if k.lang == 'c':
+            if _IVDEP in k.source and _overlaps(outs, spec, P):   # (never for the planned buffers)
+                k = Kernel(k.source.replace(_IVDEP, ''), 'c')
+            return part(k.fn, *[_c_arg(t, v, P) for t, v in spec])
         return part(k.fn, *[P[v] if t == 'buf' else v for t, v in spec])
     if p == 'fill': return part(a[0].fill, a[1])
     if p == 'from_numpy':
