@@ -303,3 +303,31 @@ def test_row_reductions_fuse_with_their_chain():
     reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']
     assert [m.args[5][-1][3][0] for m in reduced] == ['max', 'sum', 'sum']
     np.testing.assert_allclose(out.numpy(), g(x).numpy(), rtol=1e-6, atol=1e-6)
+
+def test_strided_kernels_vectorise_and_overlap_falls_back():
+    """An LSTM cell's gate slices (strided reads of one buffer): the C kernel has its strides as constants and an
+    `ivdep` inner loop, and matches eager; bound to buffers where an output overlaps an input, the kernel is rebuilt
+    without `ivdep` (a vectorised loop there could read what it already wrote)."""
+    from minima.compile import _lower_one, _IVDEP
+    rng = np.random.default_rng(0)
+    def cell(g, c):
+        i, f, gg, o = (g[:, k * 8:(k + 1) * 8] for k in range(4))
+        c2 = i.sigmoid() * gg.tanh() + f.sigmoid() * c
+        return c2, o.sigmoid() * c2.tanh()
+    f = mi.compile(cell)
+    with mi.no_grad():
+        for _ in range(5):
+            g, c = (mi.Tensor(rng.standard_normal(s).astype('float32')) for s in ((6, 32), (6, 8)))
+            for a, b in zip(f(g, c), cell(g, c)): np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    fused = [i for i in f.program.instrs if i.prim == 'fused' and i.args[0].lang == 'c']
+    if not fused: pytest.skip('no C compiler here')
+    ins = max(fused, key=lambda i: len(i.args[2]))
+    src = ins.args[0].source
+    assert _IVDEP in src and ' * 32 + i1]' in src
+    P = dict(f.program.P)
+    assert _lower_one(ins, P).func is ins.args[0].fn
+    out, inp = ins.args[3][0], next(b for b in ins.args[2] if b not in ins.args[3])
+    big = np.zeros(P[out].size + P[inp].size, P[inp].dtype)
+    P[inp], P[out] = big[:P[inp].size], big[P[inp].size - 1:][:P[out].size]   # the output starts in the input
+    call = _lower_one(ins, P)
+    assert call.func is not ins.args[0].fn
