@@ -879,7 +879,9 @@ def _codegen(shape, members, outs, lang='numba'):
         kind, a, o = red[3][0], red[1][0][0], red[2]
         acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
         acc = acc_t, ('0' if kind == 'sum' else '-INFINITY'), f'{k.arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
-        k.body.append(f'acc = acc + {k.regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {k.regs[a]});')
+        upd = (lambda x, v: f'{x} = {x} + {v};') if kind == 'sum' else (lambda x, v: f'{x} = MAXN({x}, {v});')
+        if lang == 'c': acc += (_CTYPE[a.dtype], k.regs[a], upd)   # C: in chunks, in lanes (`_emit_c`)
+        else: k.body.append(upd('acc', k.regs[a]))
     spec = k.spec + [('int', v) for v in k.ints] + [('scalar', v) for v in k.scalars]
     dims, bufs = [f'd{i}' for i in range(nd)], list(k.arrays.values())
     os_, ss = [f'o{i}' for i in range(len(k.ints))], [f's{i}' for i in range(len(k.scalars))]
@@ -908,14 +910,26 @@ def _emit_c(nd, params, body, acc, args):
     stores its result."""
     lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
              f"void kernel({', '.join(params)}) {{"]
-    if acc is not None:
-        acc_t, init, store = acc
-        lines.append('    int64_t k = 0, ro = 0;')
+    if acc is not None:   # a row in chunks: a vectorised loop computes one (and stores the outputs), then its
+        # values accumulate into 8 lanes (element j of the row into lane j % 8, in order), joined in a fixed
+        # tree at the row's end: the same sum on every machine, and a vector's worth of adds at a time
+        acc_t, init, store, rt, reg, upd = acc
+        lines.append('    int64_t kb = 0, ro = 0;')
         for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-        ind = '    ' * nd
-        last = nd - 1
-        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
-        lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
+        ind, last, C = '    ' * nd, nd - 1, _CHUNK
+        lines += [ind + f'{acc_t} a[8] = {{{", ".join([init] * 8)}}};',
+                  ind + f'for (int64_t c0 = 0; c0 < d{last}; c0 += {C}) {{',
+                  ind + f'    const int64_t ce = c0 + {C} < d{last} ? c0 + {C} : d{last};', ind + f'    {rt} rb[{C}];',
+                  ind + '    ' + _IVDEP, ind + f'    for (int64_t i{last} = c0; i{last} < ce; i{last}++) {{',
+                  ind + f'        const int64_t k = kb + i{last};']
+        lines += [ind + '        ' + b for b in body] + [ind + f'        rb[i{last} - c0] = {reg};', ind + '    }',
+                  ind + '    int64_t j = 0;',
+                  ind + f"    for (; j + 8 <= ce - c0; j += 8) for (int l = 0; l < 8; l++) {upd('a[l]', 'rb[j + l]')}",
+                  ind + f"    for (; j < ce - c0; j++) {upd('a[j & 7]', 'rb[j]')}", ind + '}']
+        join = lambda x, y: f'({x} + {y})' if upd('x', 'y').startswith('x = x +') else f'MAXN({x}, {y})'
+        lanes = [f'a[{l}]' for l in range(8)]
+        while len(lanes) > 1: lanes = [join(lanes[i], lanes[i + 1]) for i in range(0, len(lanes), 2)]
+        lines += [ind + f'const {acc_t} acc = {lanes[0]};', ind + store, ind + 'ro++;', ind + f'kb += d{last};']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n'
     # the innermost loop computes `k` from its own index and says `ivdep` (no iteration reads what another
@@ -928,7 +942,7 @@ def _emit_c(nd, params, body, acc, args):
     lines += [ind + '    ' + s for s in body] + [ind + '}'] + ([ind + f'kb += d{last};'] if nd > 1 else [])
     return '\n'.join(lines + ['    ' * (d + 1) + '}' for d in reversed(range(last))] + ['}']) + '\n'
 
-_IVDEP = '#pragma GCC ivdep'
+_IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true

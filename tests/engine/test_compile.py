@@ -331,3 +331,21 @@ def test_strided_kernels_vectorise_and_overlap_falls_back():
     P[inp], P[out] = big[:P[inp].size], big[P[inp].size - 1:][:P[out].size]   # the output starts in the input
     call = _lower_one(ins, P)
     assert call.func is not ins.args[0].fn
+
+@pytest.mark.parametrize('n', [3, 8, 13, 256, 300, 517])
+def test_row_reductions_in_lanes_and_chunks(n):
+    """The C kernels reduce a row in chunks of 256 and in 8 lanes: rows shorter than a lane set, not a multiple of 8,
+    across chunks; a NaN anywhere in a row makes its max and sum NaN, an inf its sum inf, as eager."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((6, n)).astype('float32')
+    a[1, n // 2] = np.nan; a[2, -1] = np.inf; a[3, 0] = -np.inf; a[4, :] = -np.inf
+    x = mi.Tensor(a)
+    g = lambda x: ((x * 2.0 + 1.0).amax(1), (x * 0.5 - 1.0).sum(1), (x * 0.5).exp().sum(1))
+    f = mi.compile(g)
+    with mi.no_grad():
+        for _ in range(4): got = f(x)
+        want = g(x)
+    assert sum(i.prim == 'fused' for i in f.program.instrs) >= 2 or f.program.backend != 'c'
+    for u, v in zip(got, want):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
+        assert np.array_equal(np.isnan(u.numpy()), np.isnan(v.numpy()))
