@@ -992,6 +992,13 @@ def _simd_wins(ins, lang) -> bool:
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
+# a strided copy on its own that reads rows (an im2col, a pooling window) as a C loop with constant strides:
+# numpy's copy walks a 5-d view row by row at a cost per row (a transpose stays numpy's: it reads in blocks)
+_COPY_MIN = 1 << 12
+def _lone_copy(group, lang) -> bool:
+    if lang != 'c' or len(group) != 1 or group[0].prim != 'compact': return False
+    return group[0].args[1].size >= _COPY_MIN and group[0].args[3][-1] in (0, 1)
+
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
@@ -1021,7 +1028,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     out, group, gshape, written, strided_read = [], [], None, set(), set()
     def close(end, red=None):
         nonlocal group, gshape, written, strided_read
-        if len(group) >= 2 or red is not None:
+        if len(group) >= 2 or red is not None or _lone_copy(group, lang):
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
