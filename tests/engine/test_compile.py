@@ -349,3 +349,18 @@ def test_row_reductions_in_lanes_and_chunks(n):
     for u, v in zip(got, want):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
         assert np.array_equal(np.isnan(u.numpy()), np.isnan(v.numpy()))
+
+def test_im2col_copies_become_c_loops():
+    "A conv net's im2col copies (strided reads of rows) run as single-copy C kernels; the step still matches eager."
+    init.manual_seed(0)
+    conv = nn.Conv2d(2, 4, 3, padding=1)
+    def fn(x): return (conv(x) ** 2).sum()
+    f = mi.compile(fn)
+    x = mi.Tensor(np.random.default_rng(0).standard_normal((8, 2, 12, 12)).astype('float32'))
+    with mi.no_grad():
+        for _ in range(5): np.testing.assert_allclose(f(x).numpy(), fn(x).numpy(), rtol=1e-5)
+    if f.program.backend != 'c': pytest.skip('no C compiler here')
+    copies = [i for i in f.program.instrs if i.prim == 'fused' and len(i.args[5]) == 1 and i.args[5][0][3][0] == 'cast']
+    assert copies and all(i.args[5][0][1][0][1] is not None for i in copies)   # each reads through strides
+    rows = [i for i in f.program.instrs if i.prim == 'compact' and i.args[1].size >= 4096 and i.args[3][-1] in (0, 1)]
+    assert not rows   # no big row-reading copy is left to numpy
