@@ -893,7 +893,7 @@ def _codegen(shape, members, outs, lang='numba'):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The numba and C loops around the body"
+#| code-summary: "The numba loop around the body"
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
     lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
@@ -905,9 +905,11 @@ def _emit_numba(nd, args, body):
         body = body + ['k += 1']
     return '\n'.join(lines + [ind + s for s in body]) + '\n'
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The C loops around the body"
 def _emit_c(nd, params, body, acc, args):
-    """A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then
-    stores its result."""
+    "A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then stores it."
     lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
              f"void kernel({', '.join(params)}) {{"]
     if acc is not None:   # a row in chunks: a vectorised loop computes one (and stores the outputs), then its
@@ -941,7 +943,6 @@ def _emit_c(nd, params, body, acc, args):
               ind + f"    const int64_t k = {'kb + ' if nd > 1 else ''}i{last};"]
     lines += [ind + '    ' + s for s in body] + [ind + '}'] + ([ind + f'kb += d{last};'] if nd > 1 else [])
     return '\n'.join(lines + ['    ' * (d + 1) + '}' for d in reversed(range(last))] + ['}']) + '\n'
-
 _IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 
 # %% ../nbs/21b_compile.ipynb
