@@ -364,3 +364,17 @@ def test_im2col_copies_become_c_loops():
     assert copies and all(i.args[5][0][1][0][1] is not None for i in copies)   # each reads through strides
     rows = [i for i in f.program.instrs if i.prim == 'compact' and i.args[1].size >= 4096 and i.args[3][-1] in (0, 1)]
     assert not rows   # no big row-reading copy is left to numpy
+
+@pytest.mark.parametrize('m,n,q,tb', [(32, 256, 1024, True), (32, 1024, 256, False), (16, 288, 1100, False),
+                                      (8, 9, 2048, False), (128, 256, 1024, False)])
+def test_products_with_few_rows_are_the_same(m, n, q, tb):
+    """The replay's matrix product (turned around for few rows and many columns) gives numpy's result (with OpenBLAS
+    the same bits; another BLAS may sum in another order)."""
+    from minima.compile import _product
+    rng = np.random.default_rng(m + n + q)
+    a = rng.standard_normal((m, n)).astype('float32')
+    w = rng.standard_normal((q, n)).astype('float32')
+    b = w.T if tb else np.ascontiguousarray(w.T)   # a transposed weight, as `h @ W.T`, or a plain one
+    o = np.full((m, q), np.nan, 'float32')
+    _product(a, b, o)()
+    np.testing.assert_allclose(o, np.matmul(a, b), rtol=1e-5, atol=1e-4)
