@@ -141,7 +141,7 @@ def test_sw6_module_attribute_changed_after_capture():
 def test_sw7_parameter_frozen_after_capture():
     def after(i, m, opt):
         if i == 3: m[0].weight.requires_grad = False
-    f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
+    same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
 
 def test_sw3_rmsprop_adagrad_adadelta_follow_eager():
     for make in (lambda ps: optim.RMSprop(ps, lr=0.01), lambda ps: optim.Adagrad(ps, lr=0.1),
