@@ -93,7 +93,6 @@ def accuracy(model, D):
 def shrink_cnn(model, keep=0.5):
     """Structured pruning made real: rank each conv's output channels by L2 norm (prune.ln_structured), keep the
     best `keep` fraction, and rebuild a smaller dense CNN from the surviving channels."""
-    c1, c2 = model[0].out_channels, model[3].out_channels
     kept = []
     for conv in (model[0], model[3]):
         probe = nn.Conv2d(conv.in_channels, conv.out_channels, 3, padding=1)
@@ -195,7 +194,7 @@ def measure(models, xb, quality, extra=None):
     """One row per variant in `models` (the first is the fp32 model), plus 'fp32 compiled' (checked against eager)
     and the `extra` functions (timed only; their rows copy the fp32 one): quality, stored bytes, parameters and the
     latency of a forward on `xb`, all variants timed in the same interleaved rounds."""
-    (name0, base), extra = next(iter(models.items())), extra or {}
+    base, extra = next(iter(models.values())), extra or {}
     compiled = mi.compile(lambda x: base(x))
     with mi.no_grad():
         for _ in range(3): compiled(xb)
@@ -285,7 +284,8 @@ def bench_gpt(quick):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--quick', action='store_true',
-                    help='short training, written as efficiency_quick_<date>.json (a smoke test; numbers not meaningful)')
+                    help='short training, written as efficiency_quick_<date>.json (a smoke test; numbers '
+                         'not meaningful)')
     args = ap.parse_args()
     load0 = round(os.getloadavg()[0], 2)
     models = dict(digits_cnn=bench_cnn(args.quick), char_gpt=bench_gpt(args.quick))
