@@ -12,19 +12,24 @@ def blas_threads() -> int:
         if os.environ.get(var, '').isdigit(): return int(os.environ[var])
     return os.cpu_count() or 1
 
-def timeit_pair(a, b, repeat, steps, clock=time.perf_counter, stat=min, warmup=2):
-    """Seconds per step of `a` and `b`: `stat` (best-of by default, or e.g. `statistics.median`) over `repeat`
-    interleaved rounds of `steps` calls, so that background load hits both alike."""
-    for _ in range(warmup): a(); b()
-    ta, tb = [], []
+def timeit_interleaved(fns, repeat, steps, clock=time.perf_counter, stat=min, warmup=2):
+    """Seconds per call of each function in the dict `fns`: `stat` (best-of by default, or e.g. `statistics.median`)
+    over `repeat` interleaved rounds of `steps` calls each, after `warmup` calls of each, so that background load
+    hits every function alike. Returns a dict with the keys of `fns`."""
+    for _ in range(warmup):
+        for f in fns.values(): f()
+    ts = {k: [] for k in fns}
     for _ in range(repeat):
-        t0 = clock()
-        for _ in range(steps): a()
-        ta.append((clock() - t0) / steps)
-        t0 = clock()
-        for _ in range(steps): b()
-        tb.append((clock() - t0) / steps)
-    return stat(ta), stat(tb)
+        for k, f in fns.items():
+            t0 = clock()
+            for _ in range(steps): f()
+            ts[k].append((clock() - t0) / steps)
+    return {k: stat(v) for k, v in ts.items()}
+
+def timeit_pair(a, b, repeat, steps, clock=time.perf_counter, stat=min, warmup=2):
+    "Seconds per step of `a` and `b` (`timeit_interleaved` of the two)."
+    t = timeit_interleaved({'a': a, 'b': b}, repeat, steps, clock, stat, warmup)
+    return t['a'], t['b']
 
 def profile(step, warmup=2, calls=5, rows=25):
     "Print where `step` spends its time: cProfile over `calls` calls after `warmup`, sorted by own time."

@@ -1,58 +1,56 @@
 """The efficiency tier measured: the digits CNN and the char GPT in several variants, each with its quality, its size
 and its latency, written to bench/results/efficiency_<date>.json for chapter 27 (the table and the Pareto plot).
 
-    python bench/efficiency.py [--quick] [--out bench/results/efficiency_DATE.json]
+    python bench/efficiency.py [--quick]
 
-Variants: fp32 eager (with torch eager on the same weights as the reference), compiled (chapter 21b), pruned
-(unstructured: global L1 with fine-tuning; structured: half the channels removed, the network rebuilt smaller),
-distilled (a smaller student trained on the teacher's soft targets), and, when `minima.ao.quantization` or bf16
-support exist, those too. Size is the bytes needed to store the weights (sparse weights: 4-byte value + 2-byte index
-per non-zero). Latency is the median of interleaved rounds of inference forwards (batch 64 digits; batch 8 x 32
-characters), so that load from other jobs hits every variant alike. Never gates CI.
+Variants: fp32 eager (with torch eager on the same weights as the reference), compiled (chapter 21b), bfloat16
+(chapter 24: the weights cast with `.bfloat16()`, the input too), int8 (chapter 26: the CNN statically quantized
+after folding its batch norms into the convolutions and calibrating on training digits; the GPT's Linear layers
+dynamically quantized with `quantize_dynamic`), pruned (unstructured: global L1 with fine-tuning; structured: half
+the channels removed, the network rebuilt smaller) and distilled (a smaller student trained on the teacher's soft
+targets). Size is the bytes needed to store the weights (sparse weights: 4-byte value + 2-byte index per non-zero;
+int8 weights: a byte per weight plus a float32 scale and an int32 zero point per channel, float32 biases).
+Latency is the median of interleaved rounds of inference forwards (batch 64 digits; batch 8 x 32 characters), so
+that load from other jobs hits every variant alike. Never gates CI.
 """
-import argparse, datetime, json, os, platform, statistics, subprocess, sys, time
+import argparse, copy, os, statistics
 import numpy as np
 
 import minima as mi
 from minima import nn, optim, init
 from minima.nn import functional as F
 import minima.nn.utils.prune as prune
-from _common import blas_threads
+from minima.ao import quantization as tq
+from _common import blas_threads, timeit_interleaved, write_results
 
 
-def machine():
-    cpu = platform.processor()
-    try:
-        for line in open('/proc/cpuinfo'):
-            if line.startswith('model name'): cpu = line.split(':', 1)[1].strip(); break
-    except OSError: pass
-    try: commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
-                                 cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except OSError: commit = ''
-    return dict(machine=platform.node(), cpu_model=cpu, cores=os.cpu_count(), blas_threads=blas_threads(),
-                load_average=list(os.getloadavg()), date=datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                commit=commit, python=platform.python_version(), numpy=np.__version__)
+def forward_fn(model, x):
+    "One timed call: an inference forward of `model` (a module or a compiled function) on `x`."
+    def f():
+        with mi.no_grad(): return model(x)
+    return f
 
 
-def latencies(fns, rounds=7, calls=5):
-    "Median seconds per call of each function in `fns` (a dict), over interleaved rounds."
-    for f in fns.values(): f(); f()
-    ts = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(calls): f()
-            ts[k].append((time.perf_counter() - t0) / calls)
-    return {k: statistics.median(v) for k, v in ts.items()}
+def latencies_ms(fns, rounds=7, calls=5):
+    "Median milliseconds per call of each function in `fns` (a dict), over interleaved rounds."
+    t = timeit_interleaved(fns, rounds, calls, stat=statistics.median, warmup=2)
+    return {k: v * 1e3 for k, v in t.items()}
 
 
 def weight_bytes(model, sparse=False):
-    "Bytes to store the parameters: dense float32, or (sparse) 6 bytes per non-zero of each weight matrix."
+    """Bytes to store the weights: each parameter at its dtype's size, or (sparse) 6 bytes per non-zero of each
+    weight matrix; a quantized module's int8 weights (`QTensor.nbytes`: codes plus per-channel qparams) and its
+    float32 bias."""
     n = 0
     for name, p in model.named_parameters():
         a = p.numpy()
         if sparse and a.ndim >= 2: n += 6 * int((a != 0).sum())
         else: n += a.size * a.dtype.itemsize
+    for m in model.modules():
+        for v in vars(m).values():
+            if isinstance(v, tq.QTensor): n += v.nbytes()
+        if isinstance(m, (tq.DynamicQuantizedLinear, tq.QuantizedLinear)) and m.bias is not None:
+            n += 4 * int(np.prod(m.bias.shape))
     return n
 
 
@@ -95,7 +93,6 @@ def accuracy(model, D):
 def shrink_cnn(model, keep=0.5):
     """Structured pruning made real: rank each conv's output channels by L2 norm (prune.ln_structured), keep the
     best `keep` fraction, and rebuild a smaller dense CNN from the surviving channels."""
-    c1, c2 = model[0].out_channels, model[3].out_channels
     kept = []
     for conv in (model[0], model[3]):
         probe = nn.Conv2d(conv.in_channels, conv.out_channels, 3, padding=1)
@@ -115,6 +112,39 @@ def shrink_cnn(model, keep=0.5):
     new['8.weight'], new['8.bias'] = sd['8.weight'][:, cols], sd['8.bias']
     small.load_state_dict({k: new.get(k, v) for k, v in small.state_dict().items()})
     return small
+
+
+class LowPrecision(nn.Module):
+    """`module` with its weights cast to `dtype` (`.to(dtype)`, as torch's `model.bfloat16()`), run on inputs cast
+    to `dtype` (token ids stay integers); its output comes back as float32 for the quality metrics."""
+    def __init__(self, module, dtype='bfloat16'):
+        super().__init__()
+        self.module, self.dtype = copy.deepcopy(module).to(dtype), dtype
+    def forward(self, x):
+        if x.dtype.startswith('float'): x = x.to(self.dtype)
+        return self.module(x).to('float32')
+
+
+def fold_bn(conv, bn):
+    "A Conv2d equal (in eval mode) to `bn(conv(x))`: w * g / sqrt(var + eps) per output channel, bias shifted."
+    g = bn.weight.numpy() / np.sqrt(bn.running_var.numpy() + bn.eps)
+    out = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, padding=conv.padding)
+    out.weight.data = mi.tensor((conv.weight.numpy() * g[:, None, None, None]).astype('float32'))
+    b = conv.bias.numpy() if conv.bias is not None else 0
+    out.bias.data = mi.tensor(((b - bn.running_mean.numpy()) * g + bn.bias.numpy()).astype('float32'))
+    return out
+
+
+def int8_cnn(model, D, calib=512):
+    """Chapter 26's static quantization of the CNN: batch norms folded into the convolutions, then `prepare`,
+    calibration on `calib` training digits, `convert` (int8 weights per channel, uint8 activations)."""
+    m = nn.Sequential(tq.QuantStub(), fold_bn(model[0], model[1]), nn.ReLU(), fold_bn(model[3], model[4]), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Flatten(), copy.deepcopy(model[8]), tq.DeQuantStub())
+    m.eval()
+    m.qconfig = tq.default_qconfig
+    p = tq.prepare(m)
+    with mi.no_grad(): p(mi.tensor(D['Xtr'][:calib]))
+    return tq.convert(p)
 
 
 def torch_cnn(model):
@@ -146,34 +176,44 @@ def bench_cnn(quick):
     models['pruned 50% channels (structured)'] = train_cnn(shrink_cnn(base), D, 1, lr=0.01, seed=1)
     models['small CNN, trained alone'] = train_cnn(cnn(8, 16, seed=2), D, ep)
     models['small CNN, distilled'] = train_cnn(cnn(8, 16, seed=2), D, ep, teacher=base)
-    xb = mi.tensor(D['Xte'][:64])
-    compiled = mi.compile(lambda x: base(x))
-    def run(m):
-        def f():
-            with mi.no_grad(): return m(xb)
-        return f
-    fns = {k: run(m) for k, m in models.items()}
-    fns['fp32 compiled'] = run(compiled)
-    with mi.no_grad():
-        for _ in range(3): compiled(xb)
-        err = float(np.abs(compiled(xb).numpy() - base(xb).numpy()).max())
-    assert err < 1e-4, f'compiled CNN differs from eager by {err}'
+    models['bf16'] = LowPrecision(base).eval()
+    models['int8 (static, per channel)'] = int8_cnn(base, D)
     import torch
     torch.set_num_threads(blas_threads())
     tm, tx = torch_cnn(base), torch.from_numpy(D['Xte'][:64])
     def tf():
         with torch.no_grad(): return tm(tx)
-    fns['torch fp32 (reference)'] = tf
-    lat = latencies(fns)
-    rows = []
-    for k, m in models.items():
-        rows.append(dict(variant=k, accuracy=accuracy(m, D), size_bytes=weight_bytes(m, sparse='unstructured' in k),
-                         params=int(sum(p.size for p in m.parameters())), latency_ms=lat[k] * 1e3))
-    rows.append(dict(rows[0], variant='fp32 compiled', latency_ms=lat['fp32 compiled'] * 1e3))
+    rows = measure(models, mi.tensor(D['Xte'][:64]), lambda m: dict(accuracy=accuracy(m, D)),
+                   {'torch fp32 (reference)': tf})
     with torch.no_grad(): tacc = float((tm(torch.from_numpy(D['Xte'])).numpy().argmax(1) == D['Yte']).mean())
-    rows.append(dict(rows[0], variant='torch fp32 (reference)', accuracy=tacc,
-                     latency_ms=lat['torch fp32 (reference)'] * 1e3))
+    rows[-1]['accuracy'] = tacc
     return dict(quality='accuracy', higher_is_better=True, batch='64 digits, 1x8x8', rows=rows)
+
+
+def measure(models, xb, quality, extra=None):
+    """One row per variant in `models` (the first is the fp32 model), plus 'fp32 compiled' (checked against eager)
+    and the `extra` functions (timed only; their rows copy the fp32 one): quality, stored bytes, parameters and the
+    latency of a forward on `xb`, all variants timed in the same interleaved rounds."""
+    base, extra = next(iter(models.values())), extra or {}
+    compiled = mi.compile(lambda x: base(x))
+    with mi.no_grad():
+        for _ in range(3): compiled(xb)
+        err = float(np.abs(compiled(xb).numpy() - base(xb).numpy()).max())
+    assert err < 1e-4, f'the compiled model differs from eager by {err}'
+    fns = {k: forward_fn(m, xb) for k, m in models.items()}
+    fns['fp32 compiled'] = forward_fn(compiled, xb)
+    lat = latencies_ms({**fns, **extra})
+    rows = [dict(variant=k, **quality(m), size_bytes=weight_bytes(m, sparse='unstructured' in k),
+                 params=n_weights(m), latency_ms=lat[k])
+            for k, m in models.items()]
+    rows += [dict(rows[0], variant=k, latency_ms=lat[k]) for k in ['fp32 compiled', *extra]]
+    return rows
+
+
+def n_weights(m):
+    "The number of weights: the float parameters plus the int8 codes of the quantized layers."
+    return int(sum(p.size for p in m.parameters()) +
+               sum(np.prod(v.shape) for mod in m.modules() for v in vars(mod).values() if isinstance(v, tq.QTensor)))
 
 
 # ---- the char GPT
@@ -233,47 +273,33 @@ def bench_gpt(quick):
         models[f'pruned {amount:.0%} (unstructured)'] = m
     models['small GPT, trained alone'] = train_gpt(gpt(D, 1, 32, 1), D, ss)
     models['small GPT, distilled'] = train_gpt(gpt(D, 1, 32, 1), D, ss, teacher=teacher)
+    models['bf16'] = LowPrecision(teacher).eval()
+    models['int8 (dynamic Linear)'] = tq.quantize_dynamic(teacher, {nn.Linear}, dtype=tq.qint8).eval()
     xb, _ = batch(D['val'], 8, 32, np.random.default_rng(7))
-    compiled = mi.compile(lambda x: teacher(x))
-    def run(m):
-        def f():
-            with mi.no_grad(): return m(xb)
-        return f
-    fns = {k: run(m) for k, m in models.items()}
-    fns['fp32 compiled'] = run(compiled)
-    with mi.no_grad():
-        for _ in range(3): compiled(xb)
-        err = float(np.abs(compiled(xb).numpy() - teacher(xb).numpy()).max())
-    assert err < 1e-4, f'compiled GPT differs from eager by {err}'
-    lat = latencies(fns)
-    rows = [dict(variant=k, val_loss=val_loss(m, D), size_bytes=weight_bytes(m, sparse='unstructured' in k),
-                 params=int(sum(p.size for p in m.parameters())), latency_ms=lat[k] * 1e3)
-            for k, m in models.items()]
-    rows.append(dict(rows[0], variant='fp32 compiled', latency_ms=lat['fp32 compiled'] * 1e3))
+    rows = measure(models, xb, lambda m: dict(val_loss=val_loss(m, D)))
     return dict(quality='val_loss', higher_is_better=False, batch='8 sequences x 32 characters',
                 real_text=D['real'], teacher_steps=st, student_steps=ss, rows=rows)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--quick', action='store_true', help='short training (a smoke test; numbers not meaningful)')
-    ap.add_argument('--out', help='the results file (default bench/results/efficiency_<date>.json)')
+    ap.add_argument('--quick', action='store_true',
+                    help='short training, written as efficiency_quick_<date>.json (a smoke test; numbers '
+                         'not meaningful)')
     args = ap.parse_args()
-    info = machine()
-    res = dict(info, quick=args.quick, models=dict(digits_cnn=bench_cnn(args.quick), char_gpt=bench_gpt(args.quick)))
-    res['load_average_end'] = list(os.getloadavg())
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results',
-                                   f"efficiency_{info['date'][:10]}.json")
-    tmp = out + '.tmp'
-    with open(tmp, 'w') as f: json.dump(res, f, indent=1)
-    os.replace(tmp, out)
-    for name, r in res['models'].items():
+    load0 = round(os.getloadavg()[0], 2)
+    models = dict(digits_cnn=bench_cnn(args.quick), char_gpt=bench_gpt(args.quick))
+    # one flat list of rows (each names its model) for write_results; the models' own facts go beside it
+    rows = [dict(model=name, **row) for name, r in models.items() for row in r['rows']]
+    meta = {name: {k: v for k, v in r.items() if k != 'rows'} for name, r in models.items()}
+    for name, r in models.items():
         q = r['quality']
-        print(f"\n{name} ({q}, {r['batch']}); load average {info['load_average']}")
+        print(f"\n{name} ({q}, {r['batch']}); load average at start {load0}")
         print(f"| {'variant':34s} | {q:>9s} | {'KB':>7s} | {'latency ms':>10s} |")
         for row in r['rows']:
             print(f"| {row['variant']:34s} | {row[q]:9.4f} | {row['size_bytes'] / 1024:7.1f} | {row['latency_ms']:10.2f} |")
-    print('\nwrote', out)
+    write_results('efficiency_quick' if args.quick else 'efficiency', rows, quick=args.quick, load_1m_start=load0,
+                  models=meta)
 
 
 if __name__ == '__main__': main()

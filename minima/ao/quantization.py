@@ -12,14 +12,16 @@ from ..backend_ndarray.ndarray import NDArray
 from ..backend_ndarray.device import BackendDevice, NumpyDevice
 from ..nn.modules import Module, Linear, Sequential, Conv2d, ReLU, MaxPool2d, Flatten
 from ..ops.layers import int_pair
+from .. import ops, init
+from ..nn.recurrent import LSTM
 
 # %% auto 0
 __all__ = ['qint8', 'quint8', 'qint32', 'per_tensor_affine', 'per_tensor_symmetric', 'per_channel_affine',
            'per_channel_symmetric', 'default_dynamic_qconfig', 'per_channel_dynamic_qconfig', 'default_qconfig',
-           'quant_range', 'calculate_qparams', 'MinMaxObserver', 'PerChannelMinMaxObserver', 'QTensor',
-           'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
-           'DynamicQuantizedLinear', 'quantize_dynamic', 'QuantStub', 'DeQuantStub', 'prepare', 'Quantize',
-           'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
+           'quant_range', 'calculate_qparams', 'MinMaxObserver', 'PerChannelMinMaxObserver', 'HistogramObserver',
+           'QTensor', 'quantize_per_tensor', 'quantize_per_channel', 'int8_matmul', 'choose_qparams_dynamic',
+           'DynamicQuantizedLinear', 'quantize_dynamic', 'DynamicQuantizedLSTM', 'QuantStub', 'DeQuantStub', 'prepare',
+           'Quantize', 'DeQuantize', 'QuantizedReLU', 'QuantizedMaxPool2d', 'QuantizedFlatten', 'QuantizedLinear',
            'QuantizedConv2d', 'convert', 'fake_quantize_per_tensor_affine', 'FakeQuantize']
 
 # %% ../../nbs/26_quantization.ipynb
@@ -102,6 +104,101 @@ class PerChannelMinMaxObserver(MinMaxObserver):
         mn = -((-a).max(axis=rest)).numpy().astype(np.float32)
         self.min_val, self.max_val = np.minimum(self.min_val, mn), np.maximum(self.max_val, mx)
         return x
+
+# %% ../../nbs/26_quantization.ipynb
+class HistogramObserver(MinMaxObserver):
+    """torch's `HistogramObserver`: a running histogram of all it has seen (`bins` equal bins over [min, max]).
+    Its qparams come from the sub-range of bins whose quantization to 256 levels has the least L2 error (a greedy
+    search that trims the tails), then the min/max rule."""
+    def __init__(self, bins=2048, dtype='quint8', qscheme=per_tensor_affine, reduce_range=False, quant_min=None,
+                 quant_max=None, eps=_EPS):
+        super().__init__(dtype, qscheme, reduce_range, quant_min, quant_max, eps)
+        self.bins, self.histogram = bins, np.zeros(bins, np.float32)
+        self.dst_nbins = 256      # 2**8 levels
+        self.upsample_rate = 16   # each old bin becomes 16 points when the histogram is re-binned
+    def _histc(self, a, lo, hi):
+        "torch's `histc` in float32: equal bins over [lo, hi], the last one closed, values outside dropped."
+        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+        a = a[(a >= lo) & (a <= hi)]
+        i = np.floor((a - np.float32(lo)) / np.float32(hi - lo) * np.float32(self.bins)).astype(np.int64)
+        return np.bincount(np.minimum(i, self.bins - 1), minlength=self.bins).astype(np.float32)
+    def _regrid(self, lo, hi):
+        "The histogram re-binned onto [lo, hi] (which holds the old range): 16 points per old bin, moved whole."
+        n = self.bins * self.upsample_rate
+        w = np.repeat(self.histogram / np.float32(self.upsample_rate), self.upsample_rate)
+        mids = np.linspace(self.min_val, self.max_val, n + 1, dtype=np.float32)[:-1] + \
+            np.float32((self.max_val - self.min_val) / n / 2)
+        edges = np.linspace(lo, hi, self.bins + 1, dtype=np.float32)
+        j = np.clip(np.searchsorted(edges, mids, side='right') - 1, 0, self.bins - 1)
+        return np.bincount(j, weights=w, minlength=self.bins).astype(np.float32)
+    def calculate_qparams(self):
+        if not np.isfinite(self.min_val):
+            raise RuntimeError("HistogramObserver.calculate_qparams: the observer has seen no data; run "
+                               "calibration batches through it first")
+        lo, hi = self._search()   # below
+        s, zp = calculate_qparams(lo, hi, self.quant_min, self.quant_max, self.qscheme.endswith('symmetric'),
+                                  self.dtype, self.eps)
+        return s.reshape(-1), zp.reshape(-1)
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def forward(self: HistogramObserver, x):
+    a = x.detach().numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
+    a = a[np.abs(a) != np.inf]                              # torch ignores infinities (they would be clamped)
+    if a.size == 0: return x
+    lo, hi = a.min(), a.max()
+    if not np.isfinite(self.min_val):
+        self.min_val, self.max_val, self.histogram = lo, hi, self._histc(a, lo, hi)
+        return x
+    nlo, nhi = min(self.min_val, lo), max(self.max_val, hi)
+    new = self._histc(a, nlo, nhi)
+    if nlo == self.min_val and nhi == self.max_val: self.histogram = self.histogram + new
+    elif self.min_val == self.max_val:   # all earlier values were one number: one bin of the new grid
+        self.histogram = self._histc(np.array([self.min_val]), nlo, nhi) * self.histogram.sum() + new
+    else: self.histogram = self._regrid(nlo, nhi) + new
+    self.min_val, self.max_val = nlo, nhi
+    return x
+
+@patch
+def _search(self: HistogramObserver):
+    """Trim the range greedily: each step drops 1e-5 of the mass from the tail where that moves fewer bins; stop
+    when the quantization error grows. Returns the new (min, max)."""
+    total = float(self.histogram.sum())
+    csum = np.cumsum(self.histogram, dtype=np.float32)
+    alpha, beta, start, end, best = 0.0, 1.0, 0, self.bins - 1, np.inf
+    while alpha < beta:
+        na, nb = alpha + 1e-5, beta - 1e-5
+        l = min(max(start, int(np.searchsorted(csum, np.float32(na * total), 'left'))), end)
+        r = max(min(end, int(np.searchsorted(csum, np.float32(nb * total), 'right')) - 1), start)
+        ns, ne = start, end
+        if l - start > end - r: ns, alpha = l, na
+        else: ne, beta = r, nb
+        if (ns, ne) == (start, end): continue
+        err = self._error(ns, ne)
+        if err > best: break
+        best, start, end = err, ns, ne
+    bw = (self.max_val - self.min_val) / np.float32(self.bins)
+    return self.min_val + bw * np.float32(start), self.min_val + bw * np.float32(end + 1)
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def _error(self: HistogramObserver, start: int, end: int) -> float:
+    """L2 error of quantizing the histogram with bins start..end mapped onto 256 levels. Values are taken as
+    spread evenly inside a bin, so a bin's error is its density times the integral of d^2, (e^3 - b^3) / 3, with
+    b and e its ends measured from the centre of the level each falls in (torch's formula, in float32)."""
+    f32, bw = np.float32, (float(self.max_val) - float(self.min_val)) / self.bins
+    dw = bw * (end - start + 1) / self.dst_nbins
+    if dw == 0.0: return 0.0
+    begin = (np.arange(self.bins) - start).astype(f32) * f32(bw)
+    stop = begin + f32(bw)
+    first = np.clip(np.floor(begin / f32(dw)), 0, self.dst_nbins - 1)   # the levels a bin's ends fall in
+    last = np.clip(np.floor(stop / f32(dw)), 0, self.dst_nbins - 1)
+    density, half = self.histogram / f32(bw), f32(dw / 2)
+    def norm(b, e): return density * ((e * e * e - b * b * b) / f32(3))
+    err = norm(begin - (first + f32(0.5)) * f32(dw), half)           # the part in its first level
+    err += (last - first - 1) * norm(-half, half)                      # whole levels in between
+    err += norm(-half, stop - (last * f32(dw) + half))                 # the part in its last level
+    return float(err.sum(dtype=f32))
 
 # %% ../../nbs/26_quantization.ipynb
 #| code-fold: true
@@ -266,27 +363,81 @@ default_dynamic_qconfig = dict(weight=MinMaxObserver.with_args(dtype='qint8', qs
 per_channel_dynamic_qconfig = dict(weight=PerChannelMinMaxObserver.with_args(dtype='qint8',
                                                                              qscheme=per_channel_symmetric))
 
+def _dynamic_version(m, qconfig):
+    "The dynamic int8 module that replaces `m` (a Linear or an LSTM)."
+    if isinstance(m, LSTM): return DynamicQuantizedLSTM(m, qconfig['weight'])   # in the LSTM section below
+    return DynamicQuantizedLinear.from_float(m, qconfig['weight']())
+
 def quantize_dynamic(model: Module, qconfig_spec=None, dtype='qint8', mapping=None, inplace=False) -> Module:
-    """torch's `quantize_dynamic`: every `nn.Linear` named by `qconfig_spec` (a set of classes, or a dict from
-    class to qconfig) becomes a `DynamicQuantizedLinear` with int8 weights. `quantize_dynamic(model, {nn.Linear},
-    dtype=qint8)`."""
-    if dtype != 'qint8': raise TypeError(f"quantize_dynamic: minima quantizes Linear to qint8 only, got {dtype!r}")
-    spec = {Linear: default_dynamic_qconfig} if qconfig_spec is None else qconfig_spec
+    """torch's `quantize_dynamic`: every `nn.Linear` and `nn.LSTM` named by `qconfig_spec` (a set of classes, or a
+    dict from class to qconfig; both by default) becomes its dynamic int8 version. `quantize_dynamic(model,
+    {nn.Linear}, dtype=qint8)`."""
+    if dtype != 'qint8': raise TypeError(f"quantize_dynamic: minima quantizes to qint8 only, got {dtype!r}")
+    spec = {Linear: default_dynamic_qconfig, LSTM: default_dynamic_qconfig} if qconfig_spec is None else qconfig_spec
     if not isinstance(spec, dict): spec = {c: default_dynamic_qconfig for c in spec}
-    if set(spec) - {Linear}:
-        raise TypeError(f"quantize_dynamic: minima quantizes nn.Linear only, got {sorted(c.__name__ for c in spec)}")
+    if set(spec) - {Linear, LSTM}:
+        raise TypeError(f"quantize_dynamic: minima quantizes nn.Linear and nn.LSTM only, got "
+                        f"{sorted(c.__name__ for c in spec)}")
     model = model if inplace else copy.deepcopy(model)
+    def qc(m): return next((spec[c] for c in spec if isinstance(m, c)), None)
     def swap(m):
         for name, child in list(vars(m).items()):
-            if isinstance(child, Linear):
-                setattr(m, name, DynamicQuantizedLinear.from_float(child, spec[Linear]['weight']()))
+            if qc(child) is not None: setattr(m, name, _dynamic_version(child, qc(child)))
             elif isinstance(child, Module): swap(child)
             elif isinstance(child, (list, tuple)) and any(isinstance(c, Module) for c in child):
-                setattr(m, name, type(child)(DynamicQuantizedLinear.from_float(c, spec[Linear]['weight']())
-                                             if isinstance(c, Linear) else (swap(c) or c) for c in child))
-    if isinstance(model, Linear): return DynamicQuantizedLinear.from_float(model, spec[Linear]['weight']())
+                setattr(m, name, type(child)(_dynamic_version(c, qc(c)) if qc(c) is not None else (swap(c) or c)
+                                             for c in child))
+    if qc(model) is not None: return _dynamic_version(model, qc(model))
     swap(model)
     return model
+
+# %% ../../nbs/26_quantization.ipynb
+class DynamicQuantizedLSTM(Module):
+    """torch's `ao.nn.quantized.dynamic.LSTM`: every `weight_ih` and `weight_hh` int8 (the weight observer's
+    qparams), and at each time step the input and the hidden state quantized on the fly from their own min and max
+    and multiplied in integers, as `DynamicQuantizedLinear` does; the gates and the cell state stay float32."""
+    def __init__(self, mod, observer):
+        super().__init__()
+        if getattr(mod, 'proj_size', 0):
+            raise NotImplementedError("quantize_dynamic: an LSTM with proj_size has no quantized version in minima")
+        self.hidden_size, self.num_layers = mod.hidden_size, mod.num_layers
+        self.batch_first, self.bidirectional = mod.batch_first, mod.bidirectional
+        def q(w, b): return DynamicQuantizedLinear.from_float(_Weights(w, b), observer())
+        self.cells = [[q(*p) for p in ((w_ih, b_ih), (w_hh, b_hh))]
+                      for l in range(self.num_layers) for rev in (False, True)[:1 + self.bidirectional]
+                      for w_ih, w_hh, b_ih, b_hh in [mod.layer_parameters(l, rev)]]
+    def extra_repr(self):
+        return (f'{self.cells[0][0].in_features}, {self.hidden_size}, num_layers={self.num_layers}, '
+                f'dtype={self.cells[0][0]._weight.dtype}')
+
+class _Weights:
+    "What `DynamicQuantizedLinear.from_float` reads of a Linear: a weight and a bias."
+    def __init__(self, weight, bias): self.weight, self.bias = weight, bias
+
+# %% ../../nbs/26_quantization.ipynb
+@patch
+def forward(self: DynamicQuantizedLSTM, input, hx=None):
+    "`output, (h_n, c_n)` as `nn.LSTM`'s, for a batched `(T, B, n)` input (`(B, T, n)` with batch_first)."
+    x = input.transpose((0, 1)) if self.batch_first else input
+    T, B, H, D = x.shape[0], x.shape[1], self.hidden_size, 1 + self.bidirectional
+    if hx is None: hx = (init.zeros(self.num_layers * D, B, H, device=x.device),) * 2
+    h0, c0 = (list(ops.split(s, 0)) for s in hx)
+    hn, cn = [], []
+    for l in range(self.num_layers):
+        outs = []
+        for d in range(D):
+            ih, hh = self.cells[l * D + d]
+            gx = list(ops.split(ih(x), 0))   # the whole sequence at once: one set of input qparams, as torch
+            h, c, ys = h0[l * D + d], c0[l * D + d], [None] * T
+            for t in (reversed(range(T)) if d else range(T)):
+                i, f, g, o = ops.split(gx[t] + hh(h), 1, sizes=[H] * 4)   # torch's gate order
+                c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+                h = ops.sigmoid(o) * ops.tanh(c)
+                ys[t] = h
+            outs.append(ops.stack(ys, 0)); hn.append(h); cn.append(c)
+        x = outs[0] if D == 1 else ops.concatenate(outs, axis=2)
+    out = x.transpose((0, 1)) if self.batch_first else x
+    return out, (ops.stack(hn, 0), ops.stack(cn, 0))
 
 # %% ../../nbs/26_quantization.ipynb
 class QuantStub(Module):

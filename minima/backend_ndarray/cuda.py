@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 import minima.backend_ndarray as _pkg
-from .device import BackendDevice
+from .device import BackendDevice, DTYPES
 
 # %% auto 0
 __all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command',
@@ -101,7 +101,7 @@ _SIGNATURES = dict(
     mc_scalar_setitem=[_I, _D, _L, _P, _I, _LP, _LP, _L], mc_to_host=[_I, _P, _P, _I, _LP, _LP, _L, _I],
     mc_ewise=[_I, _I, _P, _P, _P, _L], mc_scalar=[_I, _I, _P, _D, _L, _P, _L], mc_unary=[_I, _I, _P, _P, _L],
     mc_where=[_I, _P, _P, _P, _P, _L], mc_cast=[_I, _I, _P, _P, _L], mc_reduce=[_I, _I, _P, _P, _L, _L],
-    mc_matmul=[_I, _I, _P, _P, _P, _L, _L, _L, _L],
+    mc_matmul=[_I, _I, _P, _P, _P, _L, _L, _L, _L], mc_matmul_int8=[_I, _P, _P, _P, _L, _L, _L],
     mc_gather=[_I, _P, _P, _P, _L, _L, _L, _L], mc_scatter_add=[_I, _P, _P, _P, _L, _L, _L, _L])
 
 def load_library(path) -> ctypes.CDLL:
@@ -147,8 +147,8 @@ def show_kernel(section=None, file='cuda_kernels.cu') -> KernelSource:
     return KernelSource(kernel_source(section, file))
 
 # %% ../../nbs/22_cuda.ipynb
-_DTYPE_CODE = {'float32': 0, 'float64': 1, 'int64': 2, 'bool': 3}
-_ITEMSIZE = {'float32': 4, 'float64': 8, 'int64': 8, 'bool': 1}
+_DTYPE_CODE = {n: i for i, n in enumerate(DTYPES)}   # cuda_common.cuh's DType enum follows DTYPES' order
+_ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES}
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
 _UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}
@@ -162,6 +162,12 @@ class CudaBuffer:
     @property
     def nbytes(self) -> int: return self.size * _ITEMSIZE[self.dtype]
     def __repr__(self): return f'CudaBuffer(ptr={self.ptr:#x}, size={self.size}, dtype={self.dtype})'
+    def __deepcopy__(self, memo):
+        "A new allocation with the same contents, copied on the device: `copy.deepcopy` of a model on the GPU."
+        d = cuda_device()
+        out = d.alloc(self.size, self.dtype)
+        if self.size: d._check(d.lib.mc_d2d(out.ptr, self.ptr, self.nbytes), 'deepcopy')
+        return out
     def __del__(self):
         try:
             if self._free is not None: self._free(self.ptr)
@@ -171,7 +177,7 @@ def _arr(xs): return (ctypes.c_int64 * len(xs))(*xs)
 
 def _scalar_args(value, dtype):
     "A Python scalar as the (double, int64) pair the kernels take; each kernel uses the one that matches its dtype."
-    if dtype in ('float32', 'float64'): return float(value), 0
+    if dtype in ('float32', 'float64', 'float16', 'bfloat16'): return float(value), 0
     if dtype == 'bool': return 0.0, int(bool(value))
     return 0.0, int(value)
 
@@ -258,7 +264,8 @@ class _CudaMemory:
 class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
     name = 'cuda'
-    dtypes = ('float32', 'float64', 'int64', 'bool')   # the kernels' dtype table (`_DTYPE_CODE`)
+    dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
+    def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
 
     # elementwise
     def ewise(self, op, a, b, out):
@@ -287,6 +294,9 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
         them)."""
         self._check(self.lib.mc_matmul(_DTYPE_CODE[a.dtype], MATMUL_ALGOS[algo], a.ptr, b.ptr, out.ptr, batch, m, n, p),
                     f'matmul(algo={algo!r})')
+    def matmul_int8(self, a, b, out, m, n, p):
+        "int32 `out` `(m, p)` = int8/uint8 `a` `(m, n)` @ int8 `b` `(n, p)`: chapter 26's `int8_matmul`, with dp4a."
+        self._check(self.lib.mc_matmul_int8(_DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, m, n, p), 'matmul_int8')
     # indexing
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),

@@ -2,6 +2,8 @@
 // The kernels live in cuda_kernels.cu; the chapter nbs/22_cuda.ipynb walks through both files.
 #pragma once
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,11 +13,18 @@
 #include <type_traits>
 
 typedef int64_t i64;
+typedef __half f16;
+typedef __nv_bfloat16 bf16;
 
 // dtype codes, in the order of minima's DTYPES
-enum DType { DT_F32 = 0, DT_F64 = 1, DT_I64 = 2, DT_BOOL = 3 };
-static const char* const DT_NAMES[] = {"float32", "float64", "int64", "bool"};
-static inline const char* dt_name(int dt) { return (dt >= 0 && dt < 4) ? DT_NAMES[dt] : "?"; }
+enum DType { DT_F32 = 0, DT_F64 = 1, DT_I64 = 2, DT_BOOL = 3, DT_F16 = 4, DT_I32 = 5, DT_I16 = 6, DT_I8 = 7,
+             DT_U8 = 8, DT_BF16 = 9 };
+static const char* const DT_NAMES[] = {"float32", "float64", "int64", "bool", "float16", "int32", "int16", "int8",
+                                       "uint8", "bfloat16"};
+static inline const char* dt_name(int dt) { return (dt >= 0 && dt < 10) ? DT_NAMES[dt] : "?"; }
+// One `case` per held dtype: `switch (dt) { DT_CASES(X) }` with X(code, type) a macro that returns.
+#define DT_CASES(X) X(DT_F32, float) X(DT_F64, double) X(DT_I64, i64) X(DT_BOOL, bool) X(DT_F16, f16) \
+                    X(DT_I32, int32_t) X(DT_I16, int16_t) X(DT_I8, int8_t) X(DT_U8, uint8_t) X(DT_BF16, bf16)
 
 // binary op codes: EWISE_OPS, then the reversed scalar variants of SCALAR_OPS
 enum BinOp { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAXIMUM, OP_MINIMUM,
@@ -68,6 +77,32 @@ static inline unsigned grid_for(i64 n, int threads, int per_thread) {
     return (unsigned)(blocks < 1 ? 1 : blocks);
 }
 
+// ---- the 16-bit floats: stored in 16 bits, computed in float32 (torch's "opmath" type), rounded once on store.
+// `Wide<T>::type` is the type a kernel computes in; `widen` loads into it; `convert<D>` stores with numpy's astype
+// rules (16-bit floats round to nearest even, float -> int truncates, anything -> bool is `!= 0`).
+template <class T> struct is_low_float : std::false_type {};
+template <> struct is_low_float<f16> : std::true_type {};
+template <> struct is_low_float<bf16> : std::true_type {};
+template <class T> struct Wide { typedef T type; };
+template <> struct Wide<f16> { typedef float type; };
+template <> struct Wide<bf16> { typedef float type; };
+template <class T> __host__ __device__ __forceinline__ typename Wide<T>::type widen(T x) {
+    if constexpr (std::is_same<T, f16>::value) return __half2float(x);
+    else if constexpr (std::is_same<T, bf16>::value) return __bfloat162float(x);
+    else return x;
+}
+template <class D, class S> __host__ __device__ __forceinline__ D convert(S x) {
+    if constexpr (is_low_float<S>::value) return convert<D>(widen(x));
+    else if constexpr (std::is_same<D, bool>::value) return x != S(0);
+    else if constexpr (std::is_same<D, f16>::value) {
+        if constexpr (std::is_same<S, float>::value) return __float2half_rn(x); else return __double2half((double)x);
+    } else if constexpr (std::is_same<D, bf16>::value) {
+        if constexpr (std::is_same<S, float>::value) return __float2bfloat16_rn(x);
+        else return __double2bfloat16((double)x);
+    } else return static_cast<D>(x);
+}
+template <class T> __host__ __device__ __forceinline__ T zero() { return convert<T>(0.f); }
+
 // ---- scalar helpers that work for every dtype
 template <class T> __device__ __forceinline__ bool is_nan(T x) {
     if constexpr (std::is_floating_point<T>::value) return x != x; else return false;
@@ -75,5 +110,6 @@ template <class T> __device__ __forceinline__ bool is_nan(T x) {
 template <class T> __device__ __forceinline__ T lowest() {
     if constexpr (std::is_floating_point<T>::value) return -INFINITY;
     else if constexpr (std::is_same<T, bool>::value) return false;
-    else return LLONG_MIN;
+    else if constexpr (std::is_signed<T>::value) return (T)((unsigned long long)1 << (sizeof(T) * 8 - 1));
+    else return T(0);
 }

@@ -69,7 +69,7 @@ __global__ void fill_kernel(T* __restrict__ out, i64 n, T v) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) out[i] = v;
 }
 template <class T> static T scalar_as(double v, i64 iv) {
-    if constexpr (std::is_floating_point<T>::value) return (T)v; else return (T)iv;
+    if constexpr (std::is_floating_point<T>::value || is_low_float<T>::value) return convert<T>(v); else return (T)iv;
 }
 template <class T> static int fill_t(void* out, i64 n, double v, i64 iv, int dt) {
     T x = scalar_as<T>(v, iv);
@@ -78,12 +78,9 @@ template <class T> static int fill_t(void* out, i64 n, double v, i64 iv, int dt)
 }
 extern "C" int mc_fill(int dt, void* out, i64 n, double v, i64 iv) {
     if (n <= 0) return 0;
-    switch (dt) {
-        case DT_F32: return fill_t<float>(out, n, v, iv, dt);
-        case DT_F64: return fill_t<double>(out, n, v, iv, dt);
-        case DT_I64: return fill_t<i64>(out, n, v, iv, dt);
-        case DT_BOOL: return fill_t<bool>(out, n, v, iv, dt);
-    }
+#define X(code, T) case code: return fill_t<T>(out, n, v, iv, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("fill_kernel", dt, "unsupported dtype");
 }
 
@@ -189,12 +186,9 @@ static int strided_dispatch(int mode, const void* a, void* out, int ndim, const 
 }
 static int strided_entry(int mode, int dt, const void* a, void* out, int ndim, const i64* shape, const i64* strides,
                          i64 offset, double v, i64 iv) {
-    switch (dt) {
-        case DT_F32: return strided_dispatch<float>(mode, a, out, ndim, shape, strides, offset, v, iv, dt);
-        case DT_F64: return strided_dispatch<double>(mode, a, out, ndim, shape, strides, offset, v, iv, dt);
-        case DT_I64: return strided_dispatch<i64>(mode, a, out, ndim, shape, strides, offset, v, iv, dt);
-        case DT_BOOL: return strided_dispatch<bool>(mode, a, out, ndim, shape, strides, offset, v, iv, dt);
-    }
+#define X(code, T) case code: return strided_dispatch<T>(mode, a, out, ndim, shape, strides, offset, v, iv, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg(STRIDED_NAMES[mode], dt, "unsupported dtype");
 }
 extern "C" int mc_compact(int dt, const void* a, void* out, int ndim, const i64* shape, const i64* strides, i64 offset) {
@@ -241,7 +235,9 @@ template <class T> __device__ __forceinline__ T m_pow(T a, T b) {
     else if constexpr (std::is_same<T, double>::value) return pow(a, b);
     else if constexpr (std::is_same<T, bool>::value) return a || !b;
     else {
-        if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+        if constexpr (std::is_signed<T>::value) {
+            if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+        }
         T r = 1;
         while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
         return r;
@@ -255,6 +251,8 @@ template <class T> __device__ __forceinline__ T m_div(T a, T b) {
 template <class T> __device__ __forceinline__ T m_max(T a, T b) { return (a > b || is_nan(a)) ? a : b; }
 template <class T> __device__ __forceinline__ T m_min(T a, T b) { return (a < b || is_nan(a)) ? a : b; }
 
+// A kernel on 16-bit floats loads them into float32 (`widen`), applies the same functor, and rounds once on store
+// (`convert`): exactly what numpy does for float16 and ml_dtypes for bfloat16, so the two devices agree.
 // The result type is spelled out, not deduced (`auto`): a kernel's template arguments must be the same in nvcc's
 // host and device passes, and a return type deduced from a __device__ body is not (the host stub then registers a
 // kernel the GPU does not have: cudaErrorInvalidDeviceFunction, found on the first real GPU, an H100).
@@ -297,7 +295,7 @@ __global__ void ewise_kernel(const T* __restrict__ a, const T* __restrict__ b, T
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             i64 i = base + (i64)u * blockDim.x;
-            if (i < n) out[i] = f(x[u], y[u]);
+            if (i < n) out[i] = convert<O>(f(widen(x[u]), widen(y[u])));
         }
     }
 }
@@ -339,22 +337,17 @@ static int bin_t(int op, const void* a, const void* b, T s, void* out, i64 n, in
 
 extern "C" int mc_ewise(int op, int dt, const void* a, const void* b, void* out, i64 n) {
     if (n <= 0) return 0;
-    switch (dt) {
-        case DT_F32: return bin_t<float, false>(op, a, b, 0.f, out, n, dt);
-        case DT_F64: return bin_t<double, false>(op, a, b, 0., out, n, dt);
-        case DT_I64: return bin_t<i64, false>(op, a, b, 0, out, n, dt);
-        case DT_BOOL: return bin_t<bool, false>(op, a, b, false, out, n, dt);
-    }
+#define X(code, T) case code: return bin_t<T, false>(op, a, b, zero<T>(), out, n, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("ewise_kernel", dt, "unsupported dtype");
 }
 extern "C" int mc_scalar(int op, int dt, const void* a, double v, i64 iv, void* out, i64 n) {
     if (n <= 0) return 0;
-    switch (dt) {
-        case DT_F32: return bin_t<float, true>(op, a, nullptr, (float)v, out, n, dt);
-        case DT_F64: return bin_t<double, true>(op, a, nullptr, v, out, n, dt);
-        case DT_I64: return bin_t<i64, true>(op, a, nullptr, iv, out, n, dt);
-        case DT_BOOL: return bin_t<bool, true>(op, a, nullptr, iv != 0, out, n, dt);
-    }
+    // the scalar is first rounded to the array's dtype (bool: iv != 0), as the numpy device does
+#define X(code, T) case code: return bin_t<T, true>(op, a, nullptr, scalar_as<T>(v, iv), out, n, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("scalar_kernel", dt, "unsupported dtype");
 }
 
@@ -362,9 +355,10 @@ extern "C" int mc_scalar(int op, int dt, const void* a, double v, i64 iv, void* 
 template <int OP> struct Un {
     template <class T> __device__ __forceinline__ T operator()(T a) const {
         if constexpr (OP == OP_NEG) return (T)(-a);
-        else if constexpr (OP == OP_ABS) { if constexpr (std::is_same<T, bool>::value) return a; else return a < 0 ? (T)(-a) : a; }
+        else if constexpr (OP == OP_ABS) { if constexpr (!std::is_signed<T>::value) return a; else return a < 0 ? (T)(-a) : a; }
         else if constexpr (OP == OP_SIGN) {
             if constexpr (std::is_same<T, bool>::value) return a;
+            else if constexpr (!std::is_signed<T>::value) return (T)(a > 0);
             else return is_nan(a) ? a : (T)((a > 0) - (a < 0));
         }
         else if constexpr (std::is_same<T, float>::value) {
@@ -393,7 +387,7 @@ __global__ void unary_kernel(const T* __restrict__ a, T* __restrict__ out, i64 n
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) { i64 i = base + (i64)u * blockDim.x; if (i < n) x[u] = a[i]; }
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) { i64 i = base + (i64)u * blockDim.x; if (i < n) out[i] = f(x[u]); }
+        for (int u = 0; u < UNROLL; ++u) { i64 i = base + (i64)u * blockDim.x; if (i < n) out[i] = convert<T>(f(widen(x[u]))); }
     }
 }
 
@@ -410,7 +404,7 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
         case OP_ABS: return launch_un<T, OP_ABS>(a, out, n, dt);
         case OP_SIGN: return launch_un<T, OP_SIGN>(a, out, n, dt);
     }
-    if constexpr (std::is_floating_point<T>::value) switch (op) {
+    if constexpr (std::is_floating_point<typename Wide<T>::type>::value) switch (op) {
         case OP_EXP: return launch_un<T, OP_EXP>(a, out, n, dt);
         case OP_LOG: return launch_un<T, OP_LOG>(a, out, n, dt);
         case OP_SQRT: return launch_un<T, OP_SQRT>(a, out, n, dt);
@@ -424,12 +418,9 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
 }
 extern "C" int mc_unary(int op, int dt, const void* a, void* out, i64 n) {
     if (n <= 0) return 0;
-    switch (dt) {
-        case DT_F32: return un_t<float>(op, a, out, n, dt);
-        case DT_F64: return un_t<double>(op, a, out, n, dt);
-        case DT_I64: return un_t<i64>(op, a, out, n, dt);
-        case DT_BOOL: return un_t<bool>(op, a, out, n, dt);
-    }
+#define X(code, T) case code: return un_t<T>(op, a, out, n, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("unary_kernel", dt, "unsupported dtype");
 }
 
@@ -446,42 +437,34 @@ template <class T> static int where_t(const void* c, const void* a, const void* 
 }
 extern "C" int mc_where(int dt, const void* c, const void* a, const void* b, void* out, i64 n) {
     if (n <= 0) return 0;
-    switch (dt) {
-        case DT_F32: return where_t<float>(c, a, b, out, n, dt);
-        case DT_F64: return where_t<double>(c, a, b, out, n, dt);
-        case DT_I64: return where_t<i64>(c, a, b, out, n, dt);
-        case DT_BOOL: return where_t<bool>(c, a, b, out, n, dt);
-    }
+#define X(code, T) case code: return where_t<T>(c, a, b, out, n, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("where_kernel", dt, "unsupported dtype");
 }
 
-// C++ conversions match numpy's astype: float -> int truncates toward zero, anything -> bool is `!= 0`.
+// `convert` matches numpy's astype: float -> int truncates toward zero, anything -> bool is `!= 0`, a 16-bit float
+// is the nearest one (ties to even).
 template <class S, class D>
 __global__ void cast_kernel(const S* __restrict__ a, D* __restrict__ out, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
-        out[i] = static_cast<D>(a[i]);
+        out[i] = convert<D>(a[i]);
 }
 template <class S, class D> static int cast_sd(const void* a, void* out, i64 n, int dt) {
     cast_kernel<S, D><<<grid_for(n, 256, 4), 256>>>((const S*)a, (D*)out, n);
     return check_launch("cast_kernel", dt);
 }
 template <class S> static int cast_s(int dto, const void* a, void* out, i64 n, int dt) {
-    switch (dto) {
-        case DT_F32: return cast_sd<S, float>(a, out, n, dt);
-        case DT_F64: return cast_sd<S, double>(a, out, n, dt);
-        case DT_I64: return cast_sd<S, i64>(a, out, n, dt);
-        case DT_BOOL: return cast_sd<S, bool>(a, out, n, dt);
-    }
+#define X(code, D) case code: return cast_sd<S, D>(a, out, n, dt);
+    switch (dto) { DT_CASES(X) }
+#undef X
     return fail_msg("cast_kernel", dto, "unsupported target dtype");
 }
 extern "C" int mc_cast(int dti, int dto, const void* a, void* out, i64 n) {
     if (n <= 0) return 0;
-    switch (dti) {
-        case DT_F32: return cast_s<float>(dto, a, out, n, dti);
-        case DT_F64: return cast_s<double>(dto, a, out, n, dti);
-        case DT_I64: return cast_s<i64>(dto, a, out, n, dti);
-        case DT_BOOL: return cast_s<bool>(dto, a, out, n, dti);
-    }
+#define X(code, S) case code: return cast_s<S>(dto, a, out, n, dti);
+    switch (dti) { DT_CASES(X) }
+#undef X
     return fail_msg("cast_kernel", dti, "unsupported source dtype");
 }
 
@@ -492,17 +475,21 @@ extern "C" int mc_cast(int dti, int dto, const void* a, void* out, i64 n) {
 //   larger r:       `splits` blocks per row; each block reduces a chunk with UNROLL independent accumulators
 //                   per thread, then warp shuffles, then one value per warp through shared memory. With
 //                   splits > 1 the partial results form a (outer, splits) array, reduced again by the same code.
+// Each kernel reads T, combines in Op's type A (float32 for the 16-bit floats: a float16 accumulator would stop
+// growing at 2048 when it adds ones) and stores O; the partial results of a split row stay in A.
 template <class T> struct SumOp {
+    typedef T A;
     __device__ static T init() { return T(0); }
     __device__ static T combine(T a, T b) { return (T)(a + b); }
 };
 template <class T> struct MaxOp {
+    typedef T A;
     __device__ static T init() { return lowest<T>(); }
     __device__ static T combine(T a, T b) { return m_max(a, b); }
 };
 
 template <class T> __device__ __forceinline__ T shfl_xor(T v, int mask) {
-    if constexpr (std::is_same<T, bool>::value) return (bool)__shfl_xor_sync(0xffffffffu, (int)v, mask);
+    if constexpr (std::is_integral<T>::value && sizeof(T) < 4) return (T)__shfl_xor_sync(0xffffffffu, (int)v, mask);
     else if constexpr (std::is_same<T, i64>::value) return (i64)__shfl_xor_sync(0xffffffffu, (long long)v, mask);
     else return __shfl_xor_sync(0xffffffffu, v, mask);
 }
@@ -512,67 +499,71 @@ template <class T, class Op> __device__ __forceinline__ T warp_reduce(T v) {
     return v;
 }
 
-template <class T, class Op>
-__global__ void reduce_thread_kernel(const T* __restrict__ a, T* __restrict__ out, i64 outer, int r) {
+template <class T, class O, class Op>
+__global__ void reduce_thread_kernel(const T* __restrict__ a, O* __restrict__ out, i64 outer, int r) {
+    typedef typename Op::A A;
     for (i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x; row < outer; row += (i64)gridDim.x * blockDim.x) {
-        T acc = Op::init();
-        for (int j = 0; j < r; ++j) acc = Op::combine(acc, a[row * r + j]);
-        out[row] = acc;
+        A acc = Op::init();
+        for (int j = 0; j < r; ++j) acc = Op::combine(acc, (A)widen(a[row * r + j]));
+        out[row] = convert<O>(acc);
     }
 }
 
-template <class T, class Op>
-__global__ void reduce_warp_kernel(const T* __restrict__ a, T* __restrict__ out, i64 outer, i64 r) {
+template <class T, class O, class Op>
+__global__ void reduce_warp_kernel(const T* __restrict__ a, O* __restrict__ out, i64 outer, i64 r) {
+    typedef typename Op::A A;
     const int lane = threadIdx.x & 31;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < outer; row += nwarps) {
         const T* p = a + row * r;
-        T acc = Op::init();
-        for (i64 j = lane; j < r; j += 32) acc = Op::combine(acc, p[j]);
-        acc = warp_reduce<T, Op>(acc);
-        if (lane == 0) out[row] = acc;
+        A acc = Op::init();
+        for (i64 j = lane; j < r; j += 32) acc = Op::combine(acc, (A)widen(p[j]));
+        acc = warp_reduce<A, Op>(acc);
+        if (lane == 0) out[row] = convert<O>(acc);
     }
 }
 
 #define RED_THREADS 512
 #define RED_UNROLL 8
-template <class T, class Op>
-__global__ void __launch_bounds__(RED_THREADS) reduce_block_kernel(const T* __restrict__ a, T* __restrict__ out,
+template <class T, class O, class Op>
+__global__ void __launch_bounds__(RED_THREADS) reduce_block_kernel(const T* __restrict__ a, O* __restrict__ out,
                                                                  i64 r, i64 chunk, int splits) {
-    __shared__ T warp_vals[RED_THREADS / 32];
+    typedef typename Op::A A;
+    __shared__ A warp_vals[RED_THREADS / 32];
     const i64 b = blockIdx.x, row = b / splits, s = b % splits;
     const i64 lo = s * chunk, hi = lo + chunk < r ? lo + chunk : r;
     const T* p = a + row * r;
-    T acc[RED_UNROLL];
+    A acc[RED_UNROLL];
 #pragma unroll
     for (int u = 0; u < RED_UNROLL; ++u) acc[u] = Op::init();
     i64 j = lo + threadIdx.x;
     for (; j + (RED_UNROLL - 1) * RED_THREADS < hi; j += RED_UNROLL * RED_THREADS) {
 #pragma unroll
-        for (int u = 0; u < RED_UNROLL; ++u) acc[u] = Op::combine(acc[u], p[j + u * RED_THREADS]);
+        for (int u = 0; u < RED_UNROLL; ++u) acc[u] = Op::combine(acc[u], (A)widen(p[j + u * RED_THREADS]));
     }
-    for (; j < hi; j += RED_THREADS) acc[0] = Op::combine(acc[0], p[j]);
+    for (; j < hi; j += RED_THREADS) acc[0] = Op::combine(acc[0], (A)widen(p[j]));
 #pragma unroll
     for (int u = 1; u < RED_UNROLL; ++u) acc[0] = Op::combine(acc[0], acc[u]);
-    T v = warp_reduce<T, Op>(acc[0]);
+    A v = warp_reduce<A, Op>(acc[0]);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) warp_vals[warp] = v;
     __syncthreads();
     if (warp == 0) {
         v = lane < RED_THREADS / 32 ? warp_vals[lane] : Op::init();
-        v = warp_reduce<T, Op>(v);
-        if (lane == 0) out[b] = v;
+        v = warp_reduce<A, Op>(v);
+        if (lane == 0) out[b] = convert<O>(v);
     }
 }
 
-template <class T, class Op>
-static int reduce_t(const T* a, T* out, i64 outer, i64 r, int dt, const char* name) {
+template <class T, class O, class Op>
+static int reduce_t(const T* a, O* out, i64 outer, i64 r, int dt, const char* name) {
+    typedef typename Op::A A;
     if (r <= 16) {
-        reduce_thread_kernel<T, Op><<<grid_for(outer, 256, 1), 256>>>(a, out, outer, (int)r);
+        reduce_thread_kernel<T, O, Op><<<grid_for(outer, 256, 1), 256>>>(a, out, outer, (int)r);
         return check_launch(name, dt);
     }
     if (r <= 2048) {
-        reduce_warp_kernel<T, Op><<<grid_for(outer * 32, 256, 1), 256>>>(a, out, outer, r);
+        reduce_warp_kernel<T, O, Op><<<grid_for(outer * 32, 256, 1), 256>>>(a, out, outer, r);
         return check_launch(name, dt);
     }
     // enough blocks to fill the GPU a few times over, but never chunks of less than RED_THREADS * 16 elements
@@ -583,30 +574,28 @@ static int reduce_t(const T* a, T* out, i64 outer, i64 r, int dt, const char* na
     if (splits < 1) splits = 1;
     i64 chunk = (r + splits - 1) / splits;
     if (splits == 1) {
-        reduce_block_kernel<T, Op><<<(unsigned)outer, RED_THREADS>>>(a, out, r, chunk, 1);
+        reduce_block_kernel<T, O, Op><<<(unsigned)outer, RED_THREADS>>>(a, out, r, chunk, 1);
         return check_launch(name, dt);
     }
-    T* partial = nullptr;
-    CUDA_TRY(cudaMallocAsync((void**)&partial, sizeof(T) * outer * splits, 0), name, dt);
-    reduce_block_kernel<T, Op><<<(unsigned)(outer * splits), RED_THREADS>>>(a, partial, r, chunk, (int)splits);
+    A* partial = nullptr;
+    CUDA_TRY(cudaMallocAsync((void**)&partial, sizeof(A) * outer * splits, 0), name, dt);
+    reduce_block_kernel<T, A, Op><<<(unsigned)(outer * splits), RED_THREADS>>>(a, partial, r, chunk, (int)splits);
     int rc = check_launch(name, dt);
-    if (rc == 0) rc = reduce_t<T, Op>(partial, out, outer, splits, dt, name);
+    if (rc == 0) rc = reduce_t<A, O, Op>(partial, out, outer, splits, dt, name);
     cudaFreeAsync(partial, 0);
     return rc;
 }
 template <class T> static int reduce_kind(int kind, const void* a, void* out, i64 outer, i64 r, int dt) {
-    if (kind == 0) return reduce_t<T, SumOp<T>>((const T*)a, (T*)out, outer, r, dt, "reduce_sum_kernel");
-    return reduce_t<T, MaxOp<T>>((const T*)a, (T*)out, outer, r, dt, "reduce_max_kernel");
+    typedef typename Wide<T>::type A;
+    if (kind == 0) return reduce_t<T, T, SumOp<A>>((const T*)a, (T*)out, outer, r, dt, "reduce_sum_kernel");
+    return reduce_t<T, T, MaxOp<A>>((const T*)a, (T*)out, outer, r, dt, "reduce_max_kernel");
 }
 extern "C" int mc_reduce(int kind, int dt, const void* a, void* out, i64 outer, i64 r) {
     if (outer <= 0) return 0;
     if (r <= 0) return fail_msg(kind ? "reduce_max_kernel" : "reduce_sum_kernel", dt, "empty reduction");
-    switch (dt) {
-        case DT_F32: return reduce_kind<float>(kind, a, out, outer, r, dt);
-        case DT_F64: return reduce_kind<double>(kind, a, out, outer, r, dt);
-        case DT_I64: return reduce_kind<i64>(kind, a, out, outer, r, dt);
-        case DT_BOOL: return reduce_kind<bool>(kind, a, out, outer, r, dt);
-    }
+#define X(code, T) case code: return reduce_kind<T>(kind, a, out, outer, r, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg("reduce_kernel", dt, "unsupported dtype");
 }
 
@@ -615,6 +604,7 @@ extern "C" int mc_reduce(int kind, int dt, const void* a, void* out, i64 outer, 
 // One thread per output element. COALESCED picks which index the fast thread coordinate x walks:
 //   true:  x -> column: a warp reads 32 neighbouring B elements and writes 32 neighbouring C elements;
 //   false: x -> row:    a warp's B loads all hit one column (broadcast) but its A loads are n elements apart.
+// Every matmul kernel accumulates in Wide<T>: the 16-bit floats multiply and add in float32 and round once.
 template <class T, bool COALESCED>
 __global__ void matmul_naive_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                                     int m, int n, int p, i64 batch) {
@@ -624,9 +614,9 @@ __global__ void matmul_naive_kernel(const T* __restrict__ A, const T* __restrict
     for (i64 bz = blockIdx.z; bz < batch; bz += gridDim.z) {
         const T* a = A + bz * m * n + (i64)row * n;
         const T* b = B + bz * n * p + col;
-        T acc = 0;
-        for (int k = 0; k < n; ++k) acc += a[k] * b[(i64)k * p];
-        C[bz * m * p + (i64)row * p + col] = acc;
+        typename Wide<T>::type acc = 0;
+        for (int k = 0; k < n; ++k) acc += widen(a[k]) * widen(b[(i64)k * p]);
+        C[bz * m * p + (i64)row * p + col] = convert<T>(acc);
     }
 }
 
@@ -644,16 +634,16 @@ __global__ void matmul_smem_kernel(const T* __restrict__ A, const T* __restrict_
     for (i64 bz = blockIdx.z; bz < batch; bz += gridDim.z) {
         const T* a = A + bz * m * n;
         const T* b = B + bz * n * p;
-        T acc = 0;
+        typename Wide<T>::type acc = 0;
         for (int k0 = 0; k0 < n; k0 += TS) {
-            As[ty][tx] = (row < m && k0 + tx < n) ? a[(i64)row * n + k0 + tx] : T(0);
-            Bs[ty][tx] = (k0 + ty < n && col < p) ? b[(i64)(k0 + ty) * p + col] : T(0);
+            As[ty][tx] = (row < m && k0 + tx < n) ? a[(i64)row * n + k0 + tx] : zero<T>();
+            Bs[ty][tx] = (k0 + ty < n && col < p) ? b[(i64)(k0 + ty) * p + col] : zero<T>();
             __syncthreads();
 #pragma unroll
-            for (int k = 0; k < TS; ++k) acc += As[ty][k] * Bs[k][tx];
+            for (int k = 0; k < TS; ++k) acc += widen(As[ty][k]) * widen(Bs[k][tx]);
             __syncthreads();
         }
-        if (row < m && col < p) C[bz * m * p + (i64)row * p + col] = acc;
+        if (row < m && col < p) C[bz * m * p + (i64)row * p + col] = convert<T>(acc);
     }
 }
 
@@ -683,21 +673,26 @@ matmul_reg_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
     for (i64 bz = blockIdx.z; bz < batch; bz += gridDim.z) {
         const T* a = A + bz * m * n;
         const T* b = B + bz * n * p;
-        T acc[TM][TN];
+        typedef typename Wide<T>::type A;
+        A acc[TM][TN];
 #pragma unroll
         for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
+            for (int j = 0; j < TN; ++j) acc[i][j] = A(0);
         for (int k0 = 0; k0 < n; k0 += BK) {
             {   // stage A (transposed) and B
                 const int gr = row0 + ar, gk = k0 + ak;
                 T v[4];
-                if (VEC && gr < m && gk < n) {
-                    float4 f = *reinterpret_cast<const float4*>(a + (i64)gr * n + gk);
-                    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
-                } else {
+                bool done = false;
+                if constexpr (VEC) {   // only float32 takes the float4 path
+                    if (gr < m && gk < n) {
+                        float4 f = *reinterpret_cast<const float4*>(a + (i64)gr * n + gk);
+                        v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w; done = true;
+                    }
+                }
+                if (!done) {
 #pragma unroll
-                    for (int q = 0; q < 4; ++q) v[q] = (gr < m && gk + q < n) ? a[(i64)gr * n + gk + q] : T(0);
+                    for (int q = 0; q < 4; ++q) v[q] = (gr < m && gk + q < n) ? a[(i64)gr * n + gk + q] : zero<T>();
                 }
 #pragma unroll
                 for (int q = 0; q < 4; ++q) As[ak + q][ar] = v[q];
@@ -706,19 +701,19 @@ matmul_reg_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
                     *reinterpret_cast<float4*>(&Bs[br][bc]) = *reinterpret_cast<const float4*>(b + (i64)gk2 * p + gc);
                 } else {
 #pragma unroll
-                    for (int q = 0; q < 4; ++q) Bs[br][bc + q] = (gk2 < n && gc + q < p) ? b[(i64)gk2 * p + gc + q] : T(0);
+                    for (int q = 0; q < 4; ++q) Bs[br][bc + q] = (gk2 < n && gc + q < p) ? b[(i64)gk2 * p + gc + q] : zero<T>();
                 }
             }
             __syncthreads();
 #pragma unroll
             for (int k = 0; k < BK; ++k) {
-                T ra[TM], rb[TN];
+                A ra[TM], rb[TN];
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
 #pragma unroll
-                    for (int i = 0; i < TM / 2; ++i) ra[h * TM / 2 + i] = As[k][h * BM / 2 + trow * TM / 2 + i];
+                    for (int i = 0; i < TM / 2; ++i) ra[h * TM / 2 + i] = widen(As[k][h * BM / 2 + trow * TM / 2 + i]);
 #pragma unroll
-                    for (int j = 0; j < TN / 2; ++j) rb[h * TN / 2 + j] = Bs[k][h * BN / 2 + tcol * TN / 2 + j];
+                    for (int j = 0; j < TN / 2; ++j) rb[h * TN / 2 + j] = widen(Bs[k][h * BN / 2 + tcol * TN / 2 + j]);
                 }
 #pragma unroll
                 for (int i = 0; i < TM; ++i)
@@ -735,7 +730,7 @@ matmul_reg_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
 #pragma unroll
             for (int j = 0; j < TN; ++j) {
                 const int gc = col0 + (j / (TN / 2)) * BN / 2 + tcol * TN / 2 + j % (TN / 2);
-                if (gc < p) c[(i64)gr * p + gc] = acc[i][j];
+                if (gc < p) c[(i64)gr * p + gc] = convert<T>(acc[i][j]);
             }
         }
     }
@@ -812,8 +807,105 @@ extern "C" int mc_matmul(int dt, int algo, const void* a, const void* b, void* o
         case DT_F32: return matmul_t<float>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
         case DT_F64: return matmul_t<double>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
         case DT_I64: return matmul_t<i64>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
+        case DT_I32: return matmul_t<int32_t>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
+        case DT_F16: return matmul_t<f16>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
+        case DT_BF16: return matmul_t<bf16>(algo, a, b, out, batch, (int)m, (int)n, (int)p, dt);
     }
-    return fail_msg("matmul_kernel", dt, "unsupported dtype (use float32, float64 or int64)");
+    return fail_msg("matmul_kernel", dt, "unsupported dtype (float32, float64, float16, bfloat16, int64 and int32 have "
+                                         "one; int8 goes through mc_matmul_int8)");
+}
+
+// ==== matmul_int8 ====
+// C (m, p) int32 = A (m, n) int8 or uint8 @ B (n, p) int8, all compact: the integer matmul of quantized inference.
+// `__dp4a(x, y, c)` multiplies the four signed bytes of x with those of y and adds the four products to c in one
+// instruction, so the k axis travels packed four bytes to a 32-bit word:
+//   As[r][w] holds A[row0 + r][k0 + 4w .. 4w + 3], Bs[w][c] holds B[k0 + 4w .. 4w + 3][col0 + c].
+// A block of 256 threads owns a 64 x 64 tile of C; thread (ty, tx) owns rows ty + 16i and columns tx + 16j
+// (i, j < 4), so that a warp reads 16 consecutive words of Bs and two rows of As (no bank conflicts) and writes
+// runs of 16 neighbouring outputs. Padding past the matrix edges is the byte 0, which adds nothing.
+// A uint8 activation u has no signed-by-signed dp4a: the kernel feeds u - 128 (flip the top bit: u ^ 0x80 is
+// u - 128 as a signed byte) and adds 128 * sum_k B[k][c] back, itself a dp4a of B's word with 0x01010101.
+// Every product and sum is an exact int32 as long as n * 255 * 128 < 2^31 (the host checks).
+#define I8_BM 64
+#define I8_BN 64
+#define I8_BK 32
+template <bool A_U8>
+__global__ void __launch_bounds__(256) matmul_int8_kernel(const uint8_t* __restrict__ A, const int8_t* __restrict__ B,
+                                                          int32_t* __restrict__ C, int m, int n, int p) {
+    __shared__ int As[I8_BM][I8_BK / 4 + 1];   // +1: rows of As start in different banks
+    __shared__ int Bs[I8_BK / 4][I8_BN];
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * I8_BM, col0 = blockIdx.x * I8_BN;
+    int acc[4][4], bsum[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        bsum[i] = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0;
+    }
+    for (int k0 = 0; k0 < n; k0 += I8_BK) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {   // each thread packs two words of A and two of B
+            const int w = tid + q * 256;
+            const int r = w / (I8_BK / 4), ka = k0 + (w % (I8_BK / 4)) * 4, gr = row0 + r;
+            const int kb = w / I8_BN, c = w % I8_BN, gc = col0 + c;
+            unsigned va = 0, vb = 0;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                unsigned x = (gr < m && ka + e < n) ? A[(i64)gr * n + ka + e] : 0u;
+                if (A_U8 && gr < m && ka + e < n) x ^= 0x80u;
+                va |= x << (8 * e);
+                const int gk = k0 + 4 * kb + e;
+                vb |= (unsigned)(uint8_t)((gk < n && gc < p) ? B[(i64)gk * p + gc] : 0) << (8 * e);
+            }
+            As[r][w % (I8_BK / 4)] = (int)va;
+            Bs[kb][c] = (int)vb;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kw = 0; kw < I8_BK / 4; ++kw) {
+            int ra[4], rb[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) { ra[i] = As[ty + 16 * i][kw]; rb[i] = Bs[kw][tx + 16 * i]; }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = __dp4a(ra[i], rb[j], acc[i][j]);
+            if (A_U8) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) bsum[j] = __dp4a(0x01010101, rb[j], bsum[j]);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int gr = row0 + ty + 16 * i;
+        if (gr >= m) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int gc = col0 + tx + 16 * j;
+            if (gc < p) C[(i64)gr * p + gc] = acc[i][j] + (A_U8 ? 128 * bsum[j] : 0);
+        }
+    }
+}
+
+extern "C" int mc_matmul_int8(int dta, const void* a, const void* b, void* out, i64 m, i64 n, i64 p) {
+    if (dta != DT_I8 && dta != DT_U8) return fail_msg("matmul_int8_kernel", dta, "A must be int8 or uint8");
+    if (m <= 0 || p <= 0) return 0;
+    if (n > 65793) return fail_msg("matmul_int8_kernel", dta, "n > 65793 could overflow the int32 accumulators");
+    if (m > INT_MAX || p > INT_MAX) return fail_msg("matmul_int8_kernel", dta, "a matrix dimension exceeds 2^31");
+    const i64 band = (i64)65535 * I8_BM;   // grid.y is at most 65535: very tall A goes in bands of rows
+    for (i64 r0 = 0; r0 < m; r0 += band) {
+        const int rows = (int)(m - r0 < band ? m - r0 : band);
+        dim3 grid(cdiv(p, I8_BN), cdiv(rows, I8_BM));
+        const uint8_t* ar = (const uint8_t*)a + r0 * n;
+        int32_t* cr = (int32_t*)out + r0 * p;
+        if (dta == DT_U8) matmul_int8_kernel<true><<<grid, 256>>>(ar, (const int8_t*)b, cr, rows, (int)n, (int)p);
+        else matmul_int8_kernel<false><<<grid, 256>>>(ar, (const int8_t*)b, cr, rows, (int)n, (int)p);
+        TRY(check_launch("matmul_int8_kernel", dta));
+    }
+    return 0;
 }
 
 // ==== indexing ====
@@ -843,26 +935,30 @@ __global__ void scatter_add_kernel(const T* __restrict__ a, const i64* __restric
         atomic_add(out + (o * axis_len + idx[j]) * inner + i, a[e]);
     }
 }
+// scatter_add needs an atomic add of the dtype: CUDA has one for these
+template <class T> struct has_atomic_add : std::integral_constant<bool, std::is_same<T, float>::value ||
+    std::is_same<T, double>::value || std::is_same<T, i64>::value || std::is_same<T, int32_t>::value ||
+    std::is_same<T, bool>::value> {};
 template <class T>
 static int index_t(bool scatter, const void* a, const void* idx, void* out, i64 outer, i64 axis_len, i64 inner, i64 k, int dt) {
     i64 total = outer * k * inner;
     if (total <= 0) return 0;
     unsigned grid = grid_for(total, 256, 4);
     if (scatter) {
-        scatter_add_kernel<T><<<grid, 256>>>((const T*)a, (const i64*)idx, (T*)out, total, axis_len, inner, k);
-        return check_launch("scatter_add_kernel", dt);
+        if constexpr (has_atomic_add<T>::value) {
+            scatter_add_kernel<T><<<grid, 256>>>((const T*)a, (const i64*)idx, (T*)out, total, axis_len, inner, k);
+            return check_launch("scatter_add_kernel", dt);
+        }
+        return fail_msg("scatter_add_kernel", dt, "unsupported dtype (float32, float64, int64, int32 and bool have one)");
     }
     gather_kernel<T><<<grid, 256>>>((const T*)a, (const i64*)idx, (T*)out, total, axis_len, inner, k);
     return check_launch("gather_kernel", dt);
 }
 static int index_entry(bool scatter, int dt, const void* a, const void* idx, void* out, i64 outer, i64 axis_len,
                        i64 inner, i64 k) {
-    switch (dt) {
-        case DT_F32: return index_t<float>(scatter, a, idx, out, outer, axis_len, inner, k, dt);
-        case DT_F64: return index_t<double>(scatter, a, idx, out, outer, axis_len, inner, k, dt);
-        case DT_I64: return index_t<i64>(scatter, a, idx, out, outer, axis_len, inner, k, dt);
-        case DT_BOOL: return index_t<bool>(scatter, a, idx, out, outer, axis_len, inner, k, dt);
-    }
+#define X(code, T) case code: return index_t<T>(scatter, a, idx, out, outer, axis_len, inner, k, dt);
+    switch (dt) { DT_CASES(X) }
+#undef X
     return fail_msg(scatter ? "scatter_add_kernel" : "gather_kernel", dt, "unsupported dtype");
 }
 extern "C" int mc_gather(int dt, const void* a, const void* idx, void* out, i64 outer, i64 axis_len, i64 inner, i64 k) {

@@ -41,6 +41,49 @@ def test_observer_without_data_refuses():
     with pytest.raises(ValueError, match='qscheme'): Q.MinMaxObserver(qscheme=Q.per_channel_affine)
     with pytest.raises(ValueError, match='include 0'): Q.MinMaxObserver(quant_min=3, quant_max=100)   # torch asserts
 
+def _hist_batches(kind, rng):
+    if kind == 'normal': return [rng.standard_normal(5000)]
+    if kind == 'outliers, growing': return [np.r_[rng.standard_normal(3000), rng.standard_normal(5) * 20] * (k + 1)
+                                            for k in range(3)]
+    if kind == 'laplace, growing both ways': return [rng.laplace(size=4000) * (1 + k / 2) + 0.2 * (-1) ** k
+                                                     for k in range(4)]
+    if kind == 'relu': return [np.maximum(rng.standard_normal(4000), 0) * 3 for _ in range(2)]
+    if kind == 'constant, then spread': return [np.full(100, 0.7), rng.standard_normal(500)]
+    return [rng.uniform(-1, 2, 3000), rng.uniform(-1, 2, 3000)]   # 'uniform, same range'
+
+@pytest.mark.parametrize('kind', ['normal', 'outliers, growing', 'laplace, growing both ways', 'relu',
+                                  'constant, then spread', 'uniform, same range'])
+@pytest.mark.parametrize('sym', [False, True])
+def test_histogram_observer_qparams_match_torchs(kind, sym):
+    """Same batches through both: the histograms are torch's, and the chosen scale and zero point are within 1e-3
+    (relative) and 1 of torch's (its search compares float32 error sums, so near-ties could tip either way)."""
+    rng = np.random.default_rng(len(kind))
+    ours = Q.HistogramObserver(dtype='qint8' if sym else 'quint8',
+                               qscheme=Q.per_tensor_symmetric if sym else Q.per_tensor_affine)
+    theirs = tq.HistogramObserver(dtype=torch.qint8 if sym else torch.quint8,
+                                  qscheme=torch.per_tensor_symmetric if sym else torch.per_tensor_affine)
+    for b in _hist_batches(kind, rng):
+        b = b.astype('float32'); ours(mi.tensor(b)); theirs(torch.tensor(b))
+    assert ours.min_val == theirs.min_val.item() and ours.max_val == theirs.max_val.item()
+    np.testing.assert_allclose(ours.histogram, theirs.histogram.numpy(), atol=5)   # re-binning: linspace rounding
+    assert ours.histogram.sum() == pytest.approx(theirs.histogram.sum().item(), rel=1e-6)
+    (s, z), (ts, tz) = ours.calculate_qparams(), theirs.calculate_qparams()
+    assert abs(s[0] / ts.item() - 1) <= 1e-3 and abs(int(z[0]) - tz.item()) <= 1, (s, ts, z, tz)
+
+def test_histogram_observer_narrows_by_l2_and_refuses_without_data():
+    with pytest.raises(RuntimeError, match='seen no data'): Q.HistogramObserver().calculate_qparams()
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.standard_normal(5000), 50.0].astype('float32')
+    h, m = Q.HistogramObserver(), Q.MinMaxObserver()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        h(mi.tensor(np.r_[x, np.inf].astype('float32'))); m(mi.tensor(x))   # an infinity is ignored, as torch's
+    assert h.max_val == 50.0
+    (s, _), (ms, _) = h.calculate_qparams(), m.calculate_qparams()
+    # the search only ever narrows the range; clipping the lone 50 would cost (50 - 4)^2, more than the rounding
+    # error it saves on 5000 values (5000 * 0.21^2 / 12), so L2 keeps it, as torch's does
+    assert s[0] <= ms[0] and s[0] > ms[0] * 0.9
+
 @pytest.mark.parametrize('dtype', ['qint8', 'quint8'])
 def test_quantize_codes_equal_torchs(dtype):
     rng = np.random.default_rng(0)
@@ -103,10 +146,35 @@ def test_quantize_dynamic_equals_torch(per_channel, xshape):
     assert np.abs(y - yf).max() <= np.abs(ty - yf).max() * (1 + 1e-4) + 1e-6
     assert isinstance(m.modules_[0], nn.Linear)   # not inplace: the float model is untouched
 
+@pytest.mark.parametrize('layers,bidir,batch_first', [(1, False, False), (2, True, False), (3, False, True)])
+def test_quantize_dynamic_lstm_equals_torchs(layers, bidir, batch_first):
+    """quantize_dynamic of an LSTM: the outputs and final states of torch's dynamic int8 LSTM on the same weights
+    (the same integer arithmetic: one set of input qparams per sequence, one per step for the hidden state), so its
+    error against the float LSTM is torch's own."""
+    torch.manual_seed(layers)
+    tl = torch.nn.LSTM(12, 20, num_layers=layers, bidirectional=bidir, batch_first=batch_first)
+    ml = nn.LSTM(12, 20, num_layers=layers, bidirectional=bidir, batch_first=batch_first)
+    ml.load_state_dict({k: v.detach().numpy() for k, v in tl.state_dict().items()})
+    x = np.random.default_rng(layers).standard_normal((7, 4, 12)).astype('float32') * 2
+    q = Q.quantize_dynamic(ml, {nn.LSTM})
+    assert isinstance(q, Q.DynamicQuantizedLSTM) and isinstance(ml, nn.LSTM)   # a copy; the float one is kept
+    y, (h, c) = q(mi.tensor(x))
+    tq_lstm = tq.quantize_dynamic(torch.nn.Sequential(tl), {torch.nn.LSTM}, dtype=torch.qint8)
+    ty, (th, tc) = tq_lstm(torch.tensor(x))
+    for a, b in ((y, ty), (h, th), (c, tc)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-5)
+    yf = tl(torch.tensor(x))[0].detach().numpy()
+    assert np.abs(y.numpy() - yf).max() <= np.abs(ty.detach().numpy() - yf).max() * (1 + 1e-3) + 1e-6
+    m = nn.Sequential(nn.Linear(12, 12))
+    m.rnn = nn.LSTM(12, 20)   # quantized inside a container too, with its Linear
+    qm = Q.quantize_dynamic(m)
+    assert isinstance(qm.rnn, Q.DynamicQuantizedLSTM) and isinstance(qm.modules_[0], Q.DynamicQuantizedLinear)
+    with pytest.raises(NotImplementedError, match='proj_size'): Q.quantize_dynamic(nn.LSTM(4, 8, proj_size=2), {nn.LSTM})
+
 def test_quantize_dynamic_refuses_what_it_cannot_do():
     m, _ = _twin_mlp()
     with pytest.raises(TypeError, match='qint8'): Q.quantize_dynamic(m, {nn.Linear}, dtype='float16')
-    with pytest.raises(TypeError, match='Linear only'): Q.quantize_dynamic(m, {nn.Conv2d})
+    with pytest.raises(TypeError, match='nn.Linear and nn.LSTM only'): Q.quantize_dynamic(m, {nn.Conv2d})
 
 @pytest.mark.parametrize('lo,hi', [(-2.0, 3.0), (0.0, 5.0), (-4.0, 0.0), (-1e-6, 1e-6), (0.0, 0.0)])
 def test_dynamic_activation_qparams_equal_torchs(lo, hi):

@@ -16,9 +16,16 @@ EMULATED = ENABLED and 'emulation' in DEV.device_info()['name']
 gpu = pytest.mark.skipif(not ENABLED, reason=f'CUDA device not available: {DEV.why_disabled()}')
 CPU = cpu()
 
+FLOATS = ('float32', 'float64', 'float16', 'bfloat16')
+INTS = ('int64', 'int32', 'int16', 'int8', 'uint8')
+# float16 and bfloat16 kernels compute in float32 and round once, as numpy (and ml_dtypes) do: they agree with the
+# numpy device to the last bit for + - * /, and within one unit in the last place (2**-10, 2**-7) for exp, pow, ...
+RTOL = {'float32': 1e-6, 'float16': 2.0**-10, 'bfloat16': 2.0**-7}
+
 def sample(rng, shape, dtype):
     if dtype == 'bool': return rng.random(shape) > 0.5
-    if dtype == 'int64': return rng.integers(-5, 6, shape).astype('int64')
+    if dtype == 'uint8': return rng.integers(0, 11, shape).astype('uint8')
+    if dtype in INTS: return rng.integers(-5, 6, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 def put(d, a):
@@ -46,7 +53,8 @@ def test_kernel_sources_are_package_data():
     for f in ('cuda_kernels.cu', 'cuda_common.cuh'): assert (KERNEL_DIR / f).exists()
     text = kernel_source()
     sections = re.findall(r'^// ==== (\S+) ====$', text, re.M)
-    assert {'strided', 'elementwise', 'reduce', 'matmul_naive', 'matmul_smem', 'matmul_reg', 'indexing'} <= set(sections)
+    assert {'strided', 'elementwise', 'reduce', 'matmul_naive', 'matmul_smem', 'matmul_reg', 'matmul_int8',
+            'indexing'} <= set(sections)
     for s in sections: assert kernel_source(s)
     with pytest.raises(KeyError): kernel_source('no_such_section')
 
@@ -96,17 +104,17 @@ def test_ewise_all_ops_all_dtypes(dtype):
     rng = np.random.default_rng(2)
     n = 1000 + 3
     x, y = sample(rng, n, dtype), sample(rng, n, dtype)
-    if dtype == 'int64': y = np.where(y == 0, 2, y)
+    if dtype in INTS: y = np.where(y == 0, 2, y).astype(dtype)
     for op in EWISE_OPS:
         xx, yy = x, y
-        if op == 'pow' and dtype == 'int64': yy = np.abs(y) % 4
-        if op == 'pow' and dtype.startswith('float'): xx = np.abs(x) + 0.5
+        if op == 'pow' and dtype in INTS: yy = np.abs(y) % 4
+        if op == 'pow' and dtype in FLOATS: xx = (np.abs(x) + 0.5).astype(dtype)
         out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
         want = CPU.alloc(n, out_dt)
         if _ref_or_none(lambda: CPU.ewise(op, xx, yy, want) or True) is None: continue
         o = DEV.alloc(n, out_dt)
         DEV.ewise(op, put(DEV, xx), put(DEV, yy), o)
-        np.testing.assert_allclose(get(DEV, o, n), want, rtol=1e-6 if dtype == 'float32' else 1e-12, err_msg=op)
+        np.testing.assert_allclose(get(DEV, o, n), want, rtol=RTOL.get(dtype, 1e-12), err_msg=op)
 
 @gpu
 @pytest.mark.parametrize('dtype', CUDA_DTYPES)
@@ -115,44 +123,50 @@ def test_scalar_all_ops_all_dtypes(dtype):
     n = 777
     x = sample(rng, n, dtype)
     for op, s in itertools.product(SCALAR_OPS, [2, -1.5, True]):
-        if dtype in ('int64', 'bool') and isinstance(s, float): continue
-        xx = np.abs(x) + 0.5 if op in ('pow', 'rdiv', 'rpow') and dtype.startswith('float') else x
-        if op in ('rdiv', 'div') and dtype == 'int64': continue   # NDArray divides in float32
-        if op == 'rpow' and dtype == 'int64': xx = np.abs(x)
+        if dtype not in FLOATS and isinstance(s, float): continue
+        xx = (np.abs(x) + 0.5).astype(dtype) if op in ('pow', 'rdiv', 'rpow') and dtype in FLOATS else x
+        if op in ('rdiv', 'div') and dtype in INTS: continue   # NDArray divides in float32
+        if op == 'rpow' and dtype in INTS: xx = np.abs(x)
         out_dt = 'bool' if op in ('eq', 'ne', 'lt', 'le', 'gt', 'ge') else dtype
         want = CPU.alloc(n, out_dt)
         if _ref_or_none(lambda: CPU.scalar(op, xx, s, want) or True) is None: continue
         o = DEV.alloc(n, out_dt)
         DEV.scalar(op, put(DEV, xx), s, o)
-        np.testing.assert_allclose(get(DEV, o, n), want, rtol=1e-6 if dtype == 'float32' else 1e-12, err_msg=f'{op} {s}')
+        np.testing.assert_allclose(get(DEV, o, n), want, rtol=RTOL.get(dtype, 1e-12), err_msg=f'{op} {s}')
 
 @gpu
 @pytest.mark.parametrize('dtype', CUDA_DTYPES)
 def test_unary_all_ops(dtype):
     rng = np.random.default_rng(4)
     x = sample(rng, 513, dtype)
-    ops = UNARY_OPS if dtype.startswith('float') else ('abs', 'sign') + (('neg',) if dtype == 'int64' else ())
+    ops = UNARY_OPS if dtype in FLOATS else ('abs', 'sign') + (('neg',) if dtype in INTS else ())
     for op in ops:
-        xx = np.abs(x) + 0.1 if op in ('log', 'sqrt') else x
+        xx = (np.abs(x) + 0.1).astype(dtype) if op in ('log', 'sqrt') else x
         want = CPU.alloc(513, dtype)
         if _ref_or_none(lambda: CPU.unary(op, xx, want) or True) is None: continue
         o = DEV.alloc(513, dtype); DEV.unary(op, put(DEV, xx), o)
-        np.testing.assert_allclose(get(DEV, o, 513), want, rtol=2e-6 if dtype == 'float32' else 1e-13, atol=1e-7, err_msg=op)
-    if dtype.startswith('float'):   # NaN handling matches numpy
+        np.testing.assert_allclose(get(DEV, o, 513), want, rtol=2 * RTOL.get(dtype, 5e-14), atol=1e-7, err_msg=op)
+    if dtype in FLOATS:   # NaN handling matches numpy
         z = np.array([np.nan, -0.0, 0.0, -2.0, np.inf], dtype)
         for op in ('sign', 'abs', 'neg'):
             want = CPU.alloc(5, dtype); CPU.unary(op, z, want)
             o = DEV.alloc(5, dtype); DEV.unary(op, put(DEV, z), o)
-            np.testing.assert_array_equal(get(DEV, o, 5), want, err_msg=op)
+            # (through float32: numpy's testing does not see ml_dtypes' bfloat16 NaN as a NaN)
+            np.testing.assert_array_equal(get(DEV, o, 5).astype('float32'), want.astype('float32'), err_msg=op)
 
 @gpu
 def test_cast_all_pairs_and_where():
-    z = np.array([0.0, -1.7, 2.5, np.nan, 1e3, -0.0], 'float64')
+    # values every pair can hold: out-of-range float -> int conversions are undefined in C++ (and differ on a GPU)
+    z = np.array([0.0, -1.7, 2.5, np.nan, 100.0, -0.0, 0.1, 65504.0], 'float64')
     for src, dst in itertools.product(CUDA_DTYPES, CUDA_DTYPES):
-        x = z.astype(src) if src.startswith('float') else z[[0, 1, 2, 4, 5]].astype(src)
-        if dst == 'int64' and src.startswith('float'): x = x[~np.isnan(x)]
+        v = z[~np.isnan(z)] if src not in FLOATS or dst not in FLOATS else z
+        if 'uint8' in (src, dst): v = v[v >= 0]
+        if src in ('int8', 'uint8') or dst in ('int8', 'uint8'): v = v[np.abs(v) < 128]
+        x = v.astype(src)
         o = DEV.alloc(x.size, dst); DEV.cast(put(DEV, x), o)
-        np.testing.assert_array_equal(get(DEV, o, x.size), x.astype(dst), err_msg=f'{src}->{dst}')
+        got, want = get(DEV, o, x.size), x.astype(dst)
+        if dst == 'bfloat16': got, want = got.astype('float32'), want.astype('float32')   # NaN == NaN for numpy
+        np.testing.assert_array_equal(got, want, err_msg=f'{src}->{dst}')
     rng = np.random.default_rng(5)
     for dtype in CUDA_DTYPES:
         c, a, b = rng.random(300) > 0.5, sample(rng, 300, dtype), sample(rng, 300, dtype)
@@ -160,6 +174,9 @@ def test_cast_all_pairs_and_where():
         assert np.array_equal(get(DEV, o, 300), np.where(c, a, b))
     o = DEV.alloc(10, 'int64'); DEV.fill(o, 2**40 + 1)
     assert np.all(get(DEV, o, 10) == 2**40 + 1)
+    for dtype, v in (('float16', 0.1), ('bfloat16', 0.1), ('int8', -7), ('uint8', 200), ('int32', -2**31)):
+        o = DEV.alloc(5, dtype); DEV.fill(o, v)
+        assert np.array_equal(get(DEV, o, 5), np.full(5, v, dtype)), dtype
 
 @gpu
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
@@ -212,6 +229,10 @@ def test_gather_scatter_add(dtype):
     assert np.array_equal(DEV.to_numpy(o, (outer, 50, inner), (50 * inner, inner, 1), 0), x[:, idx])
     src = sample(rng, (outer, 50, inner), dtype)
     acc = DEV.alloc(outer * n * inner, dtype); DEV.fill(acc, 0)
+    if dtype in ('float16', 'bfloat16', 'int16', 'int8', 'uint8'):   # CUDA has no atomic add for them: refused
+        with pytest.raises(RuntimeError, match=rf'scatter_add_kernel\[{dtype}\]: unsupported dtype'):
+            DEV.scatter_add(put(DEV, src), put(DEV, idx), acc, outer, n, inner, 50)
+        return
     DEV.scatter_add(put(DEV, src), put(DEV, idx), acc, outer, n, inner, 50)
     want = np.zeros((outer, n, inner), dtype); np.add.at(want, (slice(None), idx), src)
     got = DEV.to_numpy(acc, (outer, n, inner), (n * inner, inner, 1), 0)
@@ -287,3 +308,107 @@ if given is not None:
             v[...] = NDArray(y, device='cuda', dtype=dtype)
             x2 = x.copy(); x2[idx] = y.transpose(np.argsort(perm))
             assert np.array_equal(a.numpy(), x2)
+
+# ---- the 16-bit floats and int8: the kernels of mixed precision (chapter 24) and quantization (chapter 26)
+
+@gpu
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16', 'int32', 'int8', 'uint8'])
+@pytest.mark.parametrize('outer,r', [(5, 16), (300, 2048), (3, 2049), (2, 100003)])
+def test_reductions_small_dtypes(dtype, outer, r):
+    "Every reduction path; the 16-bit floats sum in float32 and round once (their float64 sum, to one ulp)."
+    x = sample(np.random.default_rng(20), (outer, r), dtype)
+    h, o = put(DEV, x), DEV.alloc(outer, dtype)
+    DEV.reduce_sum(h, o, r)
+    got = get(DEV, o, outer)
+    if dtype in FLOATS:
+        want = x.astype('float64').sum(1)
+        # one rounding to the dtype (RTOL / 2 relative) plus float32's accumulation error (n * 2**-24 of sum |x|)
+        tol = RTOL[dtype] / 2 * np.abs(want) + r * 2.0**-24 * np.abs(x.astype('float64')).sum(1)
+        assert np.all(np.abs(got.astype('float64') - want) <= tol), (got, want)
+    else: assert np.array_equal(got, x.astype('int64').sum(1).astype(dtype))   # integers wrap, as numpy's
+    DEV.reduce_max(h, o, r)
+    assert np.array_equal(get(DEV, o, outer), x.max(1))
+
+SHAPES = [(1, 1, 1, 1), (2, 5, 7, 3), (3, 33, 65, 17), (1, 128, 64, 256), (2, 131, 36, 132), (1, 300, 257, 129)]
+
+@gpu
+@pytest.mark.parametrize('algo', list(MATMUL_ALGOS))
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16', 'int32'])
+def test_matmul_small_dtypes_every_algo(algo, dtype):
+    """float16/bfloat16 matmul accumulates in float32 and rounds once: within one rounding of the exact product
+    plus float32's accumulation error; int32 is exact."""
+    rng = np.random.default_rng(21)
+    for batch, m, n, p in SHAPES:
+        a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
+        o = DEV.alloc(batch * m * p, dtype)
+        DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
+        got = DEV.to_numpy(o, (batch, m, p), (m * p, p, 1), 0).astype('float64')
+        a64, b64 = a.astype('float64'), b.astype('float64')
+        want = a64 @ b64
+        if dtype == 'int32': assert np.array_equal(got, want), (algo, batch, m, n, p); continue
+        tol = RTOL[dtype] / 2 * np.abs(want) + 2 * n * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 1e-7
+        assert np.all(np.abs(got - want) <= tol), (algo, batch, m, n, p, np.abs(got - want).max())
+
+@gpu
+@pytest.mark.parametrize('adt', ['int8', 'uint8'])
+def test_matmul_int8_exact(adt):
+    "The dp4a kernel: int8 or uint8 @ int8 -> int32, exactly the integer product, edges and extreme codes included."
+    rng = np.random.default_rng(22)
+    lo, hi = (-128, 128) if adt == 'int8' else (0, 256)
+    for m, n, p in [(1, 1, 1), (5, 7, 3), (64, 32, 64), (70, 37, 130), (65, 129, 63), (3, 0, 2), (2, 1000, 5)]:
+        a = rng.integers(lo, hi, (m, n)).astype(adt)
+        b = rng.integers(-128, 128, (n, p)).astype('int8')
+        if m * n: a.flat[0] = lo; a.flat[-1] = hi - 1             # the extreme codes
+        if n * p: b.flat[0] = -128; b.flat[-1] = 127
+        o = DEV.alloc(m * p, 'int32')
+        DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p)
+        got = DEV.to_numpy(o, (m, p), (p, 1), 0)
+        assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64)), (m, n, p)
+    # the largest k whose uint8 x int8 sums cannot overflow int32, at the extremes: 65793 * 255 * -128 > -2**31
+    n = 65793
+    a, b = np.full((2, n), 255 if adt == 'uint8' else -128, adt), np.full((n, 3), -128, 'int8')
+    o = DEV.alloc(6, 'int32'); DEV.matmul_int8(put(DEV, a), put(DEV, b), o, 2, n, 3)
+    assert np.array_equal(DEV.to_numpy(o, (2, 3), (3, 1), 0), a.astype(np.int64) @ b.astype(np.int64))
+    with pytest.raises(RuntimeError, match=r'matmul_int8_kernel\[.*\]: n > 65793 could overflow'):
+        DEV.matmul_int8(put(DEV, np.zeros((1, n + 1), adt)), put(DEV, np.zeros((n + 1, 1), 'int8')),
+                        DEV.alloc(1, 'int32'), 1, n + 1, 1)
+    with pytest.raises(RuntimeError, match=r'matmul_int8_kernel\[float32\]: A must be int8 or uint8'):
+        DEV.matmul_int8(put(DEV, np.zeros((1, 4), 'float32')), put(DEV, np.zeros((4, 1), 'int8')),
+                        DEV.alloc(1, 'int32'), 1, 4, 1)
+
+@gpu
+def test_quantized_linear_and_autocast_run_on_cuda():
+    """Chapter 26's dynamic int8 Linear and chapter 24's autocast on the CUDA device: the int8 matmul is the dp4a
+    kernel (the same int32 accumulators as on the CPU), the autocast matmul the float16 kernel."""
+    from minima.ao.quantization import quantize_dynamic, int8_matmul
+    from minima.backend_ndarray.cuda import CudaDevice
+    assert CudaDevice.matmul_int8 is not type(CPU).matmul_int8
+    rng = np.random.default_rng(23)
+    qa, qb = rng.integers(0, 256, (9, 40)).astype('uint8'), rng.integers(-128, 128, (40, 6)).astype('int8')
+    got = int8_matmul(NDArray(qa, device='cuda', dtype='uint8'), NDArray(qb, device='cuda', dtype='int8'))
+    assert got.device.name == 'cuda' and got.dtype == 'int32'
+    assert np.array_equal(got.numpy(), int8_matmul(NDArray(qa, dtype='uint8'), NDArray(qb, dtype='int8')).numpy())
+    x = rng.standard_normal((8, 32)).astype('float32')
+    outs = {}
+    for d in ('cpu', 'cuda'):
+        minima.manual_seed(0)
+        lin = minima.nn.Linear(32, 16).to(d)
+        q = quantize_dynamic(lin, {minima.nn.Linear}, dtype='qint8')
+        y = q(minima.Tensor(x, device=d))
+        with minima.autocast(d, dtype='float16'): z = lin(minima.Tensor(x, device=d))
+        assert y.device.name == d and z.dtype == 'float16'
+        outs[d] = (y.numpy(), z.numpy().astype('float32'))
+    # same integer codes and accumulators on both devices; only the float32 epilogue's rounding may differ
+    np.testing.assert_allclose(outs['cuda'][0], outs['cpu'][0], rtol=1e-5, atol=1e-5)
+    # float16 outputs of float32-accumulated products: equal up to one float16 rounding (2**-11 relative)
+    np.testing.assert_allclose(outs['cuda'][1], outs['cpu'][1], rtol=2.0**-10, atol=1e-3)
+
+@gpu
+def test_deepcopy_copies_on_the_device():
+    "copy.deepcopy of an array (and so of a model) on the GPU: a new device allocation, the same device object."
+    import copy
+    a = NDArray(np.arange(6, dtype='float32'), device='cuda')
+    b = copy.deepcopy(a)
+    assert b.device is a.device and b._handle.ptr != a._handle.ptr and np.array_equal(b.numpy(), a.numpy())
+    a[:] = 0
+    assert np.array_equal(b.numpy(), np.arange(6, dtype='float32'))

@@ -129,7 +129,7 @@ def test_a_collective_times_out(mpi):
 
 def test_sampler_matches_torch():
     "Without shuffling, the indices are torch's exactly (padding and drop_last included); no process group needed."
-    torch = pytest.importorskip('torch')
+    pytest.importorskip('torch')
     from torch.utils.data import DistributedSampler as TorchSampler
     from minima.distributed import DistributedSampler
     for n in [1, 5, 10, 11, 13]:

@@ -177,3 +177,9 @@ template <class T> inline T shfl_xor(T v, int mask) {
 #define EMU_LAUNCH(grid, block, ...) emu::launch(dim3(grid), dim3(block), [&] { __VA_ARGS__; })
 
 template <class T, class U> inline T atomicAdd(T* p, U v) { T old = *p; *p = (T)(old + (T)v); return old; }
+
+// dp4a: the four signed bytes of a times those of b, summed into c (sm_61 and later)
+inline int __dp4a(int a, int b, int c) {
+    for (int e = 0; e < 4; ++e) c += (int)(int8_t)(a >> (8 * e)) * (int)(int8_t)(b >> (8 * e));
+    return c;
+}
