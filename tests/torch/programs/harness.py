@@ -30,6 +30,7 @@ if mode == 'minima':
 else:
     import torch
     torch.set_num_threads(1)
+    torch.manual_seed(0)   # a program that never seeds (regression) starts from the same weights every run
     lib, Module = torch, torch.nn.Module
 
 def _size(size):
