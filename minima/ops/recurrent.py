@@ -268,7 +268,7 @@ def recurrence(mode, gx, h0, w_hh, b_hh=None, c0=None) -> TensorTuple:
     if not isinstance(h0, Tensor) or h0.ndim != 2:
         got = getattr(h0, 'shape', type(h0).__name__)
         raise ValueError(f"recurrence: h0 must be a (B, H) Tensor, got {got}")
-    (T, B, GH), H = gx.shape, h0.shape[1]
+    (_, B, GH), H = gx.shape, h0.shape[1]
     if GH != GATES_PER_MODE[mode] * H or h0.shape[0] != B:
         raise ValueError(f"recurrence({mode}): gx {gx.shape} needs h0 of shape ({B}, {GH // GATES_PER_MODE[mode]}), "
                          f"got {h0.shape}")

@@ -69,7 +69,6 @@ def test_generator_is_accepted_everywhere():
     a, b = mud.random_split(range(10), [7, 3], generator=g())
     c, d = mud.random_split(range(10), [7, 3], generator=g())
     assert list(a) == list(c) and sorted(list(a) + list(b)) == list(range(10))
-    order = lambda: [int(x) for x in mud.DataLoader(range(8), batch_size=8, shuffle=True, generator=g())][0:1]
     runs = [next(iter(mud.DataLoader(list(range(8)), batch_size=8, shuffle=True, generator=g()))).tolist()
             for _ in range(2)]
     assert runs[0] == runs[1] and sorted(runs[0]) == list(range(8))
