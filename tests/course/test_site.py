@@ -392,6 +392,32 @@ def test_images_and_plots_load(visits):
     assert not bad, 'images that did not load:\n' + '\n'.join(bad)
     assert any(v['images'] for v in visits.values()), 'no page has an image (the autograd chapter draws its graph)'
 
+def test_profiler_page_opens_its_trace_in_speedscope(docs, server, browser):
+    """Chapter 23's frame: speedscope, vendored by the build (from npm), opens the trace the build recorded with
+    minima's profiler, without a dialog or a script error, and draws it."""
+    if not (docs / 'speedscope' / 'LICENSE').exists():
+        pytest.skip('the site was built without npm, so without speedscope (tools/build_docs said why)')
+    names = {e['name'] for e in json.loads((docs / 'traces' / 'cnn_step.json').read_text())['traceEvents']}
+    assert {'forward', 'backward', 'optimizer', 'cpu::matmul'} <= names, sorted(names)[:20]
+    page, problems = browser.new_page(viewport={'width': 1200, 'height': 900}), []
+    page.on('pageerror', lambda e: problems.append(f'error: {e}'))
+    page.on('dialog', lambda d: (problems.append(f'dialog: {d.message}'), d.dismiss()))
+    try:
+        page.goto(server + 'profiler.html')
+        page.locator('iframe.flame-chart').scroll_into_view_if_needed()
+        frame = None
+        for _ in range(100):
+            frame = next((f for f in page.frames if '/speedscope/' in f.url), None)
+            if frame is not None and 'Time Order' in frame.evaluate('document.body.innerText'): break
+            page.wait_for_timeout(100)
+        assert frame is not None, 'no speedscope frame on the profiler page'
+        text = frame.evaluate('document.body.innerText')
+        assert 'Time Order' in text and 'Drag and drop' not in text, text[:300]   # a profile, not the landing page
+        assert frame.title() == 'digits CNN training step - speedscope'
+        assert frame.evaluate("[...document.querySelectorAll('canvas')].some(c => c.width > 0 && c.height > 0)")
+        assert not problems, problems
+    finally: page.close()
+
 def test_code_is_highlighted_and_api_documented(site, visits):
     for p in site[1:]:
         v = visits[p['href']]
