@@ -11,9 +11,9 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade', 'format_report',
-           'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle', 'nbgrader_source',
-           'nbgrader_release', 'nbgrader_check']
+__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade',
+           'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle',
+           'nbgrader_source', 'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
 @dataclass
@@ -34,9 +34,11 @@ _HINTS = {'compute': 'compute the forward value from the input NDArrays (the for
           'forward': 'compose ops on the input Tensors (see the text above)',
           'step': "update each parameter's .data from its .grad, as derived above"}
 
-def parse_solution(source: str):
-    """The `#| solution` directive of a cell: (targets, points, hint, owner, unit), or None for an unmarked cell.
-    `unit=Conv` puts the removed defs into that unit (which may span cells: its helpers are part of the exercise)."""
+# %% ../nbs/40_teaching.ipynb
+def parse_solutions(source: str) -> list:
+    """Every `#| solution` directive of a cell, in order: [(targets, points, hint, owner, unit)], empty for an
+    unmarked cell. A cell may carry several, one per unit, each with its own hint and points."""
+    out = []
     for line in source.splitlines():
         if not line.strip().startswith('#|'): break
         m = _DIRECTIVE.match(line)
@@ -47,8 +49,15 @@ def parse_solution(source: str):
         targets = [t for t in toks if '=' not in t]
         if not targets:
             raise ValueError(f'#| solution needs the names to remove, e.g. `#| solution compute gradient`: {line!r}')
-        return targets, int(opts.get('points', 1)), hint.strip(), opts.get('of'), opts.get('unit')
-    return None
+        out.append((targets, int(opts.get('points', 1)), hint.strip(), opts.get('of'), opts.get('unit')))
+    return out
+
+def parse_solution(source: str):
+    """The first `#| solution` directive of a cell: (targets, points, hint, owner, unit), or None for an unmarked
+    cell. `unit=Conv` puts the removed defs into that unit (which may span cells: its helpers are part of the
+    exercise)."""
+    specs = parse_solutions(source)
+    return specs[0] if specs else None
 
 # %% ../nbs/40_teaching.ipynb
 def _is_doc(stmt):
@@ -77,33 +86,33 @@ def _is_op_class(cls: ast.ClassDef):
 def strip_solution(source: str, chapter: str = ''):
     """Replace the bodies named by the cell's `#| solution` directive with `raise NotImplementedError(hint)`, keeping
     signatures and docstrings. Returns (new source, units); an unmarked cell comes back unchanged with no units."""
-    spec = parse_solution(source)
-    if spec is None: return source, []
-    targets, points, hint, owner, unit = spec
+    specs = parse_solutions(source)
+    if not specs: return source, []
     lines = source.splitlines(keepends=True)
-    # directives are comments, so the cell parses as it is
-    tree = ast.parse(source)
-    found = _targets_in(tree, targets)
-    hit = {q for q, _, _ in found} | {q.split('.')[-1] for q, _, _ in found}
-    missing = [t for t in targets if t not in hit]
-    if missing:
-        raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does not define')
+    tree = ast.parse(source)      # directives are comments, so the cell parses as it is
     units, edits = {}, []
-    for qual, f, cls in found:
-        body = f.body[1:] if _is_doc(f.body[0]) else f.body
-        if not body: continue
-        meth = qual.split('.')[-1]
-        text = hint or _HINTS.get(meth, 'see the text above')
-        where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
-        shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
-            qual if cls or not owner else owner + '.' + qual.lstrip('_')
-        msg = f"{shown}: {text}{where}"
-        edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
-        if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
-        elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
-        elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
-        else: uname, kind = qual, 'code'
-        units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
+    for targets, points, hint, owner, unit in specs:
+        found = _targets_in(tree, targets)
+        hit = {q for q, _, _ in found} | {q.split('.')[-1] for q, _, _ in found}
+        missing = [t for t in targets if t not in hit]
+        if missing:
+            raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does '
+                             'not define')
+        for qual, f, cls in found:
+            body = f.body[1:] if _is_doc(f.body[0]) else f.body
+            if not body: continue
+            meth = qual.split('.')[-1]
+            text = hint or _HINTS.get(meth, 'see the text above')
+            where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
+            shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
+                qual if cls or not owner else owner + '.' + qual.lstrip('_')
+            msg = f"{shown}: {text}{where}"
+            edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
+            if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
+            elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
+            elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
+            else: uname, kind = qual, 'code'
+            units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
     for l0, col, l1, stmt in sorted(edits, reverse=True):
         first = lines[l0 - 1].encode()
         lines[l0 - 1:l1] = [first[:col].decode() + stmt + '\n']
@@ -1206,6 +1215,578 @@ def _(torch, n):
     return check
 
 # %% ../nbs/40_teaching.ipynb
+def _fn_probe(unit, module, draw, call, diff=(0,), tname=None, rtol=1e-5, atol=1e-6):
+    """A probe of a function unit of `module`: `call(f, *Tensors)` with the student's `f`, its value and the
+    gradients of `sum(y * y)` for the inputs `diff`, against the same call of torch's function `tname`."""
+    name = unit.split('.')[-1]
+    def run(P, arrs):
+        xs = [P.mi.Tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
+        y = call(getattr(importlib.import_module(module), name), *xs)
+        (y * y).sum().backward()
+        return dict(y=y.numpy(), grads=[xs[i].grad.numpy() for i in diff])
+    run.__name__ = f'_p_{name}'
+    def expect(torch, arrs):
+        ts = [torch.tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
+        y = call(getattr(torch.nn.functional, tname or name), *ts)
+        (y * y).sum().backward()
+        return dict(y=y.detach().numpy(), grads=[ts[i].grad.numpy() for i in diff])
+    _probe(unit, lambda rng: dict(arrs=draw(rng)), rtol, atol)(run).expect(expect)
+
+def _signs(rng, *s): return rng.choice([-1.0, 1.0], s).astype('float32')
+def _logp(rng, *s):
+    import numpy as np
+    z = rng.standard_normal(s)
+    return (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype('float32')
+def _probs(rng, *s):
+    import numpy as np
+    return np.exp(_logp(rng, *s))
+
+# %% ../nbs/40_teaching.ipynb
+_NNX = 'minima.ops.nn_extras'
+for _u, _draw, _call, _diff in [
+    ('leaky_relu', lambda r: [_f32(r, 4, 5)], lambda f, x: f(x, 0.2), (0,)),
+    ('group_norm', lambda r: [_f32(r, 2, 6, 3, 3, scale=2.0), _f32(r, 6), _f32(r, 6)],
+     lambda f, x, w, b: f(x, 3, w, b), (0, 1, 2)),
+    ('conv1d', lambda r: [_f32(r, 2, 3, 9), _f32(r, 4, 3, 3), _f32(r, 4)],
+     lambda f, x, w, b: f(x, w, b, stride=2, padding=1), (0, 1, 2)),
+    ('max_pool1d', lambda r: [_f32(r, 2, 3, 10)], lambda f, x: f(x, 3, 2), (0,)),
+    ('avg_pool1d', lambda r: [_f32(r, 2, 3, 10)], lambda f, x: f(x, 3, 2, 1), (0,)),
+    ('adaptive_avg_pool2d', lambda r: [_f32(r, 2, 3, 7, 5)], lambda f, x: f(x, (3, 2)), (0,)),
+    ('adaptive_max_pool2d', lambda r: [_f32(r, 2, 3, 7, 5)], lambda f, x: f(x, (3, 2)), (0,)),
+    ('interpolate', lambda r: [_f32(r, 2, 3, 4, 5)], lambda f, x: f(x, size=(7, 3)), (0,)),
+    ('smooth_l1_loss', lambda r: [_f32(r, 4, 5), _f32(r, 4, 5)], lambda f, a, b: f(a, b, beta=0.5), (0, 1)),
+    ('huber_loss', lambda r: [_f32(r, 4, 5), _f32(r, 4, 5)], lambda f, a, b: f(a, b, delta=0.7), (0, 1)),
+    ('kl_div', lambda r: [_logp(r, 4, 5), _probs(r, 4, 5)],
+     lambda f, a, b: f(a, b, reduction='batchmean'), (0, 1)),
+    ('margin_ranking_loss', lambda r: [_f32(r, 6), _f32(r, 6), _signs(r, 6)], lambda f, a, b, y: f(a, b, y, 0.3),
+     (0, 1)),
+    ('hinge_embedding_loss', lambda r: [_f32(r, 6), _signs(r, 6)], lambda f, x, y: f(x, y, margin=0.8), (0,)),
+    ('soft_margin_loss', lambda r: [_f32(r, 6), _signs(r, 6)], lambda f, x, y: f(x, y), (0,)),
+    ('cosine_embedding_loss', lambda r: [_f32(r, 5, 4), _f32(r, 5, 4), _signs(r, 5)],
+     lambda f, a, b, y: f(a, b, y, 0.2), (0, 1)),
+    ('triplet_margin_loss', lambda r: [_f32(r, 5, 4), _f32(r, 5, 4), _f32(r, 5, 4)],
+     lambda f, a, p, n: f(a, p, n, 1.0), (0, 1, 2)),
+    ('multilabel_soft_margin_loss', lambda r: [_f32(r, 5, 3), (r.random((5, 3)) < 0.5).astype('float32')],
+     lambda f, x, y: f(x, y), (0,)),
+    ('gaussian_nll_loss', lambda r: [_f32(r, 5, 3), _f32(r, 5, 3), (r.random((5, 3)) + 0.2).astype('float32')],
+     lambda f, x, y, v: f(x, y, v), (0, 1, 2)),
+    ('poisson_nll_loss', lambda r: [_f32(r, 5, 3), r.integers(0, 5, (5, 3)).astype('float32')],
+     lambda f, x, y: f(x, y, full=True), (0,))]:
+    _fn_probe(_u, _NNX, _draw, _call, _diff, rtol=1e-4, atol=1e-5)
+
+# %% ../nbs/40_teaching.ipynb
+_GAINS = [('linear', None), ('sigmoid', None), ('conv2d', None), ('tanh', None), ('relu', None), ('leaky_relu', None),
+          ('leaky_relu', 0.2), ('selu', None)]
+
+@_probe('calculate_gain', lambda rng: dict(cases=_GAINS))
+def _p_calculate_gain(P, cases):
+    return dict(gains=[float(P.mi.init.calculate_gain(n, a)) for n, a in cases],
+                unknown=_raised(lambda: P.mi.init.calculate_gain('swish')))
+
+@_p_calculate_gain.expect
+def _(torch, cases):
+    import numpy as np
+    return dict(gains=np.array([torch.nn.init.calculate_gain(n, a) for n, a in cases]), unknown='ValueError')
+
+@_probe('conv_fans', lambda rng: dict(c=[int(v) for v in rng.integers(1, 9, 4)]))
+def _p_conv_fans(P, c):
+    return [tuple(P.mi.init.conv_fans(c[0], c[1], k)) for k in (c[2], (c[2], c[3]))]
+
+@_p_conv_fans.expect
+def _(torch, c):
+    def fans(k): return torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(c[1], c[0], *k))
+    return [tuple(fans((c[2], c[2]))), tuple(fans((c[2], c[3])))]
+
+@_probe('eye_', lambda rng: dict(shape=(int(rng.integers(2, 6)), int(rng.integers(2, 6)))))
+def _p_eye(P, shape):
+    t = P.mi.init.eye_(P.mi.init.zeros(*shape))
+    return dict(w=t.numpy(), bad=_raised(lambda: P.mi.init.eye_(P.mi.init.zeros(2, 2, 2))))
+
+@_p_eye.expect
+def _(torch, shape):
+    return dict(w=torch.nn.init.eye_(torch.empty(shape)).numpy(), bad='ValueError')
+
+@_probe('dirac_', lambda rng: dict(shapes=[(6, 3, 3, 3), (4, 4, 5), (6, 2, 3, 3)], groups=[1, 1, 2]))
+def _p_dirac(P, shapes, groups):
+    return [P.mi.init.dirac_(P.mi.init.ones(*s), g).numpy() for s, g in zip(shapes, groups)]
+
+@_p_dirac.expect
+def _(torch, shapes, groups):
+    return [torch.nn.init.dirac_(torch.empty(s), g).numpy() for s, g in zip(shapes, groups)]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('xavier_uniform_', lambda rng: dict(shape=(64, 96), gain=float(rng.uniform(0.5, 2))))
+def _p_xavier_uniform(P, shape, gain):
+    return P.mi.init.xavier_uniform_(P.mi.init.zeros(*shape), gain).numpy()
+
+@_p_xavier_uniform.expect
+def _(torch, shape, gain):
+    "Not values but the law: inside (-a, a), reaching near both ends, the variance a^2 / 3 within 10%."
+    import numpy as np, math
+    a = gain * math.sqrt(6 / sum(shape))
+    def check(w):
+        w = np.asarray(w)
+        if w.shape != shape: return [f'shape {w.shape}, expected {shape}']
+        bad = [] if np.abs(w).max() <= a * (1 + 1e-6) else [f'values beyond the bound a = {a:.4g}']
+        if not (w.max() > 0.95 * a and w.min() < -0.95 * a): bad.append(f'the values do not fill (-{a:.4g}, {a:.4g})')
+        if abs(w.var() / (a * a / 3) - 1) > 0.1: bad.append(f'variance {w.var():.4g}, expected {a * a / 3:.4g}')
+        return bad
+    return check
+
+@_probe('kaiming_normal_', lambda rng: dict(shape=(96, 64), a=float(rng.uniform(0, 0.3))))
+def _p_kaiming_normal(P, shape, a):
+    return [P.mi.init.kaiming_normal_(P.mi.init.zeros(*shape), a, mode).numpy() for mode in ('fan_in', 'fan_out')]
+
+@_p_kaiming_normal.expect
+def _(torch, shape, a):
+    "Not values but the law: mean 0 and std gain / sqrt(fan) within 10%, for both modes."
+    import numpy as np, math
+    gain = torch.nn.init.calculate_gain('leaky_relu', a)
+    def check(ws):
+        bad = []
+        for w, fan in zip(ws, (shape[1], shape[0])):
+            w, std = np.asarray(w), gain / math.sqrt(fan)
+            if w.shape != shape: bad.append(f'shape {w.shape}, expected {shape}'); continue
+            if abs(w.std() / std - 1) > 0.1: bad.append(f'std {w.std():.4g}, expected {std:.4g} (fan {fan})')
+            if abs(w.mean()) > 0.1 * std: bad.append(f'mean {w.mean():.4g}, expected 0')
+        return bad
+    return check
+
+# %% ../nbs/40_teaching.ipynb
+_MORE_OPT = {'RMSprop': [dict(lr=0.01), dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)],
+             'Adagrad': [dict(lr=0.1), dict(lr=0.1, lr_decay=0.01, weight_decay=0.1)],
+             'Adadelta': [dict(lr=1.0), dict(lr=0.5, rho=0.8, weight_decay=0.1)],
+             'Adamax': [dict(lr=0.01), dict(lr=0.02, weight_decay=0.1)],
+             'NAdam': [dict(lr=0.01), dict(lr=0.01, weight_decay=0.1)],
+             'RAdam': [dict(lr=0.01), dict(lr=0.01, weight_decay=0.1)]}
+
+def _opt_probe(name):
+    def inputs(rng): return dict(w0=_f32(rng, 4, 3), ds=[_f32(rng, 4, 3) for _ in range(8)])
+    def run(P, w0, ds): return _opt_run(P, name, _MORE_OPT[name], w0, ds)
+    run.__name__ = f'_p_{name.lower()}'
+    _probe(f'{name}.update', inputs, 1e-4, 1e-6)(run).expect(
+        lambda torch, w0, ds: _opt_expect(torch, name, _MORE_OPT[name], w0, ds))
+
+for _name in _MORE_OPT: _opt_probe(_name)
+
+_SCHED = {'StepLR': dict(step_size=3, gamma=0.5), 'CosineAnnealingLR': dict(T_max=5, eta_min=0.01),
+          'LinearLR': dict(start_factor=0.25, end_factor=1.0, total_iters=4)}
+
+def _sched_lrs(optim, sched, name, lr):
+    "The rates of 12 chainable steps (a rate changed by hand after step 7), then of step(epoch) for 3 epochs."
+    p = optim['param']
+    opt = optim['SGD']([p], lr=lr)
+    s = getattr(sched, name)(opt, **_SCHED[name])
+    out = [opt.param_groups[0]['lr']]
+    for t in range(12):
+        s.step()
+        if t == 7: opt.param_groups[0]['lr'] *= 0.5
+        out.append(opt.param_groups[0]['lr'])
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+def _sched_probe(name):
+    def run(P, lr):
+        return _sched_lrs({'param': P.nn.Parameter(P.mi.Tensor([1.0])), 'SGD': P.optim.SGD}, P.optim, name, lr)
+    run.__name__ = f'_p_{name.lower()}'
+    def expect(torch, lr):
+        import numpy as np, warnings
+        warnings.simplefilter('ignore')
+        return np.array(_sched_lrs({'param': torch.nn.Parameter(torch.ones(1)), 'SGD': torch.optim.SGD},
+                                   torch.optim.lr_scheduler, name, lr))
+    _probe(f'{name}.get_lr', lambda rng: dict(lr=float(rng.uniform(0.05, 0.5))), 1e-6, 1e-9)(run).expect(expect)
+
+for _name in _SCHED: _sched_probe(_name)
+
+# %% ../nbs/40_teaching.ipynb
+def _plateau(optim, sched, metrics):
+    opt = optim['SGD']([optim['param']], lr=1.0)
+    s = sched.ReduceLROnPlateau(opt, factor=0.5, patience=1, cooldown=1, min_lr=0.1)
+    out = []
+    for m in metrics: s.step(m); out.append(opt.param_groups[0]['lr'])
+    return out
+
+@_probe('ReduceLROnPlateau.step', lambda rng: dict(metrics=[float(v) for v in rng.uniform(0, 1, 14).round(3)]))
+def _p_plateau(P, metrics):
+    return _plateau({'param': P.nn.Parameter(P.mi.Tensor([1.0])), 'SGD': P.optim.SGD}, P.optim, metrics)
+
+@_p_plateau.expect
+def _(torch, metrics):
+    import numpy as np
+    return np.array(_plateau({'param': torch.nn.Parameter(torch.ones(1)), 'SGD': torch.optim.SGD},
+                             torch.optim.lr_scheduler, metrics))
+
+@_probe('clip_grad_norm_', lambda rng: dict(gs=[_f32(rng, 3, 4), _f32(rng, 5)], mx=float(rng.uniform(0.5, 2))))
+def _p_clip_grad_norm(P, gs, mx):
+    out = []
+    for max_norm, norm_type in ((mx, 2.0), (100.0, 2.0), (mx, float('inf'))):
+        ps = [P.nn.Parameter(P.mi.Tensor(g)) for g in gs]
+        for p, g in zip(ps, gs): p.grad = P.mi.Tensor(g)
+        n = P.optim.clip_grad_norm_(ps, max_norm, norm_type)
+        out.append(dict(norm=float(n), grads=[p.grad.numpy() for p in ps]))
+    return out
+
+@_p_clip_grad_norm.expect
+def _(torch, gs, mx):
+    import numpy as np
+    out = []
+    for max_norm, norm_type in ((mx, 2.0), (100.0, 2.0), (mx, float('inf'))):
+        ps = [torch.nn.Parameter(torch.tensor(g)) for g in gs]
+        for p, g in zip(ps, gs): p.grad = torch.tensor(g)
+        n = torch.nn.utils.clip_grad_norm_(ps, max_norm, norm_type)
+        out.append(dict(norm=np.array(float(n)), grads=[p.grad.numpy() for p in ps]))
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('Normalize.__call__', lambda rng: dict(img=_f32(rng, 3, 4, 5), flat=_f32(rng, 6),
+                                               m=[float(v) for v in rng.uniform(-1, 1, 3)],
+                                               s=[float(v) for v in rng.uniform(0.5, 2, 3)]))
+def _p_normalize(P, img, flat, m, s):
+    return dict(img=P.data.Normalize(m, s)(img), flat=P.data.Normalize(0.5, 2.0)(flat),
+                ints=P.data.Normalize(1.0, 2.0)(P.np.arange(4)))
+
+@_p_normalize.expect
+def _(torch, img, flat, m, s):
+    import numpy as np
+    m3, s3 = np.float32(m).reshape(3, 1, 1), np.float32(s).reshape(3, 1, 1)
+    return dict(img=(img - m3) / s3, flat=(flat - np.float32(0.5)) / np.float32(2.0),
+                ints=(np.arange(4) - 1.0) / 2.0)
+
+@_probe('default_collate', lambda rng: dict(xs=[_f32(rng, 2, 3) for _ in range(4)], ys=[int(v) for v in rng.integers(0, 9, 4)]))
+def _p_default_collate(P, xs, ys):
+    c = P.data.default_collate
+    return dict(pairs=c([(x, y) for x, y in zip(xs, ys)]), dicts=c([{'x': x, 'y': float(y)} for x, y in zip(xs, ys)]),
+                lists=c([[x, 'a'] for x in xs]), nested=c([((x, y), y) for x, y in zip(xs, ys)]))
+
+@_p_default_collate.expect
+def _(torch, xs, ys):
+    from torch.utils.data import default_collate as c
+    def np_(v): return v.numpy() if hasattr(v, 'numpy') else v
+    def walk(v):
+        if isinstance(v, dict): return {k: walk(w) for k, w in v.items()}
+        if isinstance(v, (tuple, list)) and not all(isinstance(w, str) for w in v): return type(v)(map(walk, v))
+        return list(v) if isinstance(v, (tuple, list)) else np_(v)
+    return dict(pairs=walk(tuple(c([(x, y) for x, y in zip(xs, ys)]))),
+                dicts=walk(c([{'x': x, 'y': float(y)} for x, y in zip(xs, ys)])),
+                lists=walk(c([[x, 'a'] for x in xs])), nested=walk(tuple(c([((x, y), y) for x, y in zip(xs, ys)]))))
+
+@_probe('BatchSampler.__iter__', lambda rng: dict(n=int(rng.integers(7, 15)), b=int(rng.integers(2, 5))))
+def _p_batch_sampler(P, n, b):
+    return [list(P.data.BatchSampler(range(n), b, d)) for d in (False, True)]
+
+# %% ../nbs/40_teaching.ipynb
+@_p_batch_sampler.expect
+def _(torch, n, b):
+    return [list(torch.utils.data.BatchSampler(range(n), b, d)) for d in (False, True)]
+
+@_probe('accuracy', lambda rng: dict(p=_f32(rng, 20, 4), t=rng.integers(0, 4, 20)))
+def _p_accuracy(P, p, t):
+    acc = importlib.import_module('minima.learner').accuracy
+    return dict(arrays=acc(p, t), tensors=acc(P.mi.Tensor(p), P.mi.Tensor(t)))
+
+@_p_accuracy.expect
+def _(torch, p, t):
+    import numpy as np
+    a = np.array((p.argmax(-1) == t).mean())
+    return dict(arrays=a, tensors=a)
+
+# %% ../nbs/40_teaching.ipynb
+def _text(): return importlib.import_module('minima.text')
+
+@_probe('CharTokenizer.encode', lambda rng: dict(s=''.join(rng.choice(list('abcde xyz'), 30))))
+def _p_char_encode(P, s):
+    tok = _text().CharTokenizer(sorted(set(s)))
+    ids = tok.encode(s)
+    return dict(ids=ids, dtype=str(ids.dtype), unknown=_raised(lambda: tok.encode(s + '#')))
+
+@_p_char_encode.expect
+def _(torch, s):
+    import numpy as np
+    chars = sorted(set(s))
+    return dict(ids=np.array([chars.index(c) for c in s]), dtype='int64', unknown='ValueError')
+
+@_probe('CharTokenizer.decode', lambda rng: dict(ids=rng.integers(0, 6, 25)))
+def _p_char_decode(P, ids):
+    tok = _text().CharTokenizer('fedcba')
+    return dict(arr=tok.decode(ids), lst=tok.decode(ids.tolist()), t=tok.decode(P.mi.Tensor(ids)),
+                floats=_raised(lambda: tok.decode(ids + 0.5)), big=_raised(lambda: tok.decode([7])))
+
+@_p_char_decode.expect
+def _(torch, ids):
+    s = ''.join('fedcba'[i] for i in ids)
+    return dict(arr=s, lst=s, t=s, floats='TypeError', big='ValueError')
+
+@_probe('split_tokens', lambda rng: dict(n=int(rng.integers(20, 60)), f=float(rng.uniform(0.05, 0.5))))
+def _p_split_tokens(P, n, f): return list(_text().split_tokens(P.np.arange(n), f))
+
+@_p_split_tokens.expect
+def _(torch, n, f):
+    import numpy as np
+    k = int(round(n * (1 - f)))
+    return [np.arange(n)[:k], np.arange(n)[k:]]
+
+@_probe('batchify', lambda rng: dict(n=int(rng.integers(20, 60)), b=int(rng.integers(2, 6))))
+def _p_batchify(P, n, b): return _text().batchify(P.np.arange(n), b)
+
+# %% ../nbs/40_teaching.ipynb
+@_p_batchify.expect
+def _(torch, n, b):
+    import numpy as np
+    k = n // b
+    return np.arange(k * b).reshape(b, k).T
+
+@_probe('get_batch', lambda rng: dict(b=rng.integers(0, 50, (9, 3)), i=int(rng.integers(0, 8))))
+def _p_get_batch(P, b, i):
+    x, y = _text().get_batch(b, i, 4)
+    return dict(x=x.numpy(), y=y.numpy(), tensors=isinstance(x, P.mi.Tensor) and isinstance(y, P.mi.Tensor))
+
+@_p_get_batch.expect
+def _(torch, b, i):
+    T = min(4, len(b) - 1 - i)
+    return dict(x=b[i:i + T], y=b[i + 1:i + 1 + T].reshape(-1), tensors=True)
+
+@_probe('sinusoidal_table', lambda rng: dict(n=int(rng.integers(5, 20)), d=int(rng.integers(3, 9)) * 2))
+def _p_sinusoidal(P, n, d): return importlib.import_module('minima.nn.transformer').sinusoidal_table(n, d)
+
+@_p_sinusoidal.expect
+def _(torch, n, d):
+    import numpy as np
+    pos, i = np.arange(n)[:, None], np.arange(d)[None, :]
+    ang = pos / 10000 ** ((i - i % 2) / d)
+    return np.where(i % 2 == 0, np.sin(ang), np.cos(ang))
+
+# %% ../nbs/40_teaching.ipynb
+def _bpe(): return importlib.import_module('minima.bpe')
+
+def _merge_ref(ids, pair, new):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair: out.append(new); i += 2
+        else: out.append(ids[i]); i += 1
+    return out
+
+@_probe('BPE.merge', lambda rng: dict(ids=[int(v) for v in rng.integers(0, 3, 40)]))
+def _p_bpe_merge(P, ids):
+    return [_bpe()._merge(list(ids), p, 9) for p in ((0, 1), (1, 1), (2, 0))] + [_bpe()._merge([1, 1, 1], (1, 1), 9)]
+
+@_p_bpe_merge.expect
+def _(torch, ids):
+    return [_merge_ref(list(ids), p, 9) for p in ((0, 1), (1, 1), (2, 0))] + [[9, 1]]
+
+_MERGES = [((104, 101), 256), ((256, 108), 257), ((108, 111), 258), ((32, 119), 259), ((257, 258), 260)]
+
+@_probe('BPETokenizer.encode', lambda rng: dict(s=''.join(rng.choice(['hel', 'lo', ' w', 'he', 'l', 'é', 'o'], 12))))
+def _p_bpe_encode(P, s): return [list(_bpe().BPETokenizer(_MERGES).encode(t)) for t in (s, 'hello world', '')]
+
+@_p_bpe_encode.expect
+def _(torch, s):
+    rank = dict(_MERGES)
+    def enc(t):
+        ids = list(t.encode('utf-8'))
+        while len(ids) > 1:
+            pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, 1 << 30))
+            if pair not in rank: break
+            ids = _merge_ref(ids, pair, rank[pair])
+        return ids
+    return [enc(t) for t in (s, 'hello world', '')]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('BPETokenizer.decode', lambda rng: dict(ids=[int(v) for v in rng.integers(97, 123, 10)] + [260, 259, 195, 169]))
+def _p_bpe_decode(P, ids):
+    tok = _bpe().BPETokenizer(_MERGES)
+    return dict(text=tok.decode(ids), half=tok.decode([195]), floats=_raised(lambda: tok.decode([1.5])),
+                unknown=_raised(lambda: tok.decode([999])))
+
+@_p_bpe_decode.expect
+def _(torch, ids):
+    vocab = {i: bytes([i]) for i in range(256)}
+    for (a, b), i in _MERGES: vocab[i] = vocab[a] + vocab[b]
+    return dict(text=b''.join(vocab[i] for i in ids).decode('utf-8', 'replace'), half='\ufffd', floats='TypeError',
+                unknown='ValueError')
+
+# %% ../nbs/40_teaching.ipynb
+class _Ring:
+    "p ranks as threads, each with an mpi4py-like communicator whose `Sendrecv` meets its neighbours'."
+    def __init__(self, p):
+        import queue, threading
+        self.p, self.q = p, [[queue.Queue() for _ in range(p)] for _ in range(p)]
+        self.sent = [0] * p
+    def comm(self, r):
+        ring = self
+        class Comm:
+            def Get_size(self): return ring.p
+            def Get_rank(self): return r
+            def Sendrecv(self, sendbuf, dest, recvbuf=None, source=None, **kw):
+                import numpy as np
+                ring.q[r][dest].put(np.array(sendbuf, copy=True)); ring.sent[r] += np.asarray(sendbuf).size
+                recvbuf[...] = ring.q[source][r].get(timeout=20)
+        return Comm()
+
+@_probe('ring_all_reduce', lambda rng: dict(xs=[_f32(rng, 3, 7) for _ in range(4)]))
+def _p_ring(P, xs):
+    import threading
+    ring, outs = _Ring(len(xs)), [None] * len(xs)
+    f = importlib.import_module('minima.distributed').ring_all_reduce
+    def go(r): outs[r] = f(xs[r].copy(), comm=ring.comm(r))
+    ts = [threading.Thread(target=go, args=(r,), daemon=True) for r in range(len(xs))]
+    for t in ts: t.start()
+    for t in ts: t.join(30)
+    return dict(sums=[o if o is not None else 'no result' for o in outs], sent=ring.sent)
+
+# %% ../nbs/40_teaching.ipynb
+@_p_ring.expect
+def _(torch, xs):
+    "Every rank the sum; each sends at most 2(p-1) chunks of ceil(n / p) values (a ring, not all to all)."
+    import math
+    p, n = len(xs), xs[0].size
+    def check(got):
+        bad = _compare(got['sums'], [sum(xs)] * p, 1e-5, 1e-5)
+        most = 2 * (p - 1) * math.ceil(n / p)
+        if any(s > most for s in got['sent']): bad.append(f'sent {got["sent"]} values; a ring sends at most {most}')
+        return bad
+    return check
+
+@_probe('DistributedSampler.__iter__', lambda rng: dict(n=int(rng.integers(9, 20)), p=int(rng.integers(2, 5))))
+def _p_dsampler(P, n, p):
+    S = importlib.import_module('minima.distributed').DistributedSampler
+    plain = [[list(S(range(n), p, r, shuffle=False, drop_last=d)) for r in range(p)] for d in (False, True)]
+    mixed = [list(S(range(n), p, r, shuffle=True, seed=3)) for r in range(p)]
+    return dict(plain=plain, mixed=mixed)
+
+@_p_dsampler.expect
+def _(torch, n, p):
+    from torch.utils.data import DistributedSampler as S
+    plain = [[list(S(range(n), p, r, shuffle=False, drop_last=d)) for r in range(p)] for d in (False, True)]
+    def check(got):
+        bad = _compare(got['plain'], plain, 0, 0)
+        m = got['mixed']
+        if not (isinstance(m, list) and len(m) == p and all(len(x) == len(plain[0][0]) for x in m)):
+            return bad + ['shuffle=True: expected ceil(n / p) indices on each rank']
+        if set(i for x in m for i in x) != set(range(n)):
+            bad.append('shuffle=True: the ranks together do not cover every index')
+        if [i for x in m for i in x] == [i for x in plain[0] for i in x]: bad.append('shuffle=True: not shuffled')
+        return bad
+    return check
+
+# %% ../nbs/40_teaching.ipynb
+def _scaler_run(new, scaler, opt_cls, param, grads, flags):
+    "A GradScaler over steps whose gradients overflow where `flags` says: the scale and the parameter after each."
+    s = scaler(init_scale=8.0, growth_factor=2.0, backoff_factor=0.25, growth_interval=2)
+    opt, out = opt_cls([param], lr=0.1), []
+    for g, bad in zip(grads, flags):
+        opt.zero_grad()
+        gt = new(g * float('inf') if bad else g)
+        (s.scale(param * 1.0) * gt).sum().backward()
+        s.step(opt); s.update()
+        out.append((float(s.get_scale()), param.detach().numpy().copy()))
+    s.update(3.0)
+    return dict(steps=out, set=float(s.get_scale()))
+
+@_probe('GradScaler.update', lambda rng: dict(w=_f32(rng, 3), gs=[_f32(rng, 3) for _ in range(7)],
+                                               flags=[False, False, False, True, False, True, False]))
+def _p_scaler(P, w, gs, flags):
+    amp = importlib.import_module('minima.amp')
+    return _scaler_run(P.mi.Tensor, lambda **k: amp.GradScaler('cpu', **k), P.optim.SGD,
+                       P.nn.Parameter(P.mi.Tensor(w)), gs, flags)
+
+@_p_scaler.expect
+def _(torch, w, gs, flags):
+    import numpy as np
+    r = _scaler_run(torch.tensor, lambda **k: torch.amp.GradScaler('cpu', **k), torch.optim.SGD,
+                    torch.nn.Parameter(torch.tensor(w)), gs, flags)
+    return dict(steps=[(np.array(a), b) for a, b in r['steps']], set=np.array(r['set']))
+
+def _prune(): return importlib.import_module('minima.prune')
+
+@_probe('L1Unstructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6), m=(rng.random((5, 6)) < 0.8) * 1.0))
+def _p_l1_mask(P, t, m):
+    return [_prune().L1Unstructured(a).compute_mask(t, m) for a in (0.3, 7, 0)]
+
+@_p_l1_mask.expect
+def _(torch, t, m):
+    import torch.nn.utils.prune as tp
+    return [tp.L1Unstructured(a).compute_mask(torch.tensor(t), torch.tensor(m)).numpy() for a in (0.3, 7, 0)]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('LnStructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6, 2), m=_f32(rng, 5, 6, 2) * 0 + 1))
+def _p_ln_mask(P, t, m):
+    return [_prune().LnStructured(a, n, d).compute_mask(t, m) for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
+
+@_p_ln_mask.expect
+def _(torch, t, m):
+    import torch.nn.utils.prune as tp
+    return [tp.LnStructured(a, n, d).compute_mask(torch.tensor(t), torch.tensor(m)).numpy()
+            for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
+
+# %% ../nbs/40_teaching.ipynb
+def _quant(): return importlib.import_module('minima.ao.quantization')
+
+@_probe('quant_range', lambda rng: dict())
+def _p_quant_range(P):
+    return [tuple(_quant().quant_range(d, r)) for d in ('qint8', 'quint8') for r in (False, True)] + \
+        [_raised(lambda: _quant().quant_range('int8'))]
+
+@_p_quant_range.expect
+def _(torch): return [(-128, 127), (-64, 63), (0, 255), (0, 127), 'TypeError']
+
+@_probe('calculate_qparams', lambda rng: dict(x=_f32(rng, 50, scale=3.0) + float(rng.uniform(-1, 3))))
+def _p_qparams(P, x):
+    f = _quant().calculate_qparams
+    out = [f(x.min(), x.max(), 0, 255, False, 'quint8'), f(x.min(), x.max(), -128, 127, True, 'qint8'),
+           f(x.min(), x.max(), 0, 255, True, 'quint8'), f(abs(x).min(), abs(x).max(), 0, 255, False, 'quint8')]
+    return [(P.np.asarray(s, 'float64').reshape(()), int(P.np.asarray(z).reshape(()))) for s, z in out]
+
+@_p_qparams.expect
+def _(torch, x):
+    from torch.ao.quantization.observer import MinMaxObserver as O
+    out = []
+    for xx, dt, qs in ((x, torch.quint8, torch.per_tensor_affine), (x, torch.qint8, torch.per_tensor_symmetric),
+                       (x, torch.quint8, torch.per_tensor_symmetric), (abs(x), torch.quint8, torch.per_tensor_affine)):
+        o = O(dtype=dt, qscheme=qs); o(torch.tensor(xx))
+        s, z = o.calculate_qparams()
+        out.append((s.double().numpy().reshape(()), int(z)))
+    return out
+
+@_probe('int8_matmul', lambda rng: dict(a=rng.integers(-128, 128, (5, 7)).astype('int8'),
+                                        u=rng.integers(0, 256, (5, 7)).astype('uint8'),
+                                        b=rng.integers(-128, 128, (7, 4)).astype('int8')))
+def _p_int8_matmul(P, a, u, b):
+    f = _quant().int8_matmul
+    nd = lambda x: P.NDArray(x, dtype=str(x.dtype))
+    r1, r2 = f(nd(a), nd(b)), f(nd(u), nd(b))
+    return dict(signed=r1.numpy(), unsigned=r2.numpy(), dtype=str(r1.dtype),
+                bad=_raised(lambda: f(nd(b), nd(a.astype('float32')))))
+
+# %% ../nbs/40_teaching.ipynb
+@_p_int8_matmul.expect
+def _(torch, a, u, b):
+    return dict(signed=a.astype('int64') @ b, unsigned=u.astype('int64') @ b, dtype='int32', bad='TypeError')
+
+@_probe('choose_qparams_dynamic', lambda rng: dict(x=_f32(rng, 40, scale=float(rng.uniform(0.5, 4))) + float(rng.uniform(-1, 1))))
+def _p_dyn_qparams(P, x):
+    f = _quant().choose_qparams_dynamic
+    return [(P.np.float64(s), int(z)) for s, z in (f(x.min(), x.max()), f(x.min(), x.max(), False), f(0.0, 1e-7))]
+
+@_p_dyn_qparams.expect
+def _(torch, x):
+    import numpy as np
+    out = [torch._choose_qparams_per_tensor(torch.tensor(v), r) for v, r in ((x, True), (x, False),
+                                                                            (np.float32([0, 1e-7]), True))]
+    return [(np.array(float(s)), int(z)) for s, z in out]
+
+@_probe('fake_quantize_per_tensor_affine', lambda rng: dict(x=_f32(rng, 6, 5, scale=2.0), g=_f32(rng, 6, 5)))
+def _p_fake_quant(P, x, g):
+    xt = P.mi.Tensor(x, requires_grad=True)
+    y = _quant().fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(P.mi.Tensor(g))
+    return dict(y=y.numpy(), dx=xt.grad.numpy())
+
+@_p_fake_quant.expect
+def _(torch, x, g):
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(torch.tensor(g))
+    return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
+
+# %% ../nbs/40_teaching.ipynb
 def _grade_probe(st, u, seed, deadline, r):
     "Grade a non-op unit by its probes: the student's values against what torch and numpy say they should be."
     import numpy as np, torch, zlib
@@ -1639,12 +2220,12 @@ _BEGIN, _END = '### BEGIN SOLUTION', '### END SOLUTION'
 
 def nbgrader_source(source: str) -> str:
     "The cell with nbgrader's solution markers around each body its `#| solution` directive names."
-    spec = parse_solution(source)
-    if spec is None: return source
+    specs = parse_solutions(source)
+    if not specs: return source
     tree = ast.parse(source)
     lines = [l if l.endswith('\n') else l + '\n' for l in source.splitlines(keepends=True)]
     edits = []
-    for qual, f, cls in _targets_in(tree, spec[0]):
+    for qual, f, cls in _targets_in(tree, [t for spec in specs for t in spec[0]]):
         body = f.body[1:] if _is_doc(f.body[0]) else f.body
         if not body: continue
         if f.body[0].lineno == f.lineno:      # a one-line def: its statements go on lines of their own
