@@ -69,13 +69,19 @@ def _targets_in(tree, targets):
     out = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in targets:
-            out.append((node.name, node, None))
+            out.append((_patched(node) or node.name, node, None))
         if isinstance(node, ast.ClassDef):
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and \
                         (f.name in targets or f'{node.name}.{f.name}' in targets):
                     out.append((f'{node.name}.{f.name}', f, node))
     return out
+
+def _patched(f: ast.FunctionDef):
+    "'Cls.f' for a function that fastcore's `@patch` puts into class `Cls` (its first argument's annotation)."
+    if not any(isinstance(d, ast.Name) and d.id == 'patch' for d in f.decorator_list) or not f.args.args: return None
+    ann = f.args.args[0].annotation
+    return f'{ann.id}.{f.name}' if isinstance(ann, ast.Name) else None
 
 def _is_op_class(cls: ast.ClassDef):
     return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp')
@@ -105,12 +111,12 @@ def strip_solution(source: str, chapter: str = ''):
             text = hint or _HINTS.get(meth, 'see the text above')
             where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
             shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
-                qual if cls or not owner else owner + '.' + qual.lstrip('_')
+                qual if cls or '.' in qual or not owner else owner + '.' + qual.lstrip('_')
             msg = f"{shown}: {text}{where}"
             edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
             if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
             elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
-            elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
+            elif cls is None and owner and '.' not in qual: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
             else: uname, kind = qual, 'code'
             units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
     for l0, col, l1, stmt in sorted(edits, reverse=True):
@@ -1625,12 +1631,15 @@ class _Ring:
 @_probe('ring_all_reduce', lambda rng: dict(xs=[_f32(rng, 3, 7) for _ in range(4)]))
 def _p_ring(P, xs):
     import threading
-    ring, outs = _Ring(len(xs)), [None] * len(xs)
+    ring, outs, errs = _Ring(len(xs)), [None] * len(xs), []
     f = importlib.import_module('minima.distributed').ring_all_reduce
-    def go(r): outs[r] = f(xs[r].copy(), comm=ring.comm(r))
+    def go(r):
+        try: outs[r] = f(xs[r].copy(), comm=ring.comm(r))
+        except Exception as e: errs.append(e)
     ts = [threading.Thread(target=go, args=(r,), daemon=True) for r in range(len(xs))]
     for t in ts: t.start()
     for t in ts: t.join(30)
+    if errs: raise errs[0]
     return dict(sums=[o if o is not None else 'no result' for o in outs], sent=ring.sent)
 
 # %% ../nbs/40_teaching.ipynb
@@ -1682,11 +1691,21 @@ def _scaler_run(new, scaler, opt_cls, param, grads, flags):
     s.update(3.0)
     return dict(steps=out, set=float(s.get_scale()))
 
+def _plain_sgd(P):
+    "A step of plain SGD that is no unit (so that grading `GradScaler.update` needs no other unit of the student's)."
+    class Plain(P.optim.Optimizer):
+        def __init__(self, params, lr): super().__init__(params, dict(lr=lr))
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g['params']:
+                    if p.grad is not None: p.data = p.data - p.grad * g['lr']
+    return Plain
+
 @_probe('GradScaler.update', lambda rng: dict(w=_f32(rng, 3), gs=[_f32(rng, 3) for _ in range(7)],
                                                flags=[False, False, False, True, False, True, False]))
 def _p_scaler(P, w, gs, flags):
     amp = importlib.import_module('minima.amp')
-    return _scaler_run(P.mi.Tensor, lambda **k: amp.GradScaler('cpu', **k), P.optim.SGD,
+    return _scaler_run(P.mi.Tensor, lambda **k: amp.GradScaler('cpu', **k), _plain_sgd(P),
                        P.nn.Parameter(P.mi.Tensor(w)), gs, flags)
 
 @_p_scaler.expect
@@ -1698,6 +1717,7 @@ def _(torch, w, gs, flags):
 
 def _prune(): return importlib.import_module('minima.prune')
 
+# %% ../nbs/40_teaching.ipynb
 @_probe('L1Unstructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6), m=(rng.random((5, 6)) < 0.8) * 1.0))
 def _p_l1_mask(P, t, m):
     return [_prune().L1Unstructured(a).compute_mask(t, m) for a in (0.3, 7, 0)]

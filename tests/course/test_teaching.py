@@ -55,6 +55,27 @@ def test_course_marks_what_the_issue_asks():
         else: assert u.name in probed, f'unit {u.name} has no probe'
 
 
+def test_the_whole_course_is_assignable():
+    "Issue 33: at least 150 units in at least 25 chapters, each with a hint of its own (not the generic sentence)."
+    units = course_units(ROOT)
+    chapters = {u.chapter for u in units}
+    assert len(units) >= 150 and len(chapters) >= 25, (len(units), len(chapters))
+    stems = {c.split('_')[0] for c in chapters}
+    assert {'09', '10b', '11', '12', '13', '13b', '14', '15', '16', '17', '18', '19', '20', '24', '25', '26'} <= stems
+    assert len({u.name for u in units}) == len(units), 'two units share a name'
+    from minima.teaching import _HINTS
+    generic = [u.name for u in units if u.kind != 'op' and (u.hint in _HINTS.values() or u.hint == 'see the text above')]
+    assert len(generic) <= 12, generic        # the older module units keep the chapter's generic hint
+
+
+def test_a_cell_may_carry_several_units():
+    src = ('#| export\n#| solution f -- hint for f\n#| solution C.g points=2 -- hint for g\n'
+           'def f(x): return x + 1\nclass C:\n    def g(self): return 2\n')
+    new, units = strip_solution(src, 'ch.ipynb')
+    assert [(u.name, u.points, u.hint) for u in units] == [('f', 1, 'hint for f'), ('C.g', 2, 'hint for g')]
+    assert 'return x + 1' not in new and 'return 2' not in new and "NotImplementedError('f: hint for f [ch]')" in new
+
+
 def _tree_hash(path: Path):
     h = hashlib.sha256()
     for p in sorted(path.rglob('*')):
