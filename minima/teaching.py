@@ -11,9 +11,9 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade',
-           'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle',
-           'nbgrader_source', 'nbgrader_release', 'nbgrader_check']
+__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose',
+           'strip_kernels', 'grade', 'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results',
+           'gradescope_bundle', 'nbgrader_source', 'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
 @dataclass
@@ -180,6 +180,7 @@ def course_units(root='.', chapters=None) -> list:
     units, chapters = [], _chapter_list(chapters)
     for p in sorted(Path(root, 'nbs').glob('*.ipynb')):
         if _in_chapters(p.name, chapters): units += _nb_units(json.loads(p.read_text()), p.name, strip=False)
+        units += [u for u in _cuda_units(root, chapters) if u.chapter == p.name]    # kernels, on the emulator
     return units
 
 def _project_files(root: Path):
@@ -221,7 +222,12 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
             h = dest / '.handout' / rel
             h.parent.mkdir(parents=True, exist_ok=True)
             h.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+        elif rel == _CUDA_SRC and _cuda_units(root, chapters):     # the kernels left to write, as handed out
+            cuda = [k for k in _CUDA_UNITS if _in_chapters(k[1], chapters)]
+            for o in (out, dest / '.handout' / rel):
+                o.parent.mkdir(parents=True, exist_ok=True); o.write_text(strip_kernels(src.read_text(), cuda))
         else: shutil.copy2(src, out)
+    units = sorted(units + _cuda_units(root, chapters), key=lambda u: u.chapter)      # stable: course order
     readme = dest / 'README.md'
     if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units, _unit_deps(units)))
     if export: _export(dest)
@@ -653,7 +659,7 @@ class _Lent:
     back for that unit alone. No reference source or code object ever enters this process."""
     def __init__(self, units, ask):
         self.sites = {}
-        for u in units:
+        for u in [u for u in units if u.kind != 'cuda']:
             mod = importlib.import_module(u.module)
             holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
             for qual in u.defs:
@@ -678,7 +684,7 @@ class _Lent:
 def _reference_defs(units):
     "In the grader: {unit: {qual: function}} from the grader's own package, which holds the reference solutions."
     out = {}
-    for u in units:
+    for u in [u for u in units if u.kind != 'cuda']:
         mod = importlib.import_module(u.module)
         out[u.name] = {q: _def_of(mod, q)[1] for q in u.defs}
     return out
@@ -1807,6 +1813,181 @@ def _(torch, x, g):
     return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
 
 # %% ../nbs/40_teaching.ipynb
+_CUDA_SRC = 'minima/backend_ndarray/cuda_kernels.cu'
+
+_CUDA_UNITS = [   # the kernels a student writes: (kernel, chapter, hint)
+    ('ewise_kernel', '22_cuda.ipynb', 'a grid-stride loop in which each thread takes UNROLL elements blockDim.x '
+     'apart: load a[i] and b[i] (the scalar s when B_IS_SCALAR), store f(x, y) wherever i < n'),
+    ('reduce_warp_kernel', '22_cuda.ipynb', 'one warp per row (grid-stride over rows): lane j combines p[j], '
+     'p[j + 32], ...; warp_reduce joins the 32 partials; lane 0 writes out[row]'),
+    ('matmul_smem_kernel', '22b_cuda_matmul.ipynb', 'march along n in steps of TS: each thread copies one element '
+     'of the A tile and one of the B tile into shared memory (0 outside the matrices), __syncthreads(), TS '
+     'multiply-adds, __syncthreads(); write C where row < m and col < p')]
+
+_CUDA_TODO = ('\n#ifndef MINIMA_TODO   // the CPU emulator records the message; on a GPU the kernel does nothing\n'
+              '#define MINIMA_TODO(msg) ((void)0)\n#endif\n')
+
+def _kernel_body(src: str, name: str):
+    "The span (start, end) of the body of `__global__ ... name(...) {...}` in the CUDA source `src`, braces excluded."
+    m = re.search(r'__global__[^;{]*?\b' + re.escape(name) + r'\s*\(', src)
+    if m is None: raise ValueError(f'{name}: the CUDA source has no __global__ kernel of that name')
+    i, depth = src.index('{', m.end()), 0
+    for j in range(i, len(src)):
+        depth += {'{': 1, '}': -1}.get(src[j], 0)
+        if depth == 0: return i + 1, j
+    raise ValueError(f'{name}: its braces never close')
+
+def strip_kernels(src: str, kernels) -> str:
+    """CUDA source with the bodies of `kernels` [(name, chapter, hint)] replaced by `MINIMA_TODO("name: hint")`,
+    which the CPU emulator records (so the grader says "not written yet") and which compiles to nothing on a GPU."""
+    for name, chapter, hint in kernels:
+        a, b = _kernel_body(src, name)
+        src = src[:a] + f'\n    MINIMA_TODO({json.dumps(f"{name}: {hint} [{Path(chapter).stem}]")});\n' + src[b:]
+    k = src.index('\n', src.index('#include "cuda_common.cuh"'))
+    return src[:k + 1] + _CUDA_TODO + src[k + 1:]
+
+def _cuda_units(root, chapters=None) -> list:
+    "The CUDA kernel units of the chosen chapters, when the project at `root` has the kernels."
+    if not (Path(root) / _CUDA_SRC).is_file(): return []
+    return [Unit(n, ch, 'cuda', 1, hint, [n], _CUDA_SRC) for n, ch, hint in _CUDA_UNITS if _in_chapters(ch, chapters)]
+
+# %% ../nbs/40_teaching.ipynb
+def _emu_dir():
+    "The CPU emulator of CUDA the grader compiles kernels against: its project's tools/cuda_emu, or its bundle's."
+    base = _grader_file().parent.parent
+    for d in (base / 'tools' / 'cuda_emu', base / 'cuda_emu'):
+        if (d / 'cuda_runtime.h').is_file() and (d / 'build.py').is_file(): return d
+    return None
+
+def _cuda_missing() -> str:
+    "Why the CUDA units cannot be graded here ('' when they can): no emulator, or no C++ compiler."
+    if _emu_dir() is None: return 'the grader has no CUDA emulator (tools/cuda_emu)'
+    cxx = os.environ.get('CXX', 'g++')
+    if shutil.which(cxx) is None: return f'the grading machine has no C++ compiler ({cxx}) for the CUDA emulator'
+    return ''
+
+def _as_student():
+    "In a process the grader starts for the student's code: another user, if grading runs as root and asks for one."
+    user = os.environ.get('MINIMA_GRADE_USER')
+    if user and user != 'none' and os.geteuid() == 0:
+        import pwd
+        pw = pwd.getpwnam(user)
+        os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
+
+# %% ../nbs/40_teaching.ipynb
+def _build_kernels(src: str, d: Path) -> str:
+    """Compile CUDA source `src` for the CPU emulator into `d`/libminima_cuda_emu.so, as the student's user (the
+    compiler reads only `d`); '' when it worked, else why not."""
+    emu, cxx = _emu_dir(), os.environ.get('CXX', 'g++')
+    spec = importlib.util.spec_from_file_location('_minima_cuda_emu', emu / 'build.py')
+    b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
+    try: text = b.translate(src)
+    except SystemExit as e: return f'the kernels could not be read: {e}'
+    d.mkdir(parents=True, exist_ok=True)
+    if os.environ.get('MINIMA_GRADE_USER'): os.chmod(d, 0o777)
+    (d / 'cuda_kernels.cpp').write_text(text)
+    for f in (emu / 'cuda_runtime.h', _grader_file().parent / 'backend_ndarray' / 'cuda_common.cuh'):
+        shutil.copyfile(f, d / f.name)
+    cmd = [cxx, '-std=c++20', '-O1', '-shared', '-fPIC', '-w', '-I.', '-o', 'libminima_cuda_emu.so', 'cuda_kernels.cpp']
+    try: r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=900, preexec_fn=_as_student)
+    except subprocess.TimeoutExpired: return 'compiling the kernels took longer than 900 s'
+    if r.returncode == 0: return ''
+    errs = [l for l in r.stderr.splitlines() if 'error' in l][:4]
+    return 'the kernels do not compile: ' + ' | '.join(errs or r.stderr.splitlines()[-4:])[:800]
+
+# %% ../nbs/40_teaching.ipynb
+def _kernel_builds(lib: Path, cuda, out: Path) -> dict:
+    """{unit: (library, why not)}: the student's whole kernel file compiled once for the emulator; if it does not
+    compile, each unit's kernel alone, in the hand-out (every other kernel `MINIMA_TODO`), so an error costs only
+    the units whose kernels have one."""
+    missing = _cuda_missing()
+    if missing: return {u.name: (None, missing) for u in cuda}
+    try: mine = (lib / _CUDA_SRC).read_text()
+    except (OSError, UnicodeDecodeError) as e: return {u.name: (None, f'no kernel file: {_exc_text(e)}') for u in cuda}
+    why = _build_kernels(mine, out / 'all')
+    if not why: return {u.name: (out / 'all' / 'libminima_cuda_emu.so', '') for u in cuda}
+    ref = (_grader_file().parent / 'backend_ndarray' / 'cuda_kernels.cu').read_text()
+    res = {}
+    for i, u in enumerate(cuda):
+        try:
+            a, b = _kernel_body(mine, u.name)
+            hand = strip_kernels(ref, [k for k in _CUDA_UNITS if k[0] != u.name])
+            c, e = _kernel_body(hand, u.name)
+            why = _build_kernels(hand[:c] + mine[a:b] + hand[e:], out / str(i))
+        except ValueError as e: why = str(e)
+        res[u.name] = (None if why else out / str(i) / 'libminima_cuda_emu.so', why)
+    return res
+
+def _cuda_dev():
+    "The CUDA device of the student's package: when grading, the CPU emulator built from their kernels."
+    dev = importlib.import_module('minima.backend_ndarray.cuda').cuda_device()
+    if not dev.enabled(): raise RuntimeError(f'the CUDA device is not available: {dev.why_disabled()}')
+    return dev
+
+def _on_cuda(dev, f):
+    "`f()` on the device; a kernel that still holds its `MINIMA_TODO` raises NotImplementedError with the hint."
+    import ctypes
+    lib = dev.lib
+    if hasattr(lib, 'emu_todo_clear'): lib.emu_todo_clear()
+    out = f()
+    if hasattr(lib, 'emu_todo'):
+        lib.emu_todo.restype = ctypes.c_char_p
+        if lib.emu_todo(): raise NotImplementedError(lib.emu_todo().decode())
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+def _dev_arrays(P, dev, *arrs):
+    return [P.NDArray(a, device=dev) for a in arrs]
+
+@_probe('ewise_kernel', lambda rng: dict(a=_f32(rng, 1037), b=_f32(rng, 1037), s=float(rng.uniform(0.5, 2))))
+def _p_ewise_kernel(P, a, b, s):
+    dev = _cuda_dev()
+    x, y = _dev_arrays(P, dev, a, b)
+    def run():
+        out = {}
+        for op in ('add', 'mul', 'lt'):
+            o = P.NDArray.make(x.shape, device=dev, dtype='bool' if op == 'lt' else 'float32')
+            dev.ewise(op, x._handle, y._handle, o._handle); out[op] = o.numpy()
+        o = P.NDArray.make(x.shape, device=dev)
+        dev.scalar('sub', x._handle, s, o._handle); out['scalar'] = o.numpy()
+        return out
+    return _on_cuda(dev, run)
+
+@_p_ewise_kernel.expect
+def _(torch, a, b, s):
+    import numpy as np
+    return dict(add=a + b, mul=a * b, lt=a < b, scalar=a - np.float32(s))
+
+@_probe('reduce_warp_kernel', lambda rng: dict(a=_f32(rng, 6, 100)), rtol=1e-5, atol=1e-5)
+def _p_reduce_warp(P, a):
+    dev = _cuda_dev()
+    x, = _dev_arrays(P, dev, a)
+    def run():
+        out = {}
+        for k in ('sum', 'max'):
+            o = P.NDArray.make((6,), device=dev)
+            getattr(dev, f'reduce_{k}')(x._handle, o._handle, 100); out[k] = o.numpy()
+        return out
+    return _on_cuda(dev, run)
+
+@_p_reduce_warp.expect
+def _(torch, a): return dict(sum=a.sum(1), max=a.max(1))
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('matmul_smem_kernel', lambda rng: dict(a=_f32(rng, 2, 19, 23), b=_f32(rng, 2, 23, 17)), rtol=1e-4, atol=1e-5)
+def _p_matmul_smem(P, a, b):
+    dev = _cuda_dev()
+    x, y = _dev_arrays(P, dev, a, b)
+    def run():
+        o = P.NDArray.make((2, 19, 17), device=dev)
+        dev.matmul(x._handle, y._handle, o._handle, 2, 19, 23, 17, algo='smem')
+        return o.numpy()
+    return _on_cuda(dev, run)
+
+@_p_matmul_smem.expect
+def _(torch, a, b): return a.astype('float64') @ b
+
+# %% ../nbs/40_teaching.ipynb
 def _grade_probe(st, u, seed, deadline, r):
     "Grade a non-op unit by its probes: the student's values against what torch and numpy say they should be."
     import numpy as np, torch, zlib
@@ -1834,11 +2015,7 @@ def _limits():
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (600, 610))   # an orphaned endless loop ends (grading takes seconds)
-    user = os.environ.get('MINIMA_GRADE_USER')
-    if user and user != 'none' and os.geteuid() == 0:
-        import pwd
-        pw = pwd.getpwnam(user)
-        os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
+    _as_student()
 
 # %% ../nbs/40_teaching.ipynb
 #| nodoc: _Student
@@ -1847,7 +2024,7 @@ class _Student:
     time, and lent the reference's results for the other units; whatever it does, it never writes the grade."""
     def __init__(self, lib: Path, units, refs, timeout):
         self.lib, self.units, self.refs, self.timeout, self.proc = lib, units, refs, timeout, None
-        self.M, self.log = _lib(), []
+        self.M, self.log, self.env = _lib(), [], {}
     def _send(self, what, deadline, views=()):
         try:
             if isinstance(what, bytes): _write_all(self.w, what, deadline)
@@ -1877,7 +2054,7 @@ def start(self: _Student, deadline):
     # no site: the environment's packages, but none of its .pth links (an editable install of the reference)
     import sysconfig
     path = [str(self.lib)] + sorted({sysconfig.get_path(k) for k in ('purelib', 'platlib')})
-    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg')
+    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg', **self.env)
     self.proc = subprocess.Popen([sys.executable, '-S', '-B', '-c', _BOOT, str(r1), str(w2)], pass_fds=(r1, w2),
                                  cwd=self.lib, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limits)
@@ -1948,13 +2125,30 @@ def _handed_out(root: Path):
 
 # %% ../nbs/40_teaching.ipynb
 def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
-    "Grade each unit in turn in the student's process; a process that breaks costs only the unit it was on."
-    import time
+    """Grade each unit in turn in the student's process; a process that breaks costs only the unit it was on. The
+    CUDA kernels run last, in a process of their own that loads them built for the CPU emulator."""
     from minima.testing import REGISTRY
     specs = {}
     for s in REGISTRY.values():
         if s.op is not None: specs.setdefault((s.op.__module__, s.op.__name__), []).append(s)
-    lent_names, res, st = {u.name for u in lent if u.kind == 'op'}, {}, None
+    res, cuda = {}, [u for u in graded if u.kind == 'cuda']
+    ie = _run_group(lib, lent, [u for u in graded if u.kind != 'cuda'], refs, seed, end, unit_timeout, specs, res)
+    if ie: return {'import_error': ie}
+    builds = _kernel_builds(lib, cuda, lib.parent / 'cuda') if cuda else {}
+    for so in sorted({str(so) for so, _ in builds.values() if so}):
+        group = [u for u in cuda if str(builds[u.name][0]) == so]
+        _run_group(lib, lent, group, refs, seed, end, unit_timeout, specs, res, {'MINIMA_CUDA_LIB': so})
+    for u in cuda:
+        if not builds[u.name][0]: res[u.name] = dict(_new_result(), checks=1, broken=True,
+                                                      failed=[f'not graded: {builds[u.name][1]}'])
+    return {'units': res}
+
+
+# %% ../nbs/40_teaching.ipynb
+def _run_group(lib, lent, graded, refs, seed, end, unit_timeout, specs, res, env=None):
+    "Grade `graded` one by one in a student process (a fresh one after a break); the import error, if any."
+    import time
+    lent_names, st = {u.name for u in lent if u.kind == 'op'}, None
     try:
         for u in graded:
             r = res[u.name] = _new_result()
@@ -1962,8 +2156,9 @@ def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
                 if time.monotonic() > end: raise _Broken('the grading time ran out')
                 if st is None:
                     st = _Student(lib, lent, refs, unit_timeout)
+                    st.env = dict(env or {})
                     ie = st.start(end)
-                    if ie: return {'import_error': ie}
+                    if ie: return ie
                 deadline = min(end, time.monotonic() + unit_timeout)
                 if u.kind == 'op': _grade_op(st, u, specs.get((u.module, u.name), []), lent_names, seed, deadline, r)
                 else: _grade_probe(st, u, seed, deadline, r)
@@ -1973,7 +2168,8 @@ def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
                 st = None
     finally:
         if st: st.stop()
-    return {'units': res}
+    return None
+
 
 # %% ../nbs/40_teaching.ipynb
 _GAP = re.compile(r'NotImplementedError\W+([\w.]+):|^([\w.]+): ')
@@ -2173,6 +2369,8 @@ find "$AG/submission" -type f -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*
   name=$(basename "$nb")
   if [ -f "$AG/work/nbs/$name" ]; then cat "$nb" > "$AG/work/nbs/$name"; fi
 done
+cu=$(find "$AG/submission" -type f -name cuda_kernels.cu | head -n 1)   # the CUDA kernel units, if submitted
+if [ -n "$cu" ]; then cat "$cu" > "$AG/work/minima/backend_ndarray/cuda_kernels.cu"; fi
 mkdir -p "$AG/results"
 if [ "$(id -u)" = 0 ] && id -u minima-student >/dev/null 2>&1; then export MINIMA_GRADE_USER=minima-student; fi
 "$PY" -I -c 'import sys; sys.path.insert(0, sys.argv[1]); from minima.teaching import grade_cli
@@ -2231,6 +2429,8 @@ def gradescope_bundle(dest_zip, edition, root='.') -> Path:
         text(z, 'requirements-grading.txt', _grading_requirements(root))
         for p in files(edition): z.write(p, f'edition/{p.relative_to(edition)}')
         for p in files(root / _LIB): z.write(p, f'reference/{_LIB}/{p.relative_to(root / _LIB)}')
+        emu = root / 'tools' / 'cuda_emu'      # the CPU emulator the CUDA kernel units are graded on
+        for p in files(emu) if emu.is_dir() else []: z.write(p, f'reference/cuda_emu/{p.relative_to(emu)}')
         text(z, 'reference/units.json', (edition / 'grading_units.json').read_text())
         text(z, 'reference/settings.ini', (root / 'settings.ini').read_text())
     return dest_zip

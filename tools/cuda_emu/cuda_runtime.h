@@ -177,3 +177,10 @@ template <class T> inline T shfl_xor(T v, int mask) {
 #define EMU_LAUNCH(grid, block, ...) emu::launch(dim3(grid), dim3(block), [&] { __VA_ARGS__; })
 
 template <class T, class U> inline T atomicAdd(T* p, U v) { T old = *p; *p = (T)(old + (T)v); return old; }
+
+// A kernel that the student edition leaves to write holds MINIMA_TODO("kernel: hint"): the emulator keeps the message
+// (emu_todo() returns it, or null), which the grader reports as "not written yet" instead of comparing garbage.
+static const char* emu_todo_msg_ = nullptr;
+extern "C" const char* emu_todo() { return emu_todo_msg_; }
+extern "C" void emu_todo_clear() { emu_todo_msg_ = nullptr; }
+#define MINIMA_TODO(msg) (emu_todo_msg_ = (msg))
