@@ -397,3 +397,28 @@ def test_check_cells_turn_green_in_the_readme_order(small):
         needed = step.split('write ')[1].split(' ')[0]
         assert needed in order[k + 1:], (name, step)
     assert steps.count('green') >= len(order) - 2 and again == ['green'] * len(order), list(zip(order, again))
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get('CXX', 'g++')) is None,
+                    reason='no C++ compiler (g++) to build the CUDA kernels for the CPU emulator')
+def test_cuda_kernels_graded_on_the_emulator(tmp_path):
+    """Chapters 22 and 22b handed out: their kernels come back one right, one wrong (operands swapped), one that does
+    not compile. Each is graded on its own on the CPU emulator: pass, FAIL (with numpy's values), error (the
+    compiler's message) -- the compile error costs only its kernel."""
+    ed = tmp_path / 'edition'
+    units = student_edition(ed, ROOT, chapters=['22', '22b'])
+    assert [(u.name, u.kind) for u in units] == [('ewise_kernel', 'cuda'), ('reduce_warp_kernel', 'cuda'),
+                                                 ('matmul_smem_kernel', 'cuda')]
+    cu = 'minima/backend_ndarray/cuda_kernels.cu'
+    assert (ed / cu).read_text().count('MINIMA_TODO(') == 3 + 1          # the three bodies and the fallback macro
+    ref = (ROOT / cu).read_text()
+    wrong = ref.replace('if (i < n) out[i] = f(x[u], y[u]);', 'if (i < n) out[i] = f(y[u], x[u]);')
+    broken = wrong.replace('acc += As[ty][k] * Bs[k][tx];', 'acc += As[ty][k] * Bs[k][tx]')
+    assert ref != wrong != broken
+    (ed / cu).write_text(broken)
+    rep = grade(ed, quiet=True, seed=0)
+    by = {u['name']: u for u in rep['units']}
+    assert by['reduce_warp_kernel']['status'] == 'pass', by['reduce_warp_kernel']
+    assert by['ewise_kernel']['status'] == 'FAIL' and 'expected' in by['ewise_kernel']['failed'][0]
+    assert by['matmul_smem_kernel']['status'] == 'error' and 'do not compile' in by['matmul_smem_kernel']['failed'][0]
+    assert rep['score'] == 1 and rep['total'] == 3
