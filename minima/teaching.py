@@ -11,8 +11,8 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose',
-           'strip_kernels', 'grade', 'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results',
+__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'strip_kernels', 'student_edition',
+           'diagnose', 'grade', 'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results',
            'gradescope_bundle', 'nbgrader_source', 'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
@@ -194,6 +194,45 @@ def _project_files(root: Path):
                 '.grading'}
         return sorted(str(p.relative_to(root)) for p in root.rglob('*')
                       if p.is_file() and not skip & set(p.relative_to(root).parts))
+
+# %% ../nbs/40_teaching.ipynb
+_CUDA_SRC = 'minima/backend_ndarray/cuda_kernels.cu'
+
+_CUDA_UNITS = [   # the kernels a student writes: (kernel, chapter, hint)
+    ('ewise_kernel', '22_cuda.ipynb', 'a grid-stride loop in which each thread takes UNROLL elements blockDim.x '
+     'apart: load a[i] and b[i] (the scalar s when B_IS_SCALAR), store f(x, y) wherever i < n'),
+    ('reduce_warp_kernel', '22_cuda.ipynb', 'one warp per row (grid-stride over rows): lane j combines p[j], '
+     'p[j + 32], ...; warp_reduce joins the 32 partials; lane 0 writes out[row]'),
+    ('matmul_smem_kernel', '22b_cuda_matmul.ipynb', 'march along n in steps of TS: each thread copies one element '
+     'of the A tile and one of the B tile into shared memory (0 outside the matrices), __syncthreads(), TS '
+     'multiply-adds, __syncthreads(); write C where row < m and col < p')]
+
+_CUDA_TODO = ('\n#ifndef MINIMA_TODO   // the CPU emulator records the message; on a GPU the kernel does nothing\n'
+              '#define MINIMA_TODO(msg) ((void)0)\n#endif\n')
+
+def _kernel_body(src: str, name: str):
+    "The span (start, end) of the body of `__global__ ... name(...) {...}` in the CUDA source `src`, braces excluded."
+    m = re.search(r'__global__[^;{]*?\b' + re.escape(name) + r'\s*\(', src)
+    if m is None: raise ValueError(f'{name}: the CUDA source has no __global__ kernel of that name')
+    i, depth = src.index('{', m.end()), 0
+    for j in range(i, len(src)):
+        depth += {'{': 1, '}': -1}.get(src[j], 0)
+        if depth == 0: return i + 1, j
+    raise ValueError(f'{name}: its braces never close')
+
+def strip_kernels(src: str, kernels) -> str:
+    """CUDA source with the bodies of `kernels` [(name, chapter, hint)] replaced by `MINIMA_TODO("name: hint")`,
+    which the CPU emulator records (so the grader says "not written yet") and which compiles to nothing on a GPU."""
+    for name, chapter, hint in kernels:
+        a, b = _kernel_body(src, name)
+        src = src[:a] + f'\n    MINIMA_TODO({json.dumps(f"{name}: {hint} [{Path(chapter).stem}]")});\n' + src[b:]
+    k = src.index('\n', src.index('#include "cuda_common.cuh"'))
+    return src[:k + 1] + _CUDA_TODO + src[k + 1:]
+
+def _cuda_units(root, chapters=None) -> list:
+    "The CUDA kernel units of the chosen chapters, when the project at `root` has the kernels."
+    if not (Path(root) / _CUDA_SRC).is_file(): return []
+    return [Unit(n, ch, 'cuda', 1, hint, [n], _CUDA_SRC) for n, ch, hint in _CUDA_UNITS if _in_chapters(ch, chapters)]
 
 # %% ../nbs/40_teaching.ipynb
 def student_edition(dest, root='.', export=True, chapters=None) -> list:
@@ -1464,7 +1503,8 @@ def _(torch, img, flat, m, s):
     return dict(img=(img - m3) / s3, flat=(flat - np.float32(0.5)) / np.float32(2.0),
                 ints=(np.arange(4) - 1.0) / 2.0)
 
-@_probe('default_collate', lambda rng: dict(xs=[_f32(rng, 2, 3) for _ in range(4)], ys=[int(v) for v in rng.integers(0, 9, 4)]))
+@_probe('default_collate', lambda rng: dict(xs=[_f32(rng, 2, 3) for _ in range(4)],
+                                            ys=[int(v) for v in rng.integers(0, 9, 4)]))
 def _p_default_collate(P, xs, ys):
     c = P.data.default_collate
     return dict(pairs=c([(x, y) for x, y in zip(xs, ys)]), dicts=c([{'x': x, 'y': float(y)} for x, y in zip(xs, ys)]),
@@ -1736,7 +1776,8 @@ def _(torch, t, m):
 # %% ../nbs/40_teaching.ipynb
 @_probe('LnStructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6, 2), m=_f32(rng, 5, 6, 2) * 0 + 1))
 def _p_ln_mask(P, t, m):
-    return [_prune().LnStructured(a, n, d).compute_mask(t, m) for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
+    return [_prune().LnStructured(a, n, d).compute_mask(t, m)
+            for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
 
 @_p_ln_mask.expect
 def _(torch, t, m):
@@ -1788,7 +1829,8 @@ def _p_int8_matmul(P, a, u, b):
 def _(torch, a, u, b):
     return dict(signed=a.astype('int64') @ b, unsigned=u.astype('int64') @ b, dtype='int32', bad='TypeError')
 
-@_probe('choose_qparams_dynamic', lambda rng: dict(x=_f32(rng, 40, scale=float(rng.uniform(0.5, 4))) + float(rng.uniform(-1, 1))))
+@_probe('choose_qparams_dynamic',
+        lambda rng: dict(x=_f32(rng, 40, scale=float(rng.uniform(0.5, 4))) + float(rng.uniform(-1, 1))))
 def _p_dyn_qparams(P, x):
     f = _quant().choose_qparams_dynamic
     return [(P.np.float64(s), int(z)) for s, z in (f(x.min(), x.max()), f(x.min(), x.max(), False), f(0.0, 1e-7))]
@@ -1811,45 +1853,6 @@ def _(torch, x, g):
     xt = torch.tensor(x, requires_grad=True)
     y = torch.fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(torch.tensor(g))
     return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
-
-# %% ../nbs/40_teaching.ipynb
-_CUDA_SRC = 'minima/backend_ndarray/cuda_kernels.cu'
-
-_CUDA_UNITS = [   # the kernels a student writes: (kernel, chapter, hint)
-    ('ewise_kernel', '22_cuda.ipynb', 'a grid-stride loop in which each thread takes UNROLL elements blockDim.x '
-     'apart: load a[i] and b[i] (the scalar s when B_IS_SCALAR), store f(x, y) wherever i < n'),
-    ('reduce_warp_kernel', '22_cuda.ipynb', 'one warp per row (grid-stride over rows): lane j combines p[j], '
-     'p[j + 32], ...; warp_reduce joins the 32 partials; lane 0 writes out[row]'),
-    ('matmul_smem_kernel', '22b_cuda_matmul.ipynb', 'march along n in steps of TS: each thread copies one element '
-     'of the A tile and one of the B tile into shared memory (0 outside the matrices), __syncthreads(), TS '
-     'multiply-adds, __syncthreads(); write C where row < m and col < p')]
-
-_CUDA_TODO = ('\n#ifndef MINIMA_TODO   // the CPU emulator records the message; on a GPU the kernel does nothing\n'
-              '#define MINIMA_TODO(msg) ((void)0)\n#endif\n')
-
-def _kernel_body(src: str, name: str):
-    "The span (start, end) of the body of `__global__ ... name(...) {...}` in the CUDA source `src`, braces excluded."
-    m = re.search(r'__global__[^;{]*?\b' + re.escape(name) + r'\s*\(', src)
-    if m is None: raise ValueError(f'{name}: the CUDA source has no __global__ kernel of that name')
-    i, depth = src.index('{', m.end()), 0
-    for j in range(i, len(src)):
-        depth += {'{': 1, '}': -1}.get(src[j], 0)
-        if depth == 0: return i + 1, j
-    raise ValueError(f'{name}: its braces never close')
-
-def strip_kernels(src: str, kernels) -> str:
-    """CUDA source with the bodies of `kernels` [(name, chapter, hint)] replaced by `MINIMA_TODO("name: hint")`,
-    which the CPU emulator records (so the grader says "not written yet") and which compiles to nothing on a GPU."""
-    for name, chapter, hint in kernels:
-        a, b = _kernel_body(src, name)
-        src = src[:a] + f'\n    MINIMA_TODO({json.dumps(f"{name}: {hint} [{Path(chapter).stem}]")});\n' + src[b:]
-    k = src.index('\n', src.index('#include "cuda_common.cuh"'))
-    return src[:k + 1] + _CUDA_TODO + src[k + 1:]
-
-def _cuda_units(root, chapters=None) -> list:
-    "The CUDA kernel units of the chosen chapters, when the project at `root` has the kernels."
-    if not (Path(root) / _CUDA_SRC).is_file(): return []
-    return [Unit(n, ch, 'cuda', 1, hint, [n], _CUDA_SRC) for n, ch, hint in _CUDA_UNITS if _in_chapters(ch, chapters)]
 
 # %% ../nbs/40_teaching.ipynb
 def _emu_dir():
