@@ -21,7 +21,7 @@ class Unit:
     "One gradable part: an op class (graded by the registry) or a method/function (graded by probes)."
     name: str          # 'EWiseMul', 'Linear.forward', 'SGD.step', 'NDArray.compact'
     chapter: str       # the notebook's file name
-    kind: str          # 'op' or 'code'
+    kind: str          # 'op', 'code' or 'cuda' (a kernel, graded on the CPU emulator)
     points: int = 1
     hint: str = ''
     defs: list = field(default_factory=list)   # the defs whose bodies were removed, as named in the module
