@@ -291,6 +291,9 @@ def _edition_readme(units, deps=None) -> str:
     from itertools import groupby
     out = ['', '## This student edition', '', f'You write {len(units)} units, marked `NotImplementedError` in:', '']
     out += [f"- `{ch}`: {', '.join(u.name for u in us)}" for ch, us in groupby(units, lambda u: u.chapter)]
+    if any(u.kind == 'cuda' for u in units):
+        out += ['', f'The CUDA kernels are in `{_CUDA_SRC}`, each body a `MINIMA_TODO("hint")`; they are graded '
+                'on the CPU emulator (`tools/cuda_emu/run_tests` runs the CUDA tests there, no GPU needed).']
     out += ['', _ORDER, '']
     deps = deps or {}
     for i, u in enumerate(_dependency_order(units, deps), 1):
