@@ -7,7 +7,7 @@ with `capturable=True` in the compiled step and the default in the eager one) pe
 `--repeat` interleaved rounds of `--steps` steps (`--only mlp gpt ...` picks rows). Then GPT KV-cached decoding
 (batch 1, the mean time per token over positions 1..256, best of 3 rounds; `--no-decode` skips it), and the compile time (the first four calls: one eager, two
 captures and the first replay, which compiles the kernels) in a fresh process, cold (an empty kernel cache) and
-from the disk cache. Never gates CI.
+from the disk cache, for each workload. Never gates CI.
 """
 import argparse, os, subprocess, sys, tempfile, time
 import numpy as np
@@ -138,7 +138,7 @@ def decode_row(torch, clock, rounds=3):
 def compile_time(name):
     "Seconds for the first four calls of the compiled step (this process: fresh imports, the cache as it is)."
     import torch, minima as mi
-    _, step, _, _, (x, y), _ = make_steps(name, torch)
+    _, step, _, _, (x, y), _ = make_steps(name, torch, capturable=True)   # (Adam's step count on the device)
     f = mi.compile(step)
     cpu = lambda: sum(os.times()[:4])   # this process and the compilers it ran
     t0, c0 = time.perf_counter(), cpu()
@@ -202,15 +202,19 @@ def main():
                          compiled_ratio=b['compiled'] / b['torch'], eager_ratio=b['eager'] / b['torch'],
                          target=TARGETS['decode']))
     settings = dict(repeat=args.repeat, steps=args.steps, clock='process CPU time', stat='best of interleaved rounds')
-    write_results('compile', rows, load_1m_at_start=start['load_1m'], settings=settings)
-    if args.no_compile_time: return
-    print('\ncompile time of the MLP step (first four calls, fresh process, imports excluded):\n')
-    print('| cache | wall s | CPU s (with the C compiler) |\n|---|---:|---:|')
-    with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, MINIMA_CACHE=d)
-        for what in ('cold (empty kernel cache)', 'from the disk cache'):
-            r = subprocess.run([sys.executable, __file__, '--compile-time', 'mlp'], env=env, capture_output=True,
-                               text=True, check=True)
-            print(f'| {what} | {r.stdout.strip()} |')
+    if args.no_compile_time: return write_results('compile', rows, load_1m_at_start=start['load_1m'], settings=settings)
+    print('\ncompile time of each step (first four calls, fresh process, imports and model building excluded):\n')
+    print('| workload | cold wall s | cold CPU s (with the C compiler) | from the disk cache: wall s | CPU s |')
+    print('|---|---:|---:|---:|---:|')
+    times = {}
+    for name in args.only:
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, MINIMA_CACHE=d)
+            out = [subprocess.run([sys.executable, __file__, '--compile-time', name], env=env, capture_output=True,
+                                  text=True, check=True).stdout.strip().split(' | ') for _ in range(2)]
+        times[name] = dict(cold_wall_s=float(out[0][0]), cold_cpu_s=float(out[0][1]), warm_wall_s=float(out[1][0]),
+                           warm_cpu_s=float(out[1][1]))
+        print(f"| {LABELS[name]} | {' | '.join(out[0])} | {' | '.join(out[1])} |", flush=True)
+    write_results('compile', rows, load_1m_at_start=start['load_1m'], settings=settings, compile_time=times)
 
 if __name__ == '__main__': main()

@@ -9,12 +9,13 @@
    token per step), averaged over buckets of 32 positions, minima and torch (the same model with a concatenating
    KV-cache), and minima without the cache (the whole prefix recomputed). The target is a flat curve: with the cache
    the per-token cost should not grow with the position.
-`--profile` prints the cProfile top functions of minima's training step instead. Never gates CI.
+The rows go with the machine (CPU, load, date, commit) to bench/results/gpt_DATE.json. `--profile` prints the cProfile
+top functions of minima's training step instead. Never gates CI.
 """
 import argparse, math, time
 import numpy as np
 
-from _common import blas_threads, profile, timeit_pair
+from _common import blas_threads, machine, profile, timeit_pair, write_results
 
 V, L, H, C, T, B, BLOCK = 65, 4, 4, 128, 128, 16, 256
 
@@ -119,6 +120,7 @@ def main():
     if args.profile:
         profile(make_steps(torch)[0])
         return
+    start, rows = machine(), []
     print(f"GPT: {L} layers, {H} heads, d={C}, vocabulary {V}; {nt} thread(s), "
           f"{'process CPU' if args.cpu_time else 'wall'} time\n")
     if not args.gen_only:
@@ -127,11 +129,17 @@ def main():
         print(f"training step (T={T}, batch {B}, AdamW), best of {args.repeat} x {args.steps} steps\n")
         print('| step | minima ms | torch ms | ratio | target |\n|---|---:|---:|---:|---:|')
         print(f"| forward + backward + AdamW | {ta * 1e3:.1f} | {tb * 1e3:.1f} | {ta / tb:.2f}x | 2x |\n")
+        rows.append(dict(step='train: forward + backward + AdamW', minima_ms=round(ta * 1e3, 3),
+                         torch_ms=round(tb * 1e3, 3), ratio=round(ta / tb, 3)))
     if not args.train_only:
         print("KV-cached generation, batch 1: ms per token by position (mean over the bucket, best of 3 runs)\n")
         print('| positions | minima ms/token | torch ms/token | ratio | minima without cache |\n|---|---:|---:|---:|---:|')
         for lo, hi, tm_, tt, tu in gen_curve(torch, clock):
             print(f"| {lo}-{hi} | {tm_ * 1e3:.2f} | {tt * 1e3:.2f} | {tm_ / tt:.2f}x | {tu * 1e3:.1f} |")
+            rows.append(dict(step=f'decode positions {lo}-{hi}', minima_ms=round(tm_ * 1e3, 4),
+                             torch_ms=round(tt * 1e3, 4), ratio=round(tm_ / tt, 3),
+                             minima_uncached_ms=round(tu * 1e3, 3)))
+    write_results('gpt', rows, load_1m_at_start=start['load_1m'], clock='process CPU' if args.cpu_time else 'wall')
 
 
 if __name__ == '__main__': main()

@@ -7,13 +7,14 @@ Model (issue 13's benchmark): embedding 65 -> 64, a 2-layer LSTM with hidden siz
 characters; T=64 steps, batch 32; forward, cross-entropy over all T*B predictions, backward, Adam step. Both libraries
 start from the same weights and see the same batch (the first-step losses are printed to show they agree). Prints
 the median time per step of `--repeat` interleaved rounds of `--steps` steps and the ratio minima / torch (target:
-within 2x). `--reference` runs minima's layers as the loop of ops (`recurrence_reference`) instead of the fused
+within 2x), written with the machine to bench/results/lstm_DATE.json. `--reference` runs minima's layers as the loop
+of ops (`recurrence_reference`) instead of the fused
 `recurrence` op, to show what the op buys; `--profile` prints cProfile's top functions of minima's step. Never gates CI.
 """
 import argparse, statistics, time
 import numpy as np
 
-from _common import blas_threads, profile, timeit_pair
+from _common import machine, write_results, blas_threads, profile, timeit_pair
 
 V, E, H, L, T, B = 65, 64, 256, 2, 64, 32
 
@@ -61,6 +62,7 @@ def main():
     import torch
     nt = blas_threads()
     torch.set_num_threads(nt)
+    start = machine()
     mi_step, torch_step = make_steps(torch, args.reference)
     if args.profile:
         profile(mi_step)
@@ -76,5 +78,9 @@ def main():
     print('| step | minima ms | torch ms | ratio | target |')
     print('|---|---:|---:|---:|---:|')
     print(f"| LSTM LM, 2x256, T=64, B=32 | {ta * 1e3:.1f} | {tb * 1e3:.1f} | {ta / tb:.2f}x | 2x |")
+    write_results('lstm', [dict(step='LSTM LM, 2x256, T=64, B=32', impl=impl, minima_ms=round(ta * 1e3, 3),
+                                torch_ms=round(tb * 1e3, 3), ratio=round(ta / tb, 3))],
+                  load_1m_at_start=start['load_1m'], clock='process CPU' if args.cpu_time else 'wall',
+                  first_step_loss=dict(minima=l_mi, torch=l_t))
 
 if __name__ == '__main__': main()

@@ -2,12 +2,14 @@
 
     python bench/overhead.py
 
-Prints microseconds per call (median of several repeats) and the ratio minima / torch. Not a test: nothing here gates CI.
+Prints microseconds per call (median of several repeats) and the ratio minima / torch, and writes them with the machine
+(CPU, load, date, commit) to bench/results/overhead_DATE.json. Not a test: nothing here gates CI.
 """
 import time, statistics
 import numpy as np
 import minima as mi
 import torch
+from _common import machine, write_results
 
 torch.set_num_threads(1)
 
@@ -21,6 +23,7 @@ def per_call(fn, n=2000, repeats=7):
     return statistics.median(ts) * 1e6
 
 def main():
+    start = machine()
     x_np, y_np = np.random.rand(4, 4).astype('float32'), np.random.rand(4, 4).astype('float32')
     mx, my = mi.Tensor(x_np), mi.Tensor(y_np)
     tx, ty = torch.tensor(x_np, requires_grad=True), torch.tensor(y_np, requires_grad=True)
@@ -48,5 +51,7 @@ def main():
     print(f"| {'op':28s} | {'minima us':>10s} | {'torch us':>10s} | {'ratio':>6s} |")
     print(f"|{'-'*30}|{'-'*12}|{'-'*12}|{'-'*8}|")
     for name, m, t in rows: print(f"| {name:28s} | {m:10.2f} | {t:10.2f} | {m / t:6.2f} |")
+    write_results('overhead', [dict(op=n, minima_us=round(m, 3), torch_us=round(t, 3), ratio=round(m / t, 3))
+                               for n, m, t in rows], load_1m_at_start=start['load_1m'], threads=1)
 
 if __name__ == '__main__': main()

@@ -824,7 +824,8 @@ def _member(ins):
 # %% ../nbs/21b_compile.ipynb
 class _Body:
     """One loop iteration's statements, built member by member: each buffer becomes a kernel argument `b<i>`, each
-    distinct read one local `l<i>` (strides and offsets as int arguments `o<i>`), each member a local `t<m>`."""
+    distinct read one local `l<i>` (its offset an int argument `o<i>`, its strides constants in the source, so
+    that the compiler sees a contiguous row and vectorises it), each member a local `t<m>`."""
     def __init__(self, shape, py):
         self.shape, self.py, self.spec = shape, py, [('dim', n) for n in shape]
         self.arrays, self.regs, self.loads, self.body, self.mem, self.ints, self.scalars = {}, {}, {}, [], {}, [], []
@@ -846,8 +847,7 @@ class _Body:
         key = (b, strides, off)
         if key not in self.loads:
             idx = [f'o{len(self.ints)}']; self.ints.append(off)
-            for d, s in enumerate(strides):
-                if s: idx.append(f'i{d} * o{len(self.ints)}'); self.ints.append(s)
+            idx += [f'i{d}' if s == 1 else f'i{d} * {s}' for d, s in enumerate(strides) if s]
             self.loads[key] = f'l{len(self.loads)}'; self.mem[b] = 1
             self.body.append(self.let(self.loads[key], b.dtype, f"{self.arr(b)}[{' + '.join(idx)}]"))
         return self.loads[key]
@@ -879,7 +879,9 @@ def _codegen(shape, members, outs, lang='numba'):
         kind, a, o = red[3][0], red[1][0][0], red[2]
         acc_t = 'double' if kind == 'sum' and a.dtype == 'float32' else _CTYPE[a.dtype]
         acc = acc_t, ('0' if kind == 'sum' else '-INFINITY'), f'{k.arr(o)}[ro] = ({_CTYPE[o.dtype]})acc;'
-        k.body.append(f'acc = acc + {k.regs[a]};' if kind == 'sum' else f'acc = MAXN(acc, {k.regs[a]});')
+        upd = (lambda x, v: f'{x} = {x} + {v};') if kind == 'sum' else (lambda x, v: f'{x} = MAXN({x}, {v});')
+        if lang == 'c': acc += (_CTYPE[a.dtype], k.regs[a], upd)   # C: in chunks, in lanes (`_emit_c`)
+        else: k.body.append(upd('acc', k.regs[a]))
     spec = k.spec + [('int', v) for v in k.ints] + [('scalar', v) for v in k.scalars]
     dims, bufs = [f'd{i}' for i in range(nd)], list(k.arrays.values())
     os_, ss = [f'o{i}' for i in range(len(k.ints))], [f's{i}' for i in range(len(k.scalars))]
@@ -891,7 +893,7 @@ def _codegen(shape, members, outs, lang='numba'):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "The numba and C loops around the body"
+#| code-summary: "The numba loop around the body"
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
     lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
@@ -903,31 +905,45 @@ def _emit_numba(nd, args, body):
         body = body + ['k += 1']
     return '\n'.join(lines + [ind + s for s in body]) + '\n'
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The C loops around the body"
 def _emit_c(nd, params, body, acc, args):
-    """A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then
-    stores its result."""
+    "A C kernel: nested loops; with a row reduction (`acc`), the last loop runs over one row, then stores it."
     lines = ['#include <stdint.h>', '#include <stdbool.h>', '#include <tgmath.h>', _C_HEAD,
              f"void kernel({', '.join(params)}) {{"]
-    if acc is not None:
-        acc_t, init, store = acc
-        lines.append('    int64_t k = 0, ro = 0;')
+    if acc is not None:   # a row in chunks: a vectorised loop computes one (and stores the outputs), then its
+        # values accumulate into 8 lanes (element j of the row into lane j % 8, in order), joined in a fixed
+        # tree at the row's end: the same sum on every machine, and a vector's worth of adds at a time
+        acc_t, init, store, rt, reg, upd = acc
+        lines.append('    int64_t kb = 0, ro = 0;')
         for d in range(nd - 1): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-        ind = '    ' * nd
-        last = nd - 1
-        lines += [ind + f'{acc_t} acc = {init};', ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{']
-        lines += [ind + '    ' + b for b in body + ['k++;']] + [ind + '}', ind + store, ind + 'ro++;']
+        ind, last, C = '    ' * nd, nd - 1, _CHUNK
+        lines += [ind + f'{acc_t} a[8] = {{{", ".join([init] * 8)}}};',
+                  ind + f'for (int64_t c0 = 0; c0 < d{last}; c0 += {C}) {{',
+                  ind + f'    const int64_t ce = c0 + {C} < d{last} ? c0 + {C} : d{last};', ind + f'    {rt} rb[{C}];',
+                  ind + '    ' + _IVDEP, ind + f'    for (int64_t i{last} = c0; i{last} < ce; i{last}++) {{',
+                  ind + f'        const int64_t k = kb + i{last};']
+        lines += [ind + '        ' + b for b in body] + [ind + f'        rb[i{last} - c0] = {reg};', ind + '    }',
+                  ind + '    int64_t j = 0;',
+                  ind + f"    for (; j + 8 <= ce - c0; j += 8) for (int l = 0; l < 8; l++) {upd('a[l]', 'rb[j + l]')}",
+                  ind + f"    for (; j < ce - c0; j++) {upd('a[j & 7]', 'rb[j]')}", ind + '}']
+        join = lambda x, y: f'({x} + {y})' if upd('x', 'y').startswith('x = x +') else f'MAXN({x}, {y})'
+        lanes = [f'a[{l}]' for l in range(8)]
+        while len(lanes) > 1: lanes = [join(lanes[i], lanes[i + 1]) for i in range(0, len(lanes), 2)]
+        lines += [ind + f'const {acc_t} acc = {lanes[0]};', ind + store, ind + 'ro++;', ind + f'kb += d{last};']
         lines += ['    ' * (d + 1) + '}' for d in reversed(range(nd - 1))] + ['}']
         return '\n'.join(lines) + '\n'
-    if nd == 1:   # a strided load names the loop index i0; contiguous ones use k
-        lines += ['    for (int64_t i0 = 0; i0 < d0; i0++) {', '        const int64_t k = i0;']
-        ind, close = '        ', ['    }']
-    else:
-        lines.append('    int64_t k = 0;')
-        for d in range(nd): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
-        ind = '    ' * (nd + 1)
-        body = body + ['k++;']
-        close = ['    ' * (d + 1) + '}' for d in reversed(range(nd))]
-    return '\n'.join(lines + [ind + s for s in body] + close + ['}']) + '\n'
+    # the innermost loop computes `k` from its own index and says `ivdep` (no iteration reads what another
+    # writes: `_lower_one` checks that no output overlaps another buffer): the compiler vectorises it
+    last, ind = nd - 1, '    ' * nd
+    if nd > 1: lines.append('    int64_t kb = 0;')
+    for d in range(last): lines.append('    ' * (d + 1) + f'for (int64_t i{d} = 0; i{d} < d{d}; i{d}++) {{')
+    lines += [ind + _IVDEP, ind + f'for (int64_t i{last} = 0; i{last} < d{last}; i{last}++) {{',
+              ind + f"    const int64_t k = {'kb + ' if nd > 1 else ''}i{last};"]
+    lines += [ind + '    ' + s for s in body] + [ind + '}'] + ([ind + f'kb += d{last};'] if nd > 1 else [])
+    return '\n'.join(lines + ['    ' * (d + 1) + '}' for d in reversed(range(last))] + ['}']) + '\n'
+_IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -977,6 +993,13 @@ def _simd_wins(ins, lang) -> bool:
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
+# a strided copy on its own that reads rows (an im2col, a pooling window) as a C loop with constant strides:
+# numpy's copy walks a 5-d view row by row at a cost per row (a transpose stays numpy's: it reads in blocks)
+_COPY_MIN = 1 << 12
+def _lone_copy(group, lang) -> bool:
+    if lang != 'c' or len(group) != 1 or group[0].prim != 'compact': return False
+    return group[0].args[1].size >= _COPY_MIN and group[0].args[3][-1] in (0, 1)
+
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
@@ -1006,7 +1029,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     out, group, gshape, written, strided_read = [], [], None, set(), set()
     def close(end, red=None):
         nonlocal group, gshape, written, strided_read
-        if len(group) >= 2 or red is not None:
+        if len(group) >= 2 or red is not None or _lone_copy(group, lang):
             members = [_member(i) for i in group]
             shape = gshape or (members[0][2].size,)
             outs = [b for b in dict.fromkeys(m[2] for m in members) if needed_after(b, end)]
@@ -1096,13 +1119,21 @@ def _random_call(rnd, h):
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "Lowering each primitive to a numpy call"
+def _overlaps(outs, spec, P) -> bool:
+    "Whether an output of a kernel may share memory with another of its buffers (a user's views of one array)."
+    bufs = [v for t, v in spec if t == 'buf']
+    return any(b is not o and np.may_share_memory(P[o], P[b]) for o in outs for b in bufs)
+
 def _lower_one(ins, P):
     "One numpy call with every array bound."
     p, a = ins.prim, [P[x] if isinstance(x, Buf) else x for x in ins.args]
     part = functools.partial
     if p == 'fused':
         k, shape, ins_, outs, spec, _ = ins.args
-        if k.lang == 'c': return part(k.fn, *[_c_arg(t, v, P) for t, v in spec])
+        if k.lang == 'c':
+            if _IVDEP in k.source and _overlaps(outs, spec, P):   # (never for the planned buffers)
+                k = Kernel(k.source.replace(_IVDEP, ''), 'c')
+            return part(k.fn, *[_c_arg(t, v, P) for t, v in spec])
         return part(k.fn, *[P[v] if t == 'buf' else v for t, v in spec])
     if p == 'fill': return part(a[0].fill, a[1])
     if p == 'from_numpy':
@@ -1128,6 +1159,21 @@ def _lower_one(ins, P):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
+#| code-summary: "A product with few rows"
+def _product(a, b, o):
+    """`o = a @ b` as a call. With few rows and many columns (a recurrence's `h @ W.T` at every time step) OpenBLAS
+    is faster the other way round: `b.T @ a.T` into a scratch, then copied transposed (32x256 @ 256x1024 here: 0.29
+    against 0.21 ms; with OpenBLAS each element is the same sum in the same order, so the same bits)."""
+    m, q = o.shape
+    if m > 64 or q < 1024 or a.shape[1] < 128: return functools.partial(np.matmul, a, b, out=o)
+    def f():
+        t = np.empty((q, m), o.dtype)   # (made per call: a program keeps no scratch per product)
+        np.matmul(b.T, a.T, out=t)
+        np.copyto(o, t.T)
+    return f
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 #| code-summary: "Lowering reductions, products, gathers and scatters"
 def _lower_indexed(p, a):
     """The rest of the primitives: row reductions, matrix products, gathers and scatters, and the
@@ -1137,6 +1183,7 @@ def _lower_indexed(p, a):
         return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
         b, m, n, q = a[3:]
+        if b == 1: return _product(a[0].reshape(m, n), a[1].reshape(n, q), a[2].reshape(m, q))
         return part(np.matmul, a[0].reshape(b, m, n), a[1].reshape(b, n, q), out=a[2].reshape(b, m, q))
     if p == 'gather':
         outer, al, inner, k = a[3:]
@@ -1154,7 +1201,7 @@ def _lower_indexed(p, a):
                     out=a[7].reshape(shape))
     if p == 'matmul_strided':
         m, n, q = a[7:]
-        return part(np.matmul, _view(a[0], (m, n), a[1], a[2]), _view(a[3], (n, q), a[4], a[5]), out=a[6].reshape(m, q))
+        return _product(_view(a[0], (m, n), a[1], a[2]), _view(a[3], (n, q), a[4], a[5]), a[6].reshape(m, q))
     if p == 'reduce_strided':
         kind, h, shape, strides, offset, o, k = a
         nd = len(shape)

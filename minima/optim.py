@@ -4,11 +4,11 @@
 
 # %% ../nbs/11_optim.ipynb 4
 from __future__ import annotations
-import bisect, math, numbers, sys, types
+import bisect, functools, math, numbers, operator, sys, types
 from collections import defaultdict
 import numpy as np
 from fastcore.basics import patch
-from .autograd import Tensor, enable_grad
+from .autograd import Tensor, enable_grad, draw_hooks
 from .backend_ndarray.ndarray import NDArray
 
 # %% auto 0
@@ -473,25 +473,41 @@ def _with_grads(parameters):
     ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)   # one tensor, as torch
     return [p for p in ps if p.grad is not None]
 
+def _grad_norm(gs, p_):
+    "The joint `p_`-norm of the gradient arrays `gs`, as a 0-d array on their device (nothing read back)."
+    if p_ == math.inf:
+        parts = [g.abs().max() for g in gs if g.size]
+        if not parts: return NDArray.make((), device=gs[0].device, dtype=gs[0].dtype).fill(0.0)
+        return functools.reduce(lambda a, b: a.maximum(b), parts)   # maximum keeps a NaN, as torch
+    if p_ == 2: parts = [(g * g).sum() for g in gs]
+    elif p_ == 1: parts = [g.abs().sum() for g in gs]
+    else: parts = [(g.abs() ** p_).sum() for g in gs]
+    s = functools.reduce(operator.add, parts)
+    return s.sqrt() if p_ == 2 else s if p_ == 1 else s ** (1 / p_)
+
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                     foreach=None) -> float:
     """Scale all gradients so that their joint `norm_type` norm (2, 1, any p > 0, or `inf`) is at most `max_norm`;
-    returns the norm before clipping. `parameters` may be one tensor, as in torch."""
+    returns the norm before clipping (a 0-d tensor inside a compiled step). `parameters` may be one tensor."""
     ps, p_ = _with_grads(parameters), float(norm_type)
+    if not (p_ > 0): raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type!r}")
     if not ps: return _Norm(0.0)
     gs = [p.grad.cached_data for p in ps]
-    if p_ == math.inf: total = max(float(g.abs().max().item()) if g.size else 0.0 for g in gs)
-    elif p_ == 2: total = math.sqrt(sum(float((g * g).sum().item()) for g in gs))
-    elif p_ == 1: total = sum(float(g.abs().sum().item()) for g in gs)
-    elif p_ > 0: total = sum(float((g.abs() ** p_).sum().item()) for g in gs) ** (1 / p_)
-    else: raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type!r}")
-    if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total}, so they cannot be clipped; "
-                           "pass error_if_nonfinite=False to scale them by it anyway")
-    coef = max_norm / (total + 1e-6)
-    if coef < 1 or math.isnan(coef):   # a NaN norm spreads to every gradient, as in torch
-        for p in ps: p.grad.cached_data.__imul__(coef)   # in place: a reference to .grad sees it, as torch
-    return _Norm(total)
+    total, capturing = _grad_norm(gs, p_), bool(draw_hooks)   # (draw_hooks: set while minima.compile captures)
+    if error_if_nonfinite:
+        if capturing:
+            from .compile import CaptureError
+            raise CaptureError("clip_grad_norm_: error_if_nonfinite=True reads the norm back on every call, which a "
+                               "compiled step cannot do; pass error_if_nonfinite=False (a NaN norm then makes every "
+                               "gradient NaN, as in torch) or check the returned norm outside the compiled step")
+        if not math.isfinite(total.item()):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of the gradients is {total.item()}, so they "
+                               "cannot be clipped; pass error_if_nonfinite=False to scale them by it anyway")
+    # the scale stays on the device: min(1, max_norm / (norm + 1e-6)); times 1 changes nothing, a NaN norm spreads
+    # to every gradient, as in torch
+    coef = (float(max_norm) / (total + 1e-6)).minimum(1.0)
+    for g in gs: g.__imul__(coef)   # in place: a reference to .grad sees it, as torch
+    return Tensor.make_const(total) if capturing else _Norm(total.item())
 
 clip_grad_norm = clip_grad_norm_
 

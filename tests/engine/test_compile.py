@@ -303,3 +303,78 @@ def test_row_reductions_fuse_with_their_chain():
     reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']
     assert [m.args[5][-1][3][0] for m in reduced] == ['max', 'sum', 'sum']
     np.testing.assert_allclose(out.numpy(), g(x).numpy(), rtol=1e-6, atol=1e-6)
+
+def test_strided_kernels_vectorise_and_overlap_falls_back():
+    """An LSTM cell's gate slices (strided reads of one buffer): the C kernel has its strides as constants and an
+    `ivdep` inner loop, and matches eager; bound to buffers where an output overlaps an input, the kernel is rebuilt
+    without `ivdep` (a vectorised loop there could read what it already wrote)."""
+    from minima.compile import _lower_one, _IVDEP
+    rng = np.random.default_rng(0)
+    def cell(g, c):
+        i, f, gg, o = (g[:, k * 8:(k + 1) * 8] for k in range(4))
+        c2 = i.sigmoid() * gg.tanh() + f.sigmoid() * c
+        return c2, o.sigmoid() * c2.tanh()
+    f = mi.compile(cell)
+    with mi.no_grad():
+        for _ in range(5):
+            g, c = (mi.Tensor(rng.standard_normal(s).astype('float32')) for s in ((6, 32), (6, 8)))
+            for a, b in zip(f(g, c), cell(g, c)): np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    fused = [i for i in f.program.instrs if i.prim == 'fused' and i.args[0].lang == 'c']
+    if not fused: pytest.skip('no C compiler here')
+    ins = max(fused, key=lambda i: len(i.args[2]))
+    src = ins.args[0].source
+    assert _IVDEP in src and ' * 32 + i1]' in src
+    P = dict(f.program.P)
+    assert _lower_one(ins, P).func is ins.args[0].fn
+    out, inp = ins.args[3][0], next(b for b in ins.args[2] if b not in ins.args[3])
+    big = np.zeros(P[out].size + P[inp].size, P[inp].dtype)
+    P[inp], P[out] = big[:P[inp].size], big[P[inp].size - 1:][:P[out].size]   # the output starts in the input
+    call = _lower_one(ins, P)
+    assert call.func is not ins.args[0].fn
+
+@pytest.mark.parametrize('n', [3, 8, 13, 256, 300, 517])
+def test_row_reductions_in_lanes_and_chunks(n):
+    """The C kernels reduce a row in chunks of 256 and in 8 lanes: rows shorter than a lane set, not a multiple of 8,
+    across chunks; a NaN anywhere in a row makes its max and sum NaN, an inf its sum inf, as eager."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((6, n)).astype('float32')
+    a[1, n // 2] = np.nan; a[2, -1] = np.inf; a[3, 0] = -np.inf; a[4, :] = -np.inf
+    x = mi.Tensor(a)
+    g = lambda x: ((x * 2.0 + 1.0).amax(1), (x * 0.5 - 1.0).sum(1), (x * 0.5).exp().sum(1))
+    f = mi.compile(g)
+    with mi.no_grad():
+        for _ in range(4): got = f(x)
+        want = g(x)
+    assert sum(i.prim == 'fused' for i in f.program.instrs) >= 2 or f.program.backend != 'c'
+    for u, v in zip(got, want):
+        np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=2e-6, atol=1e-6, equal_nan=True)
+        assert np.array_equal(np.isnan(u.numpy()), np.isnan(v.numpy()))
+
+def test_im2col_copies_become_c_loops():
+    "A conv net's im2col copies (strided reads of rows) run as single-copy C kernels; the step still matches eager."
+    init.manual_seed(0)
+    conv = nn.Conv2d(2, 4, 3, padding=1)
+    def fn(x): return (conv(x) ** 2).sum()
+    f = mi.compile(fn)
+    x = mi.Tensor(np.random.default_rng(0).standard_normal((8, 2, 12, 12)).astype('float32'))
+    with mi.no_grad():
+        for _ in range(5): np.testing.assert_allclose(f(x).numpy(), fn(x).numpy(), rtol=1e-5)
+    if f.program.backend != 'c': pytest.skip('no C compiler here')
+    copies = [i for i in f.program.instrs if i.prim == 'fused' and len(i.args[5]) == 1 and i.args[5][0][3][0] == 'cast']
+    assert copies and all(i.args[5][0][1][0][1] is not None for i in copies)   # each reads through strides
+    rows = [i for i in f.program.instrs if i.prim == 'compact' and i.args[1].size >= 4096 and i.args[3][-1] in (0, 1)]
+    assert not rows   # no big row-reading copy is left to numpy
+
+@pytest.mark.parametrize('m,n,q,tb', [(32, 256, 1024, True), (32, 1024, 256, False), (16, 288, 1100, False),
+                                      (8, 9, 2048, False), (128, 256, 1024, False)])
+def test_products_with_few_rows_are_the_same(m, n, q, tb):
+    """The replay's matrix product (turned around for few rows and many columns) gives numpy's result (with OpenBLAS
+    the same bits; another BLAS may sum in another order)."""
+    from minima.compile import _product
+    rng = np.random.default_rng(m + n + q)
+    a = rng.standard_normal((m, n)).astype('float32')
+    w = rng.standard_normal((q, n)).astype('float32')
+    b = w.T if tb else np.ascontiguousarray(w.T)   # a transposed weight, as `h @ W.T`, or a plain one
+    o = np.full((m, q), np.nan, 'float32')
+    _product(a, b, o)()
+    np.testing.assert_allclose(o, np.matmul(a, b), rtol=1e-5, atol=1e-4)

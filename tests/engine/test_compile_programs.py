@@ -2,7 +2,8 @@
 of them replays; the rest are the eager first call and the captures after each change of shape, mode, schedule) mixing
 models (MLP, CNN), dropout, batch norm, optimizers (SGD with momentum/Nesterov/weight decay, Adam and AdamW with the
 step count on the device), learning-rate schedules, hyperparameter and module changes between calls, in-place writes
-through views, train/eval switches and batch-size changes. Losses and final parameters must match eager."""
+through views, train/eval switches, batch-size changes and gradient clipping inside the step (`clip_grad_norm_` with
+norm 2 or inf, `clip_grad_value_`). Losses, gradient norms and final parameters must match eager."""
 import numpy as np
 import pytest
 import minima as mi
@@ -33,7 +34,8 @@ def program(seed):
     "The plan of one random program: what the step does and what changes between calls."
     r = np.random.default_rng(seed)
     return dict(seed=seed, inplace=int(r.integers(3)), sched=int(r.integers(3)), every=int(r.integers(8, 14)),
-                change=int(r.integers(4)), at=int(r.integers(5, N_STEPS - 4)), shapes=bool(r.integers(2)))
+                change=int(r.integers(4)), at=int(r.integers(5, N_STEPS - 4)), shapes=bool(r.integers(2)),
+                clip=int(r.integers(4)), max_norm=float(r.choice([0.05, 0.5, 5.0])))
 
 class Counter:
     n = 0
@@ -58,8 +60,13 @@ def run(plan, compiled):
         if plan['inplace'] == 1: h[:, 0].mul_(0.5)                  # an in-place write through a view
         elif plan['inplace'] == 2: h.reshape((-1,))[1:3] += 1.0      # through a reshaped view
         loss = lossf(h, y)
-        loss.backward(); opt.step()
-        return loss
+        loss.backward()
+        norm = None
+        if plan['clip'] == 1: norm = optim.clip_grad_norm_(m.parameters(), plan['max_norm'])
+        elif plan['clip'] == 2: norm = optim.clip_grad_norm_(m.parameters(), plan['max_norm'], norm_type=float('inf'))
+        elif plan['clip'] == 3: optim.clip_grad_value_(m.parameters(), plan['max_norm'] / 10)
+        opt.step()
+        return loss if norm is None else (loss, norm)
     f = mi.compile(step) if compiled else step
     init.manual_seed(1000 + plan['seed'])
     losses = []
@@ -75,7 +82,8 @@ def run(plan, compiled):
                     if isinstance(mod, nn.Dropout): mod.p = 0.1
         if i == plan['at'] + 3 and plan['change'] == 1: m.train()
     f.replays = N_STEPS - ran.n
-    return np.array([float(l.numpy()) for l in losses]), [p.numpy() for p in m.parameters()], f
+    flat = lambda o: [float(v) for v in (o if isinstance(o, tuple) else (o,))]
+    return np.array([flat(o) for o in losses]), [p.numpy() for p in m.parameters()], f
 
 @pytest.mark.parametrize('seed', range(N_PROGRAMS))
 def test_random_training_program(seed):

@@ -1,7 +1,7 @@
 """minima.distributed and DistributedDataParallel on 2 MPI ranks: each test launches `mpiexec -n 2` on
 tests/nn/mpi_worker.py (skipped, with the reason, only when MPI cannot start). In one process: the sampler against
 torch's, and the grad_hook op that DDP's gradient averaging rides on."""
-import os, shutil, subprocess, sys, time
+import os, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -26,9 +26,14 @@ def _env():
 def launch(*args, timeout=60, n=2, env=None):
     "(return code, stdout + stderr, seconds) of `mpiexec -n N python tests/nn/mpi_worker.py ARGS`."
     t0 = time.monotonic()
-    r = subprocess.run([_mpiexec(), '-n', str(n), sys.executable, str(WORKER), *args], capture_output=True, text=True,
-                       timeout=timeout, env={**_env(), **(env or {})}, cwd=ROOT)
-    return r.returncode, r.stdout + r.stderr, time.monotonic() - t0
+    with tempfile.TemporaryDirectory() as d:   # a failing rank also writes its message here (MINIMA_LAUNCH_DIR):
+        # mpiexec's forwarding of stderr can be cut by MPI_Abort, as `dist.launch` knows
+        r = subprocess.run([_mpiexec(), '-n', str(n), sys.executable, str(WORKER), *args], capture_output=True,
+                           text=True, timeout=timeout, env={**_env(), **(env or {}), 'MINIMA_LAUNCH_DIR': d}, cwd=ROOT)
+        out = r.stdout + r.stderr
+        for f in sorted(Path(d).glob('rank*.err')):
+            if (msg := f.read_text()) not in out: out += msg
+    return r.returncode, out, time.monotonic() - t0
 
 
 @pytest.fixture(scope='module')
@@ -124,7 +129,7 @@ def test_a_collective_times_out(mpi):
 
 def test_sampler_matches_torch():
     "Without shuffling, the indices are torch's exactly (padding and drop_last included); no process group needed."
-    torch = pytest.importorskip('torch')
+    pytest.importorskip('torch')
     from torch.utils.data import DistributedSampler as TorchSampler
     from minima.distributed import DistributedSampler
     for n in [1, 5, 10, 11, 13]:
