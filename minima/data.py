@@ -45,6 +45,7 @@ class RandomCrop(Transform):
         padded = np.pad(img, [(0, 0)] * (img.ndim - 2) + [(p, p), (p, p)])
         return padded[..., p + dy:p + dy + H, p + dx:p + dx + W]
 
+# %% ../nbs/12_data.ipynb
 class Normalize(Transform):
     "`(x - mean) / std`; sequences are per channel (axis -3 of an image `(C, H, W)`)."
     def __init__(self, mean, std):

@@ -485,6 +485,7 @@ def _grad_norm(gs, p_):
     s = functools.reduce(operator.add, parts)
     return s.sqrt() if p_ == 2 else s if p_ == 1 else s ** (1 / p_)
 
+# %% ../nbs/11_optim.ipynb
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                     foreach=None) -> float:
     """Scale all gradients so that their joint `norm_type` norm (2, 1, any p > 0, or `inf`) is at most `max_norm`;

@@ -11,9 +11,9 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['Unit', 'parse_solution', 'strip_solution', 'course_units', 'student_edition', 'diagnose', 'grade', 'format_report',
-           'grade_cli', 'student_edition_cli', 'gradescope_results', 'gradescope_bundle', 'nbgrader_source',
-           'nbgrader_release', 'nbgrader_check']
+__all__ = ['Unit', 'parse_solutions', 'parse_solution', 'strip_solution', 'course_units', 'strip_kernels', 'student_edition',
+           'diagnose', 'grade', 'format_report', 'grade_cli', 'student_edition_cli', 'gradescope_results',
+           'gradescope_bundle', 'nbgrader_source', 'nbgrader_release', 'nbgrader_check']
 
 # %% ../nbs/40_teaching.ipynb
 @dataclass
@@ -21,7 +21,7 @@ class Unit:
     "One gradable part: an op class (graded by the registry) or a method/function (graded by probes)."
     name: str          # 'EWiseMul', 'Linear.forward', 'SGD.step', 'NDArray.compact'
     chapter: str       # the notebook's file name
-    kind: str          # 'op' or 'code'
+    kind: str          # 'op', 'code' or 'cuda' (a kernel, graded on the CPU emulator)
     points: int = 1
     hint: str = ''
     defs: list = field(default_factory=list)   # the defs whose bodies were removed, as named in the module
@@ -34,9 +34,11 @@ _HINTS = {'compute': 'compute the forward value from the input NDArrays (the for
           'forward': 'compose ops on the input Tensors (see the text above)',
           'step': "update each parameter's .data from its .grad, as derived above"}
 
-def parse_solution(source: str):
-    """The `#| solution` directive of a cell: (targets, points, hint, owner, unit), or None for an unmarked cell.
-    `unit=Conv` puts the removed defs into that unit (which may span cells: its helpers are part of the exercise)."""
+# %% ../nbs/40_teaching.ipynb
+def parse_solutions(source: str) -> list:
+    """Every `#| solution` directive of a cell, in order: [(targets, points, hint, owner, unit)], empty for an
+    unmarked cell. A cell may carry several, one per unit, each with its own hint and points."""
+    out = []
     for line in source.splitlines():
         if not line.strip().startswith('#|'): break
         m = _DIRECTIVE.match(line)
@@ -47,8 +49,15 @@ def parse_solution(source: str):
         targets = [t for t in toks if '=' not in t]
         if not targets:
             raise ValueError(f'#| solution needs the names to remove, e.g. `#| solution compute gradient`: {line!r}')
-        return targets, int(opts.get('points', 1)), hint.strip(), opts.get('of'), opts.get('unit')
-    return None
+        out.append((targets, int(opts.get('points', 1)), hint.strip(), opts.get('of'), opts.get('unit')))
+    return out
+
+def parse_solution(source: str):
+    """The first `#| solution` directive of a cell: (targets, points, hint, owner, unit), or None for an unmarked
+    cell. `unit=Conv` puts the removed defs into that unit (which may span cells: its helpers are part of the
+    exercise)."""
+    specs = parse_solutions(source)
+    return specs[0] if specs else None
 
 # %% ../nbs/40_teaching.ipynb
 def _is_doc(stmt):
@@ -60,13 +69,19 @@ def _targets_in(tree, targets):
     out = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in targets:
-            out.append((node.name, node, None))
+            out.append((_patched(node) or node.name, node, None))
         if isinstance(node, ast.ClassDef):
             for f in node.body:
                 if isinstance(f, ast.FunctionDef) and \
                         (f.name in targets or f'{node.name}.{f.name}' in targets):
                     out.append((f'{node.name}.{f.name}', f, node))
     return out
+
+def _patched(f: ast.FunctionDef):
+    "'Cls.f' for a function that fastcore's `@patch` puts into class `Cls` (its first argument's annotation)."
+    if not any(isinstance(d, ast.Name) and d.id == 'patch' for d in f.decorator_list) or not f.args.args: return None
+    ann = f.args.args[0].annotation
+    return f'{ann.id}.{f.name}' if isinstance(ann, ast.Name) else None
 
 def _is_op_class(cls: ast.ClassDef):
     return any(isinstance(b, ast.Name) and b.id in ('TensorOp', 'TensorTupleOp')
@@ -77,33 +92,33 @@ def _is_op_class(cls: ast.ClassDef):
 def strip_solution(source: str, chapter: str = ''):
     """Replace the bodies named by the cell's `#| solution` directive with `raise NotImplementedError(hint)`, keeping
     signatures and docstrings. Returns (new source, units); an unmarked cell comes back unchanged with no units."""
-    spec = parse_solution(source)
-    if spec is None: return source, []
-    targets, points, hint, owner, unit = spec
+    specs = parse_solutions(source)
+    if not specs: return source, []
     lines = source.splitlines(keepends=True)
-    # directives are comments, so the cell parses as it is
-    tree = ast.parse(source)
-    found = _targets_in(tree, targets)
-    hit = {q for q, _, _ in found} | {q.split('.')[-1] for q, _, _ in found}
-    missing = [t for t in targets if t not in hit]
-    if missing:
-        raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does not define')
+    tree = ast.parse(source)      # directives are comments, so the cell parses as it is
     units, edits = {}, []
-    for qual, f, cls in found:
-        body = f.body[1:] if _is_doc(f.body[0]) else f.body
-        if not body: continue
-        meth = qual.split('.')[-1]
-        text = hint or _HINTS.get(meth, 'see the text above')
-        where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
-        shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
-            qual if cls or not owner else owner + '.' + qual.lstrip('_')
-        msg = f"{shown}: {text}{where}"
-        edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
-        if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
-        elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
-        elif cls is None and owner: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
-        else: uname, kind = qual, 'code'
-        units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
+    for targets, points, hint, owner, unit in specs:
+        found = _targets_in(tree, targets)
+        hit = {q for q, _, _ in found} | {q.split('.')[-1] for q, _, _ in found}
+        missing = [t for t in targets if t not in hit]
+        if missing:
+            raise ValueError(f'#| solution in {chapter or "a cell"} names {missing}, which the cell does '
+                             'not define')
+        for qual, f, cls in found:
+            body = f.body[1:] if _is_doc(f.body[0]) else f.body
+            if not body: continue
+            meth = qual.split('.')[-1]
+            text = hint or _HINTS.get(meth, 'see the text above')
+            where = f' [{Path(chapter).stem}]' if chapter else ''     # check_op names it when another unit needs it
+            shown = f"{unit}.{qual.split('.')[-1].lstrip('_')}" if unit else \
+                qual if cls or '.' in qual or not owner else owner + '.' + qual.lstrip('_')
+            msg = f"{shown}: {text}{where}"
+            edits.append((body[0].lineno, body[0].col_offset, f.end_lineno, f'raise NotImplementedError({msg!r})'))
+            if unit: uname, kind = unit, 'op' if '.' not in unit else 'code'
+            elif cls is not None and _is_op_class(cls): uname, kind = cls.name, 'op'
+            elif cls is None and owner and '.' not in qual: uname, kind = f"{owner}.{qual.lstrip('_')}", 'code'
+            else: uname, kind = qual, 'code'
+            units.setdefault(uname, Unit(uname, chapter, kind, points, text)).defs.append(qual)
     for l0, col, l1, stmt in sorted(edits, reverse=True):
         first = lines[l0 - 1].encode()
         lines[l0 - 1:l1] = [first[:col].decode() + stmt + '\n']
@@ -165,6 +180,7 @@ def course_units(root='.', chapters=None) -> list:
     units, chapters = [], _chapter_list(chapters)
     for p in sorted(Path(root, 'nbs').glob('*.ipynb')):
         if _in_chapters(p.name, chapters): units += _nb_units(json.loads(p.read_text()), p.name, strip=False)
+        units += [u for u in _cuda_units(root, chapters) if u.chapter == p.name]    # kernels, on the emulator
     return units
 
 def _project_files(root: Path):
@@ -178,6 +194,45 @@ def _project_files(root: Path):
                 '.grading'}
         return sorted(str(p.relative_to(root)) for p in root.rglob('*')
                       if p.is_file() and not skip & set(p.relative_to(root).parts))
+
+# %% ../nbs/40_teaching.ipynb
+_CUDA_SRC = 'minima/backend_ndarray/cuda_kernels.cu'
+
+_CUDA_UNITS = [   # the kernels a student writes: (kernel, chapter, hint)
+    ('ewise_kernel', '22_cuda.ipynb', 'a grid-stride loop in which each thread takes UNROLL elements blockDim.x '
+     'apart: load a[i] and b[i] (the scalar s when B_IS_SCALAR), store f(x, y) wherever i < n'),
+    ('reduce_warp_kernel', '22_cuda.ipynb', 'one warp per row (grid-stride over rows): lane j combines p[j], '
+     'p[j + 32], ...; warp_reduce joins the 32 partials; lane 0 writes out[row]'),
+    ('matmul_smem_kernel', '22b_cuda_matmul.ipynb', 'march along n in steps of TS: each thread copies one element '
+     'of the A tile and one of the B tile into shared memory (0 outside the matrices), __syncthreads(), TS '
+     'multiply-adds, __syncthreads(); write C where row < m and col < p')]
+
+_CUDA_TODO = ('\n#ifndef MINIMA_TODO   // the CPU emulator records the message; on a GPU the kernel does nothing\n'
+              '#define MINIMA_TODO(msg) ((void)0)\n#endif\n')
+
+def _kernel_body(src: str, name: str):
+    "The span (start, end) of the body of `__global__ ... name(...) {...}` in the CUDA source `src`, braces excluded."
+    m = re.search(r'__global__[^;{]*?\b' + re.escape(name) + r'\s*\(', src)
+    if m is None: raise ValueError(f'{name}: the CUDA source has no __global__ kernel of that name')
+    i, depth = src.index('{', m.end()), 0
+    for j in range(i, len(src)):
+        depth += {'{': 1, '}': -1}.get(src[j], 0)
+        if depth == 0: return i + 1, j
+    raise ValueError(f'{name}: its braces never close')
+
+def strip_kernels(src: str, kernels) -> str:
+    """CUDA source with the bodies of `kernels` [(name, chapter, hint)] replaced by `MINIMA_TODO("name: hint")`,
+    which the CPU emulator records (so the grader says "not written yet") and which compiles to nothing on a GPU."""
+    for name, chapter, hint in kernels:
+        a, b = _kernel_body(src, name)
+        src = src[:a] + f'\n    MINIMA_TODO({json.dumps(f"{name}: {hint} [{Path(chapter).stem}]")});\n' + src[b:]
+    k = src.index('\n', src.index('#include "cuda_common.cuh"'))
+    return src[:k + 1] + _CUDA_TODO + src[k + 1:]
+
+def _cuda_units(root, chapters=None) -> list:
+    "The CUDA kernel units of the chosen chapters, when the project at `root` has the kernels."
+    if not (Path(root) / _CUDA_SRC).is_file(): return []
+    return [Unit(n, ch, 'cuda', 1, hint, [n], _CUDA_SRC) for n, ch, hint in _CUDA_UNITS if _in_chapters(ch, chapters)]
 
 # %% ../nbs/40_teaching.ipynb
 def student_edition(dest, root='.', export=True, chapters=None) -> list:
@@ -206,7 +261,12 @@ def student_edition(dest, root='.', export=True, chapters=None) -> list:
             h = dest / '.handout' / rel
             h.parent.mkdir(parents=True, exist_ok=True)
             h.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
+        elif rel == _CUDA_SRC and _cuda_units(root, chapters):     # the kernels left to write, as handed out
+            cuda = [k for k in _CUDA_UNITS if _in_chapters(k[1], chapters)]
+            for o in (out, dest / '.handout' / rel):
+                o.parent.mkdir(parents=True, exist_ok=True); o.write_text(strip_kernels(src.read_text(), cuda))
         else: shutil.copy2(src, out)
+    units = sorted(units + _cuda_units(root, chapters), key=lambda u: u.chapter)      # stable: course order
     readme = dest / 'README.md'
     if readme.exists(): readme.write_text(readme.read_text().rstrip('\n') + '\n' + _edition_readme(units, _unit_deps(units)))
     if export: _export(dest)
@@ -231,6 +291,9 @@ def _edition_readme(units, deps=None) -> str:
     from itertools import groupby
     out = ['', '## This student edition', '', f'You write {len(units)} units, marked `NotImplementedError` in:', '']
     out += [f"- `{ch}`: {', '.join(u.name for u in us)}" for ch, us in groupby(units, lambda u: u.chapter)]
+    if any(u.kind == 'cuda' for u in units):
+        out += ['', f'The CUDA kernels are in `{_CUDA_SRC}`, each body a `MINIMA_TODO("hint")`; they are graded '
+                'on the CPU emulator (`tools/cuda_emu/run_tests` runs the CUDA tests there, no GPU needed).']
     out += ['', _ORDER, '']
     deps = deps or {}
     for i, u in enumerate(_dependency_order(units, deps), 1):
@@ -638,7 +701,7 @@ class _Lent:
     back for that unit alone. No reference source or code object ever enters this process."""
     def __init__(self, units, ask):
         self.sites = {}
-        for u in units:
+        for u in [u for u in units if u.kind != 'cuda']:
             mod = importlib.import_module(u.module)
             holders = [mod] + [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]
             for qual in u.defs:
@@ -663,7 +726,7 @@ class _Lent:
 def _reference_defs(units):
     "In the grader: {unit: {qual: function}} from the grader's own package, which holds the reference solutions."
     out = {}
-    for u in units:
+    for u in [u for u in units if u.kind != 'cuda']:
         mod = importlib.import_module(u.module)
         out[u.name] = {q: _def_of(mod, q)[1] for q in u.defs}
     return out
@@ -756,7 +819,7 @@ def _child(rfd, wfd):
         import minima
         if lib not in Path(minima.__file__).resolve().parents:
             raise RuntimeError(f'grader: imported minima from {minima.__file__}, not from the student copy')
-        for m in sorted({u.module for u in units if u.module}): importlib.import_module(m)
+        for m in sorted({u.module for u in units if u.module and u.kind != 'cuda'}): importlib.import_module(m)
         M = _lib()
     except BaseException as e:
         _write_msg(wfd, {'import_error': _import_error(e, lib)}, None); return
@@ -1206,6 +1269,731 @@ def _(torch, n):
     return check
 
 # %% ../nbs/40_teaching.ipynb
+def _fn_probe(unit, module, draw, call, diff=(0,), tname=None, rtol=1e-5, atol=1e-6):
+    """A probe of a function unit of `module`: `call(f, *Tensors)` with the student's `f`, its value and the
+    gradients of `sum(y * y)` for the inputs `diff`, against the same call of torch's function `tname`."""
+    name = unit.split('.')[-1]
+    def run(P, arrs):
+        xs = [P.mi.Tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
+        y = call(getattr(importlib.import_module(module), name), *xs)
+        (y * y).sum().backward()
+        return dict(y=y.numpy(), grads=[xs[i].grad.numpy() for i in diff])
+    run.__name__ = f'_p_{name}'
+    def expect(torch, arrs):
+        ts = [torch.tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
+        y = call(getattr(torch.nn.functional, tname or name), *ts)
+        (y * y).sum().backward()
+        return dict(y=y.detach().numpy(), grads=[ts[i].grad.numpy() for i in diff])
+    _probe(unit, lambda rng: dict(arrs=draw(rng)), rtol, atol)(run).expect(expect)
+
+def _signs(rng, *s): return rng.choice([-1.0, 1.0], s).astype('float32')
+def _logp(rng, *s):
+    import numpy as np
+    z = rng.standard_normal(s)
+    return (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype('float32')
+def _probs(rng, *s):
+    import numpy as np
+    return np.exp(_logp(rng, *s))
+
+# %% ../nbs/40_teaching.ipynb
+_NNX = 'minima.ops.nn_extras'
+for _u, _draw, _call, _diff in [
+    ('leaky_relu', lambda r: [_f32(r, 4, 5)], lambda f, x: f(x, 0.2), (0,)),
+    ('group_norm', lambda r: [_f32(r, 2, 6, 3, 3, scale=2.0), _f32(r, 6), _f32(r, 6)],
+     lambda f, x, w, b: f(x, 3, w, b), (0, 1, 2)),
+    ('conv1d', lambda r: [_f32(r, 2, 3, 9), _f32(r, 4, 3, 3), _f32(r, 4)],
+     lambda f, x, w, b: f(x, w, b, stride=2, padding=1), (0, 1, 2)),
+    ('max_pool1d', lambda r: [_f32(r, 2, 3, 10)], lambda f, x: f(x, 3, 2), (0,)),
+    ('avg_pool1d', lambda r: [_f32(r, 2, 3, 10)], lambda f, x: f(x, 3, 2, 1), (0,)),
+    ('adaptive_avg_pool2d', lambda r: [_f32(r, 2, 3, 7, 5)], lambda f, x: f(x, (3, 2)), (0,)),
+    ('adaptive_max_pool2d', lambda r: [_f32(r, 2, 3, 7, 5)], lambda f, x: f(x, (3, 2)), (0,)),
+    ('interpolate', lambda r: [_f32(r, 2, 3, 4, 5)], lambda f, x: f(x, size=(7, 3)), (0,)),
+    ('smooth_l1_loss', lambda r: [_f32(r, 4, 5), _f32(r, 4, 5)], lambda f, a, b: f(a, b, beta=0.5), (0, 1)),
+    ('huber_loss', lambda r: [_f32(r, 4, 5), _f32(r, 4, 5)], lambda f, a, b: f(a, b, delta=0.7), (0, 1)),
+    ('kl_div', lambda r: [_logp(r, 4, 5), _probs(r, 4, 5)],
+     lambda f, a, b: f(a, b, reduction='batchmean'), (0, 1)),
+    ('margin_ranking_loss', lambda r: [_f32(r, 6), _f32(r, 6), _signs(r, 6)], lambda f, a, b, y: f(a, b, y, 0.3),
+     (0, 1)),
+    ('hinge_embedding_loss', lambda r: [_f32(r, 6), _signs(r, 6)], lambda f, x, y: f(x, y, margin=0.8), (0,)),
+    ('soft_margin_loss', lambda r: [_f32(r, 6), _signs(r, 6)], lambda f, x, y: f(x, y), (0,)),
+    ('cosine_embedding_loss', lambda r: [_f32(r, 5, 4), _f32(r, 5, 4), _signs(r, 5)],
+     lambda f, a, b, y: f(a, b, y, 0.2), (0, 1)),
+    ('triplet_margin_loss', lambda r: [_f32(r, 5, 4), _f32(r, 5, 4), _f32(r, 5, 4)],
+     lambda f, a, p, n: f(a, p, n, 1.0), (0, 1, 2)),
+    ('multilabel_soft_margin_loss', lambda r: [_f32(r, 5, 3), (r.random((5, 3)) < 0.5).astype('float32')],
+     lambda f, x, y: f(x, y), (0,)),
+    ('gaussian_nll_loss', lambda r: [_f32(r, 5, 3), _f32(r, 5, 3), (r.random((5, 3)) + 0.2).astype('float32')],
+     lambda f, x, y, v: f(x, y, v), (0, 1, 2)),
+    ('poisson_nll_loss', lambda r: [_f32(r, 5, 3), r.integers(0, 5, (5, 3)).astype('float32')],
+     lambda f, x, y: f(x, y, full=True), (0,))]:
+    _fn_probe(_u, _NNX, _draw, _call, _diff, rtol=1e-4, atol=1e-5)
+
+# %% ../nbs/40_teaching.ipynb
+_GAINS = [('linear', None), ('sigmoid', None), ('conv2d', None), ('tanh', None), ('relu', None), ('leaky_relu', None),
+          ('leaky_relu', 0.2), ('selu', None)]
+
+@_probe('calculate_gain', lambda rng: dict(cases=_GAINS))
+def _p_calculate_gain(P, cases):
+    return dict(gains=[float(P.mi.init.calculate_gain(n, a)) for n, a in cases],
+                unknown=_raised(lambda: P.mi.init.calculate_gain('swish')))
+
+@_p_calculate_gain.expect
+def _(torch, cases):
+    import numpy as np
+    return dict(gains=np.array([torch.nn.init.calculate_gain(n, a) for n, a in cases]), unknown='ValueError')
+
+@_probe('conv_fans', lambda rng: dict(c=[int(v) for v in rng.integers(1, 9, 4)]))
+def _p_conv_fans(P, c):
+    return [tuple(P.mi.init.conv_fans(c[0], c[1], k)) for k in (c[2], (c[2], c[3]))]
+
+@_p_conv_fans.expect
+def _(torch, c):
+    def fans(k): return torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(c[1], c[0], *k))
+    return [tuple(fans((c[2], c[2]))), tuple(fans((c[2], c[3])))]
+
+@_probe('eye_', lambda rng: dict(shape=(int(rng.integers(2, 6)), int(rng.integers(2, 6)))))
+def _p_eye(P, shape):
+    t = P.mi.init.eye_(P.mi.init.zeros(*shape))
+    return dict(w=t.numpy(), bad=_raised(lambda: P.mi.init.eye_(P.mi.init.zeros(2, 2, 2))))
+
+@_p_eye.expect
+def _(torch, shape):
+    return dict(w=torch.nn.init.eye_(torch.empty(shape)).numpy(), bad='ValueError')
+
+@_probe('dirac_', lambda rng: dict(shapes=[(6, 3, 3, 3), (4, 4, 5), (6, 2, 3, 3)], groups=[1, 1, 2]))
+def _p_dirac(P, shapes, groups):
+    return [P.mi.init.dirac_(P.mi.init.ones(*s), g).numpy() for s, g in zip(shapes, groups)]
+
+@_p_dirac.expect
+def _(torch, shapes, groups):
+    return [torch.nn.init.dirac_(torch.empty(s), g).numpy() for s, g in zip(shapes, groups)]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('xavier_uniform_', lambda rng: dict(shape=(64, 96), gain=float(rng.uniform(0.5, 2))))
+def _p_xavier_uniform(P, shape, gain):
+    return P.mi.init.xavier_uniform_(P.mi.init.zeros(*shape), gain).numpy()
+
+@_p_xavier_uniform.expect
+def _(torch, shape, gain):
+    "Not values but the law: inside (-a, a), reaching near both ends, the variance a^2 / 3 within 10%."
+    import numpy as np, math
+    a = gain * math.sqrt(6 / sum(shape))
+    def check(w):
+        w = np.asarray(w)
+        if w.shape != shape: return [f'shape {w.shape}, expected {shape}']
+        bad = [] if np.abs(w).max() <= a * (1 + 1e-6) else [f'values beyond the bound a = {a:.4g}']
+        if not (w.max() > 0.95 * a and w.min() < -0.95 * a): bad.append(f'the values do not fill (-{a:.4g}, {a:.4g})')
+        if abs(w.var() / (a * a / 3) - 1) > 0.1: bad.append(f'variance {w.var():.4g}, expected {a * a / 3:.4g}')
+        return bad
+    return check
+
+@_probe('kaiming_normal_', lambda rng: dict(shape=(96, 64), a=float(rng.uniform(0, 0.3))))
+def _p_kaiming_normal(P, shape, a):
+    return [P.mi.init.kaiming_normal_(P.mi.init.zeros(*shape), a, mode).numpy() for mode in ('fan_in', 'fan_out')]
+
+@_p_kaiming_normal.expect
+def _(torch, shape, a):
+    "Not values but the law: mean 0 and std gain / sqrt(fan) within 10%, for both modes."
+    import numpy as np, math
+    gain = torch.nn.init.calculate_gain('leaky_relu', a)
+    def check(ws):
+        bad = []
+        for w, fan in zip(ws, (shape[1], shape[0])):
+            w, std = np.asarray(w), gain / math.sqrt(fan)
+            if w.shape != shape: bad.append(f'shape {w.shape}, expected {shape}'); continue
+            if abs(w.std() / std - 1) > 0.1: bad.append(f'std {w.std():.4g}, expected {std:.4g} (fan {fan})')
+            if abs(w.mean()) > 0.1 * std: bad.append(f'mean {w.mean():.4g}, expected 0')
+        return bad
+    return check
+
+# %% ../nbs/40_teaching.ipynb
+_MORE_OPT = {'RMSprop': [dict(lr=0.01), dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)],
+             'Adagrad': [dict(lr=0.1), dict(lr=0.1, lr_decay=0.01, weight_decay=0.1)],
+             'Adadelta': [dict(lr=1.0), dict(lr=0.5, rho=0.8, weight_decay=0.1)],
+             'Adamax': [dict(lr=0.01), dict(lr=0.02, weight_decay=0.1)],
+             'NAdam': [dict(lr=0.01), dict(lr=0.01, weight_decay=0.1)],
+             'RAdam': [dict(lr=0.01), dict(lr=0.01, weight_decay=0.1)]}
+
+def _opt_probe(name):
+    def inputs(rng): return dict(w0=_f32(rng, 4, 3), ds=[_f32(rng, 4, 3) for _ in range(8)])
+    def run(P, w0, ds): return _opt_run(P, name, _MORE_OPT[name], w0, ds)
+    run.__name__ = f'_p_{name.lower()}'
+    _probe(f'{name}.update', inputs, 1e-4, 1e-6)(run).expect(
+        lambda torch, w0, ds: _opt_expect(torch, name, _MORE_OPT[name], w0, ds))
+
+for _name in _MORE_OPT: _opt_probe(_name)
+
+_SCHED = {'StepLR': dict(step_size=3, gamma=0.5), 'CosineAnnealingLR': dict(T_max=5, eta_min=0.01),
+          'LinearLR': dict(start_factor=0.25, end_factor=1.0, total_iters=4)}
+
+def _sched_lrs(optim, sched, name, lr):
+    "The rates of 12 chainable steps (a rate changed by hand after step 7), then of step(epoch) for 3 epochs."
+    p = optim['param']
+    opt = optim['SGD']([p], lr=lr)
+    s = getattr(sched, name)(opt, **_SCHED[name])
+    out = [opt.param_groups[0]['lr']]
+    for t in range(12):
+        s.step()
+        if t == 7: opt.param_groups[0]['lr'] *= 0.5
+        out.append(opt.param_groups[0]['lr'])
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+def _sched_probe(name):
+    def run(P, lr):
+        return _sched_lrs({'param': P.nn.Parameter(P.mi.Tensor([1.0])), 'SGD': P.optim.SGD}, P.optim, name, lr)
+    run.__name__ = f'_p_{name.lower()}'
+    def expect(torch, lr):
+        import numpy as np, warnings
+        warnings.simplefilter('ignore')
+        return np.array(_sched_lrs({'param': torch.nn.Parameter(torch.ones(1)), 'SGD': torch.optim.SGD},
+                                   torch.optim.lr_scheduler, name, lr))
+    _probe(f'{name}.get_lr', lambda rng: dict(lr=float(rng.uniform(0.05, 0.5))), 1e-6, 1e-9)(run).expect(expect)
+
+for _name in _SCHED: _sched_probe(_name)
+
+# %% ../nbs/40_teaching.ipynb
+def _plateau(optim, sched, metrics):
+    opt = optim['SGD']([optim['param']], lr=1.0)
+    s = sched.ReduceLROnPlateau(opt, factor=0.5, patience=1, cooldown=1, min_lr=0.1)
+    out = []
+    for m in metrics: s.step(m); out.append(opt.param_groups[0]['lr'])
+    return out
+
+@_probe('ReduceLROnPlateau.step', lambda rng: dict(metrics=[float(v) for v in rng.uniform(0, 1, 14).round(3)]))
+def _p_plateau(P, metrics):
+    return _plateau({'param': P.nn.Parameter(P.mi.Tensor([1.0])), 'SGD': P.optim.SGD}, P.optim, metrics)
+
+@_p_plateau.expect
+def _(torch, metrics):
+    import numpy as np
+    return np.array(_plateau({'param': torch.nn.Parameter(torch.ones(1)), 'SGD': torch.optim.SGD},
+                             torch.optim.lr_scheduler, metrics))
+
+@_probe('clip_grad_norm_', lambda rng: dict(gs=[_f32(rng, 3, 4), _f32(rng, 5)], mx=float(rng.uniform(0.5, 2))))
+def _p_clip_grad_norm(P, gs, mx):
+    out = []
+    for max_norm, norm_type in ((mx, 2.0), (100.0, 2.0), (mx, float('inf'))):
+        ps = [P.nn.Parameter(P.mi.Tensor(g)) for g in gs]
+        for p, g in zip(ps, gs): p.grad = P.mi.Tensor(g)
+        n = P.optim.clip_grad_norm_(ps, max_norm, norm_type)
+        out.append(dict(norm=float(n), grads=[p.grad.numpy() for p in ps]))
+    return out
+
+@_p_clip_grad_norm.expect
+def _(torch, gs, mx):
+    import numpy as np
+    out = []
+    for max_norm, norm_type in ((mx, 2.0), (100.0, 2.0), (mx, float('inf'))):
+        ps = [torch.nn.Parameter(torch.tensor(g)) for g in gs]
+        for p, g in zip(ps, gs): p.grad = torch.tensor(g)
+        n = torch.nn.utils.clip_grad_norm_(ps, max_norm, norm_type)
+        out.append(dict(norm=np.array(float(n)), grads=[p.grad.numpy() for p in ps]))
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('Normalize.__call__', lambda rng: dict(img=_f32(rng, 3, 4, 5), flat=_f32(rng, 6),
+                                               m=[float(v) for v in rng.uniform(-1, 1, 3)],
+                                               s=[float(v) for v in rng.uniform(0.5, 2, 3)]))
+def _p_normalize(P, img, flat, m, s):
+    return dict(img=P.data.Normalize(m, s)(img), flat=P.data.Normalize(0.5, 2.0)(flat),
+                ints=P.data.Normalize(1.0, 2.0)(P.np.arange(4)))
+
+@_p_normalize.expect
+def _(torch, img, flat, m, s):
+    import numpy as np
+    m3, s3 = np.float32(m).reshape(3, 1, 1), np.float32(s).reshape(3, 1, 1)
+    return dict(img=(img - m3) / s3, flat=(flat - np.float32(0.5)) / np.float32(2.0),
+                ints=(np.arange(4) - 1.0) / 2.0)
+
+@_probe('default_collate', lambda rng: dict(xs=[_f32(rng, 2, 3) for _ in range(4)],
+                                            ys=[int(v) for v in rng.integers(0, 9, 4)]))
+def _p_default_collate(P, xs, ys):
+    c = P.data.default_collate
+    return dict(pairs=c([(x, y) for x, y in zip(xs, ys)]), dicts=c([{'x': x, 'y': float(y)} for x, y in zip(xs, ys)]),
+                lists=c([[x, 'a'] for x in xs]), nested=c([((x, y), y) for x, y in zip(xs, ys)]))
+
+@_p_default_collate.expect
+def _(torch, xs, ys):
+    from torch.utils.data import default_collate as c
+    def np_(v): return v.numpy() if hasattr(v, 'numpy') else v
+    def walk(v):
+        if isinstance(v, dict): return {k: walk(w) for k, w in v.items()}
+        if isinstance(v, (tuple, list)) and not all(isinstance(w, str) for w in v): return type(v)(map(walk, v))
+        return list(v) if isinstance(v, (tuple, list)) else np_(v)
+    return dict(pairs=walk(tuple(c([(x, y) for x, y in zip(xs, ys)]))),
+                dicts=walk(c([{'x': x, 'y': float(y)} for x, y in zip(xs, ys)])),
+                lists=walk(c([[x, 'a'] for x in xs])), nested=walk(tuple(c([((x, y), y) for x, y in zip(xs, ys)]))))
+
+@_probe('BatchSampler.__iter__', lambda rng: dict(n=int(rng.integers(7, 15)), b=int(rng.integers(2, 5))))
+def _p_batch_sampler(P, n, b):
+    return [list(P.data.BatchSampler(range(n), b, d)) for d in (False, True)]
+
+# %% ../nbs/40_teaching.ipynb
+@_p_batch_sampler.expect
+def _(torch, n, b):
+    return [list(torch.utils.data.BatchSampler(range(n), b, d)) for d in (False, True)]
+
+@_probe('accuracy', lambda rng: dict(p=_f32(rng, 20, 4), t=rng.integers(0, 4, 20)))
+def _p_accuracy(P, p, t):
+    acc = importlib.import_module('minima.learner').accuracy
+    return dict(arrays=acc(p, t), tensors=acc(P.mi.Tensor(p), P.mi.Tensor(t)))
+
+@_p_accuracy.expect
+def _(torch, p, t):
+    import numpy as np
+    a = np.array((p.argmax(-1) == t).mean())
+    return dict(arrays=a, tensors=a)
+
+# %% ../nbs/40_teaching.ipynb
+def _text(): return importlib.import_module('minima.text')
+
+@_probe('CharTokenizer.encode', lambda rng: dict(s=''.join(rng.choice(list('abcde xyz'), 30))))
+def _p_char_encode(P, s):
+    tok = _text().CharTokenizer(sorted(set(s)))
+    ids = tok.encode(s)
+    return dict(ids=ids, dtype=str(ids.dtype), unknown=_raised(lambda: tok.encode(s + '#')))
+
+@_p_char_encode.expect
+def _(torch, s):
+    import numpy as np
+    chars = sorted(set(s))
+    return dict(ids=np.array([chars.index(c) for c in s]), dtype='int64', unknown='ValueError')
+
+@_probe('CharTokenizer.decode', lambda rng: dict(ids=rng.integers(0, 6, 25)))
+def _p_char_decode(P, ids):
+    tok = _text().CharTokenizer('fedcba')
+    return dict(arr=tok.decode(ids), lst=tok.decode(ids.tolist()), t=tok.decode(P.mi.Tensor(ids)),
+                floats=_raised(lambda: tok.decode(ids + 0.5)), big=_raised(lambda: tok.decode([7])))
+
+@_p_char_decode.expect
+def _(torch, ids):
+    s = ''.join('fedcba'[i] for i in ids)
+    return dict(arr=s, lst=s, t=s, floats='TypeError', big='ValueError')
+
+@_probe('split_tokens', lambda rng: dict(n=int(rng.integers(20, 60)), f=float(rng.uniform(0.05, 0.5))))
+def _p_split_tokens(P, n, f): return list(_text().split_tokens(P.np.arange(n), f))
+
+@_p_split_tokens.expect
+def _(torch, n, f):
+    import numpy as np
+    k = int(round(n * (1 - f)))
+    return [np.arange(n)[:k], np.arange(n)[k:]]
+
+@_probe('batchify', lambda rng: dict(n=int(rng.integers(20, 60)), b=int(rng.integers(2, 6))))
+def _p_batchify(P, n, b): return _text().batchify(P.np.arange(n), b)
+
+# %% ../nbs/40_teaching.ipynb
+@_p_batchify.expect
+def _(torch, n, b):
+    import numpy as np
+    k = n // b
+    return np.arange(k * b).reshape(b, k).T
+
+@_probe('get_batch', lambda rng: dict(b=rng.integers(0, 50, (9, 3)), i=int(rng.integers(0, 8))))
+def _p_get_batch(P, b, i):
+    x, y = _text().get_batch(b, i, 4)
+    return dict(x=x.numpy(), y=y.numpy(), tensors=isinstance(x, P.mi.Tensor) and isinstance(y, P.mi.Tensor))
+
+@_p_get_batch.expect
+def _(torch, b, i):
+    T = min(4, len(b) - 1 - i)
+    return dict(x=b[i:i + T], y=b[i + 1:i + 1 + T].reshape(-1), tensors=True)
+
+@_probe('sinusoidal_table', lambda rng: dict(n=int(rng.integers(5, 20)), d=int(rng.integers(3, 9)) * 2))
+def _p_sinusoidal(P, n, d): return importlib.import_module('minima.nn.transformer').sinusoidal_table(n, d)
+
+@_p_sinusoidal.expect
+def _(torch, n, d):
+    import numpy as np
+    pos, i = np.arange(n)[:, None], np.arange(d)[None, :]
+    ang = pos / 10000 ** ((i - i % 2) / d)
+    return np.where(i % 2 == 0, np.sin(ang), np.cos(ang))
+
+# %% ../nbs/40_teaching.ipynb
+def _bpe(): return importlib.import_module('minima.bpe')
+
+def _merge_ref(ids, pair, new):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair: out.append(new); i += 2
+        else: out.append(ids[i]); i += 1
+    return out
+
+@_probe('BPE.merge', lambda rng: dict(ids=[int(v) for v in rng.integers(0, 3, 40)]))
+def _p_bpe_merge(P, ids):
+    return [_bpe()._merge(list(ids), p, 9) for p in ((0, 1), (1, 1), (2, 0))] + [_bpe()._merge([1, 1, 1], (1, 1), 9)]
+
+@_p_bpe_merge.expect
+def _(torch, ids):
+    return [_merge_ref(list(ids), p, 9) for p in ((0, 1), (1, 1), (2, 0))] + [[9, 1]]
+
+_MERGES = [((104, 101), 256), ((256, 108), 257), ((108, 111), 258), ((32, 119), 259), ((257, 258), 260)]
+
+@_probe('BPETokenizer.encode', lambda rng: dict(s=''.join(rng.choice(['hel', 'lo', ' w', 'he', 'l', 'é', 'o'], 12))))
+def _p_bpe_encode(P, s): return [list(_bpe().BPETokenizer(_MERGES).encode(t)) for t in (s, 'hello world', '')]
+
+@_p_bpe_encode.expect
+def _(torch, s):
+    rank = dict(_MERGES)
+    def enc(t):
+        ids = list(t.encode('utf-8'))
+        while len(ids) > 1:
+            pair = min(zip(ids, ids[1:]), key=lambda p: rank.get(p, 1 << 30))
+            if pair not in rank: break
+            ids = _merge_ref(ids, pair, rank[pair])
+        return ids
+    return [enc(t) for t in (s, 'hello world', '')]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('BPETokenizer.decode', lambda rng: dict(ids=[int(v) for v in rng.integers(97, 123, 10)] + [260, 259, 195, 169]))
+def _p_bpe_decode(P, ids):
+    tok = _bpe().BPETokenizer(_MERGES)
+    return dict(text=tok.decode(ids), half=tok.decode([195]), floats=_raised(lambda: tok.decode([1.5])),
+                unknown=_raised(lambda: tok.decode([999])))
+
+@_p_bpe_decode.expect
+def _(torch, ids):
+    vocab = {i: bytes([i]) for i in range(256)}
+    for (a, b), i in _MERGES: vocab[i] = vocab[a] + vocab[b]
+    return dict(text=b''.join(vocab[i] for i in ids).decode('utf-8', 'replace'), half='\ufffd', floats='TypeError',
+                unknown='ValueError')
+
+# %% ../nbs/40_teaching.ipynb
+class _Ring:
+    "p ranks as threads, each with an mpi4py-like communicator whose `Sendrecv` meets its neighbours'."
+    def __init__(self, p):
+        import queue, threading
+        self.p, self.q = p, [[queue.Queue() for _ in range(p)] for _ in range(p)]
+        self.sent = [0] * p
+    def comm(self, r):
+        ring = self
+        class Comm:
+            def Get_size(self): return ring.p
+            def Get_rank(self): return r
+            def Sendrecv(self, sendbuf, dest, recvbuf=None, source=None, **kw):
+                import numpy as np
+                ring.q[r][dest].put(np.array(sendbuf, copy=True)); ring.sent[r] += np.asarray(sendbuf).size
+                recvbuf[...] = ring.q[source][r].get(timeout=20)
+        return Comm()
+
+@_probe('ring_all_reduce', lambda rng: dict(xs=[_f32(rng, 3, 7) for _ in range(4)]))
+def _p_ring(P, xs):
+    import threading
+    ring, outs, errs = _Ring(len(xs)), [None] * len(xs), []
+    f = importlib.import_module('minima.distributed').ring_all_reduce
+    def go(r):
+        try: outs[r] = f(xs[r].copy(), comm=ring.comm(r))
+        except Exception as e: errs.append(e)
+    ts = [threading.Thread(target=go, args=(r,), daemon=True) for r in range(len(xs))]
+    for t in ts: t.start()
+    for t in ts: t.join(30)
+    if errs: raise errs[0]
+    return dict(sums=[o if o is not None else 'no result' for o in outs], sent=ring.sent)
+
+# %% ../nbs/40_teaching.ipynb
+@_p_ring.expect
+def _(torch, xs):
+    "Every rank the sum; each sends at most 2(p-1) chunks of ceil(n / p) values (a ring, not all to all)."
+    import math
+    p, n = len(xs), xs[0].size
+    def check(got):
+        bad = _compare(got['sums'], [sum(xs)] * p, 1e-5, 1e-5)
+        most = 2 * (p - 1) * math.ceil(n / p)
+        if any(s > most for s in got['sent']): bad.append(f'sent {got["sent"]} values; a ring sends at most {most}')
+        return bad
+    return check
+
+@_probe('DistributedSampler.__iter__', lambda rng: dict(n=int(rng.integers(9, 20)), p=int(rng.integers(2, 5))))
+def _p_dsampler(P, n, p):
+    S = importlib.import_module('minima.distributed').DistributedSampler
+    plain = [[list(S(range(n), p, r, shuffle=False, drop_last=d)) for r in range(p)] for d in (False, True)]
+    mixed = [list(S(range(n), p, r, shuffle=True, seed=3)) for r in range(p)]
+    return dict(plain=plain, mixed=mixed)
+
+@_p_dsampler.expect
+def _(torch, n, p):
+    from torch.utils.data import DistributedSampler as S
+    plain = [[list(S(range(n), p, r, shuffle=False, drop_last=d)) for r in range(p)] for d in (False, True)]
+    def check(got):
+        bad = _compare(got['plain'], plain, 0, 0)
+        m = got['mixed']
+        if not (isinstance(m, list) and len(m) == p and all(len(x) == len(plain[0][0]) for x in m)):
+            return bad + ['shuffle=True: expected ceil(n / p) indices on each rank']
+        if set(i for x in m for i in x) != set(range(n)):
+            bad.append('shuffle=True: the ranks together do not cover every index')
+        if [i for x in m for i in x] == [i for x in plain[0] for i in x]: bad.append('shuffle=True: not shuffled')
+        return bad
+    return check
+
+# %% ../nbs/40_teaching.ipynb
+def _scaler_run(new, scaler, opt_cls, param, grads, flags):
+    "A GradScaler over steps whose gradients overflow where `flags` says: the scale and the parameter after each."
+    s = scaler(init_scale=8.0, growth_factor=2.0, backoff_factor=0.25, growth_interval=2)
+    opt, out = opt_cls([param], lr=0.1), []
+    for g, bad in zip(grads, flags):
+        opt.zero_grad()
+        gt = new(g * float('inf') if bad else g)
+        (s.scale(param * 1.0) * gt).sum().backward()
+        s.step(opt); s.update()
+        out.append((float(s.get_scale()), param.detach().numpy().copy()))
+    s.update(3.0)
+    return dict(steps=out, set=float(s.get_scale()))
+
+def _plain_sgd(P):
+    "A step of plain SGD that is no unit (so that grading `GradScaler.update` needs no other unit of the student's)."
+    class Plain(P.optim.Optimizer):
+        def __init__(self, params, lr): super().__init__(params, dict(lr=lr))
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g['params']:
+                    if p.grad is not None: p.data = p.data - p.grad * g['lr']
+    return Plain
+
+@_probe('GradScaler.update', lambda rng: dict(w=_f32(rng, 3), gs=[_f32(rng, 3) for _ in range(7)],
+                                               flags=[False, False, False, True, False, True, False]))
+def _p_scaler(P, w, gs, flags):
+    amp = importlib.import_module('minima.amp')
+    return _scaler_run(P.mi.Tensor, lambda **k: amp.GradScaler('cpu', **k), _plain_sgd(P),
+                       P.nn.Parameter(P.mi.Tensor(w)), gs, flags)
+
+@_p_scaler.expect
+def _(torch, w, gs, flags):
+    import numpy as np
+    r = _scaler_run(torch.tensor, lambda **k: torch.amp.GradScaler('cpu', **k), torch.optim.SGD,
+                    torch.nn.Parameter(torch.tensor(w)), gs, flags)
+    return dict(steps=[(np.array(a), b) for a, b in r['steps']], set=np.array(r['set']))
+
+def _prune(): return importlib.import_module('minima.prune')
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('L1Unstructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6), m=(rng.random((5, 6)) < 0.8) * 1.0))
+def _p_l1_mask(P, t, m):
+    return [_prune().L1Unstructured(a).compute_mask(t, m) for a in (0.3, 7, 0)]
+
+@_p_l1_mask.expect
+def _(torch, t, m):
+    import torch.nn.utils.prune as tp
+    return [tp.L1Unstructured(a).compute_mask(torch.tensor(t), torch.tensor(m)).numpy() for a in (0.3, 7, 0)]
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('LnStructured.compute_mask', lambda rng: dict(t=_f32(rng, 5, 6, 2), m=_f32(rng, 5, 6, 2) * 0 + 1))
+def _p_ln_mask(P, t, m):
+    return [_prune().LnStructured(a, n, d).compute_mask(t, m)
+            for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
+
+@_p_ln_mask.expect
+def _(torch, t, m):
+    import torch.nn.utils.prune as tp
+    return [tp.LnStructured(a, n, d).compute_mask(torch.tensor(t), torch.tensor(m)).numpy()
+            for a, n, d in ((0.4, 2, 0), (2, 1, 1), (1, float('inf'), -1))]
+
+# %% ../nbs/40_teaching.ipynb
+def _quant(): return importlib.import_module('minima.ao.quantization')
+
+@_probe('quant_range', lambda rng: dict())
+def _p_quant_range(P):
+    return [tuple(_quant().quant_range(d, r)) for d in ('qint8', 'quint8') for r in (False, True)] + \
+        [_raised(lambda: _quant().quant_range('int8'))]
+
+@_p_quant_range.expect
+def _(torch): return [(-128, 127), (-64, 63), (0, 255), (0, 127), 'TypeError']
+
+@_probe('calculate_qparams', lambda rng: dict(x=_f32(rng, 50, scale=3.0) + float(rng.uniform(-1, 3))))
+def _p_qparams(P, x):
+    f = _quant().calculate_qparams
+    out = [f(x.min(), x.max(), 0, 255, False, 'quint8'), f(x.min(), x.max(), -128, 127, True, 'qint8'),
+           f(x.min(), x.max(), 0, 255, True, 'quint8'), f(abs(x).min(), abs(x).max(), 0, 255, False, 'quint8')]
+    return [(P.np.asarray(s, 'float64').reshape(()), int(P.np.asarray(z).reshape(()))) for s, z in out]
+
+@_p_qparams.expect
+def _(torch, x):
+    from torch.ao.quantization.observer import MinMaxObserver as O
+    out = []
+    for xx, dt, qs in ((x, torch.quint8, torch.per_tensor_affine), (x, torch.qint8, torch.per_tensor_symmetric),
+                       (x, torch.quint8, torch.per_tensor_symmetric), (abs(x), torch.quint8, torch.per_tensor_affine)):
+        o = O(dtype=dt, qscheme=qs); o(torch.tensor(xx))
+        s, z = o.calculate_qparams()
+        out.append((s.double().numpy().reshape(()), int(z)))
+    return out
+
+@_probe('int8_matmul', lambda rng: dict(a=rng.integers(-128, 128, (5, 7)).astype('int8'),
+                                        u=rng.integers(0, 256, (5, 7)).astype('uint8'),
+                                        b=rng.integers(-128, 128, (7, 4)).astype('int8')))
+def _p_int8_matmul(P, a, u, b):
+    f = _quant().int8_matmul
+    nd = lambda x: P.NDArray(x, dtype=str(x.dtype))
+    r1, r2 = f(nd(a), nd(b)), f(nd(u), nd(b))
+    return dict(signed=r1.numpy(), unsigned=r2.numpy(), dtype=str(r1.dtype),
+                bad=_raised(lambda: f(nd(b), nd(a.astype('float32')))))
+
+# %% ../nbs/40_teaching.ipynb
+@_p_int8_matmul.expect
+def _(torch, a, u, b):
+    return dict(signed=a.astype('int64') @ b, unsigned=u.astype('int64') @ b, dtype='int32', bad='TypeError')
+
+@_probe('choose_qparams_dynamic',
+        lambda rng: dict(x=_f32(rng, 40, scale=float(rng.uniform(0.5, 4))) + float(rng.uniform(-1, 1))))
+def _p_dyn_qparams(P, x):
+    f = _quant().choose_qparams_dynamic
+    return [(P.np.float64(s), int(z)) for s, z in (f(x.min(), x.max()), f(x.min(), x.max(), False), f(0.0, 1e-7))]
+
+@_p_dyn_qparams.expect
+def _(torch, x):
+    import numpy as np
+    out = [torch._choose_qparams_per_tensor(torch.tensor(v), r) for v, r in ((x, True), (x, False),
+                                                                            (np.float32([0, 1e-7]), True))]
+    return [(np.array(float(s)), int(z)) for s, z in out]
+
+@_probe('fake_quantize_per_tensor_affine', lambda rng: dict(x=_f32(rng, 6, 5, scale=2.0), g=_f32(rng, 6, 5)))
+def _p_fake_quant(P, x, g):
+    xt = P.mi.Tensor(x, requires_grad=True)
+    y = _quant().fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(P.mi.Tensor(g))
+    return dict(y=y.numpy(), dx=xt.grad.numpy())
+
+@_p_fake_quant.expect
+def _(torch, x, g):
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(torch.tensor(g))
+    return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
+
+# %% ../nbs/40_teaching.ipynb
+def _emu_dir():
+    "The CPU emulator of CUDA the grader compiles kernels against: its project's tools/cuda_emu, or its bundle's."
+    base = _grader_file().parent.parent
+    for d in (base / 'tools' / 'cuda_emu', base / 'cuda_emu'):
+        if (d / 'cuda_runtime.h').is_file() and (d / 'build.py').is_file(): return d
+    return None
+
+def _cuda_missing() -> str:
+    "Why the CUDA units cannot be graded here ('' when they can): no emulator, or no C++ compiler."
+    if _emu_dir() is None: return 'the grader has no CUDA emulator (tools/cuda_emu)'
+    cxx = os.environ.get('CXX', 'g++')
+    if shutil.which(cxx) is None: return f'the grading machine has no C++ compiler ({cxx}) for the CUDA emulator'
+    return ''
+
+def _as_student():
+    "In a process the grader starts for the student's code: another user, if grading runs as root and asks for one."
+    user = os.environ.get('MINIMA_GRADE_USER')
+    if user and user != 'none' and os.geteuid() == 0:
+        import pwd
+        pw = pwd.getpwnam(user)
+        os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
+
+# %% ../nbs/40_teaching.ipynb
+def _build_kernels(src: str, d: Path) -> str:
+    """Compile CUDA source `src` for the CPU emulator into `d`/libminima_cuda_emu.so, as the student's user (the
+    compiler reads only `d`); '' when it worked, else why not."""
+    emu, cxx = _emu_dir(), os.environ.get('CXX', 'g++')
+    spec = importlib.util.spec_from_file_location('_minima_cuda_emu', emu / 'build.py')
+    b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)
+    try: text = b.translate(src)
+    except SystemExit as e: return f'the kernels could not be read: {e}'
+    d.mkdir(parents=True, exist_ok=True)
+    if os.environ.get('MINIMA_GRADE_USER'): os.chmod(d, 0o777)
+    (d / 'cuda_kernels.cpp').write_text(text)
+    for f in (emu / 'cuda_runtime.h', _grader_file().parent / 'backend_ndarray' / 'cuda_common.cuh'):
+        shutil.copyfile(f, d / f.name)
+    cmd = [cxx, '-std=c++20', '-O1', '-shared', '-fPIC', '-w', '-I.', '-o', 'libminima_cuda_emu.so', 'cuda_kernels.cpp']
+    try: r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=900, preexec_fn=_as_student)
+    except subprocess.TimeoutExpired: return 'compiling the kernels took longer than 900 s'
+    if r.returncode == 0: return ''
+    errs = [l for l in r.stderr.splitlines() if 'error' in l][:4]
+    return 'the kernels do not compile: ' + ' | '.join(errs or r.stderr.splitlines()[-4:])[:800]
+
+# %% ../nbs/40_teaching.ipynb
+def _kernel_builds(lib: Path, cuda, out: Path) -> dict:
+    """{unit: (library, why not)}: the student's whole kernel file compiled once for the emulator; if it does not
+    compile, each unit's kernel alone, in the hand-out (every other kernel `MINIMA_TODO`), so an error costs only
+    the units whose kernels have one."""
+    missing = _cuda_missing()
+    if missing: return {u.name: (None, missing) for u in cuda}
+    try: mine = (lib / _CUDA_SRC).read_text()
+    except (OSError, UnicodeDecodeError) as e: return {u.name: (None, f'no kernel file: {_exc_text(e)}') for u in cuda}
+    why = _build_kernels(mine, out / 'all')
+    if not why: return {u.name: (out / 'all' / 'libminima_cuda_emu.so', '') for u in cuda}
+    ref = (_grader_file().parent / 'backend_ndarray' / 'cuda_kernels.cu').read_text()
+    res = {}
+    for i, u in enumerate(cuda):
+        try:
+            a, b = _kernel_body(mine, u.name)
+            hand = strip_kernels(ref, [k for k in _CUDA_UNITS if k[0] != u.name])
+            c, e = _kernel_body(hand, u.name)
+            why = _build_kernels(hand[:c] + mine[a:b] + hand[e:], out / str(i))
+        except ValueError as e: why = str(e)
+        res[u.name] = (None if why else out / str(i) / 'libminima_cuda_emu.so', why)
+    return res
+
+def _cuda_dev():
+    "The CUDA device of the student's package: when grading, the CPU emulator built from their kernels."
+    dev = importlib.import_module('minima.backend_ndarray.cuda').cuda_device()
+    if not dev.enabled(): raise RuntimeError(f'the CUDA device is not available: {dev.why_disabled()}')
+    return dev
+
+def _on_cuda(dev, f):
+    "`f()` on the device; a kernel that still holds its `MINIMA_TODO` raises NotImplementedError with the hint."
+    import ctypes
+    lib = dev.lib
+    if hasattr(lib, 'emu_todo_clear'): lib.emu_todo_clear()
+    out = f()
+    if hasattr(lib, 'emu_todo'):
+        lib.emu_todo.restype = ctypes.c_char_p
+        if lib.emu_todo(): raise NotImplementedError(lib.emu_todo().decode())
+    return out
+
+# %% ../nbs/40_teaching.ipynb
+def _dev_arrays(P, dev, *arrs):
+    return [P.NDArray(a, device=dev) for a in arrs]
+
+@_probe('ewise_kernel', lambda rng: dict(a=_f32(rng, 1037), b=_f32(rng, 1037), s=float(rng.uniform(0.5, 2))))
+def _p_ewise_kernel(P, a, b, s):
+    dev = _cuda_dev()
+    x, y = _dev_arrays(P, dev, a, b)
+    def run():
+        out = {}
+        for op in ('add', 'mul', 'lt'):
+            o = P.NDArray.make(x.shape, device=dev, dtype='bool' if op == 'lt' else 'float32')
+            dev.ewise(op, x._handle, y._handle, o._handle); out[op] = o.numpy()
+        o = P.NDArray.make(x.shape, device=dev)
+        dev.scalar('sub', x._handle, s, o._handle); out['scalar'] = o.numpy()
+        return out
+    return _on_cuda(dev, run)
+
+@_p_ewise_kernel.expect
+def _(torch, a, b, s):
+    import numpy as np
+    return dict(add=a + b, mul=a * b, lt=a < b, scalar=a - np.float32(s))
+
+@_probe('reduce_warp_kernel', lambda rng: dict(a=_f32(rng, 6, 100)), rtol=1e-5, atol=1e-5)
+def _p_reduce_warp(P, a):
+    dev = _cuda_dev()
+    x, = _dev_arrays(P, dev, a)
+    def run():
+        out = {}
+        for k in ('sum', 'max'):
+            o = P.NDArray.make((6,), device=dev)
+            getattr(dev, f'reduce_{k}')(x._handle, o._handle, 100); out[k] = o.numpy()
+        return out
+    return _on_cuda(dev, run)
+
+@_p_reduce_warp.expect
+def _(torch, a): return dict(sum=a.sum(1), max=a.max(1))
+
+# %% ../nbs/40_teaching.ipynb
+@_probe('matmul_smem_kernel', lambda rng: dict(a=_f32(rng, 2, 19, 23), b=_f32(rng, 2, 23, 17)), rtol=1e-4, atol=1e-5)
+def _p_matmul_smem(P, a, b):
+    dev = _cuda_dev()
+    x, y = _dev_arrays(P, dev, a, b)
+    def run():
+        o = P.NDArray.make((2, 19, 17), device=dev)
+        dev.matmul(x._handle, y._handle, o._handle, 2, 19, 23, 17, algo='smem')
+        return o.numpy()
+    return _on_cuda(dev, run)
+
+@_p_matmul_smem.expect
+def _(torch, a, b): return a.astype('float64') @ b
+
+# %% ../nbs/40_teaching.ipynb
 def _grade_probe(st, u, seed, deadline, r):
     "Grade a non-op unit by its probes: the student's values against what torch and numpy say they should be."
     import numpy as np, torch, zlib
@@ -1233,11 +2021,7 @@ def _limits():
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (600, 610))   # an orphaned endless loop ends (grading takes seconds)
-    user = os.environ.get('MINIMA_GRADE_USER')
-    if user and user != 'none' and os.geteuid() == 0:
-        import pwd
-        pw = pwd.getpwnam(user)
-        os.setgroups([]); os.setgid(pw.pw_gid); os.setuid(pw.pw_uid)
+    _as_student()
 
 # %% ../nbs/40_teaching.ipynb
 #| nodoc: _Student
@@ -1246,7 +2030,7 @@ class _Student:
     time, and lent the reference's results for the other units; whatever it does, it never writes the grade."""
     def __init__(self, lib: Path, units, refs, timeout):
         self.lib, self.units, self.refs, self.timeout, self.proc = lib, units, refs, timeout, None
-        self.M, self.log = _lib(), []
+        self.M, self.log, self.env = _lib(), [], {}
     def _send(self, what, deadline, views=()):
         try:
             if isinstance(what, bytes): _write_all(self.w, what, deadline)
@@ -1276,7 +2060,7 @@ def start(self: _Student, deadline):
     # no site: the environment's packages, but none of its .pth links (an editable install of the reference)
     import sysconfig
     path = [str(self.lib)] + sorted({sysconfig.get_path(k) for k in ('purelib', 'platlib')})
-    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg')
+    env.update(PYTHONPATH=os.pathsep.join(path), PYTHONDONTWRITEBYTECODE='1', MPLBACKEND='Agg', **self.env)
     self.proc = subprocess.Popen([sys.executable, '-S', '-B', '-c', _BOOT, str(r1), str(w2)], pass_fds=(r1, w2),
                                  cwd=self.lib, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limits)
@@ -1347,13 +2131,30 @@ def _handed_out(root: Path):
 
 # %% ../nbs/40_teaching.ipynb
 def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
-    "Grade each unit in turn in the student's process; a process that breaks costs only the unit it was on."
-    import time
+    """Grade each unit in turn in the student's process; a process that breaks costs only the unit it was on. The
+    CUDA kernels run last, in a process of their own that loads them built for the CPU emulator."""
     from minima.testing import REGISTRY
     specs = {}
     for s in REGISTRY.values():
         if s.op is not None: specs.setdefault((s.op.__module__, s.op.__name__), []).append(s)
-    lent_names, res, st = {u.name for u in lent if u.kind == 'op'}, {}, None
+    res, cuda = {}, [u for u in graded if u.kind == 'cuda']
+    ie = _run_group(lib, lent, [u for u in graded if u.kind != 'cuda'], refs, seed, end, unit_timeout, specs, res)
+    if ie: return {'import_error': ie}
+    builds = _kernel_builds(lib, cuda, lib.parent / 'cuda') if cuda else {}
+    for so in sorted({str(so) for so, _ in builds.values() if so}):
+        group = [u for u in cuda if str(builds[u.name][0]) == so]
+        _run_group(lib, lent, group, refs, seed, end, unit_timeout, specs, res, {'MINIMA_CUDA_LIB': so})
+    for u in cuda:
+        if not builds[u.name][0]: res[u.name] = dict(_new_result(), checks=1, broken=True,
+                                                      failed=[f'not graded: {builds[u.name][1]}'])
+    return {'units': res}
+
+
+# %% ../nbs/40_teaching.ipynb
+def _run_group(lib, lent, graded, refs, seed, end, unit_timeout, specs, res, env=None):
+    "Grade `graded` one by one in a student process (a fresh one after a break); the import error, if any."
+    import time
+    lent_names, st = {u.name for u in lent if u.kind == 'op'}, None
     try:
         for u in graded:
             r = res[u.name] = _new_result()
@@ -1361,8 +2162,9 @@ def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
                 if time.monotonic() > end: raise _Broken('the grading time ran out')
                 if st is None:
                     st = _Student(lib, lent, refs, unit_timeout)
+                    st.env = dict(env or {})
                     ie = st.start(end)
-                    if ie: return {'import_error': ie}
+                    if ie: return ie
                 deadline = min(end, time.monotonic() + unit_timeout)
                 if u.kind == 'op': _grade_op(st, u, specs.get((u.module, u.name), []), lent_names, seed, deadline, r)
                 else: _grade_probe(st, u, seed, deadline, r)
@@ -1372,7 +2174,8 @@ def _run_units(lib, lent, graded, refs, seed, end, unit_timeout):
                 st = None
     finally:
         if st: st.stop()
-    return {'units': res}
+    return None
+
 
 # %% ../nbs/40_teaching.ipynb
 _GAP = re.compile(r'NotImplementedError\W+([\w.]+):|^([\w.]+): ')
@@ -1572,6 +2375,8 @@ find "$AG/submission" -type f -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*
   name=$(basename "$nb")
   if [ -f "$AG/work/nbs/$name" ]; then cat "$nb" > "$AG/work/nbs/$name"; fi
 done
+cu=$(find "$AG/submission" -type f -name cuda_kernels.cu | head -n 1)   # the CUDA kernel units, if submitted
+if [ -n "$cu" ]; then cat "$cu" > "$AG/work/minima/backend_ndarray/cuda_kernels.cu"; fi
 mkdir -p "$AG/results"
 if [ "$(id -u)" = 0 ] && id -u minima-student >/dev/null 2>&1; then export MINIMA_GRADE_USER=minima-student; fi
 "$PY" -I -c 'import sys; sys.path.insert(0, sys.argv[1]); from minima.teaching import grade_cli
@@ -1630,6 +2435,8 @@ def gradescope_bundle(dest_zip, edition, root='.') -> Path:
         text(z, 'requirements-grading.txt', _grading_requirements(root))
         for p in files(edition): z.write(p, f'edition/{p.relative_to(edition)}')
         for p in files(root / _LIB): z.write(p, f'reference/{_LIB}/{p.relative_to(root / _LIB)}')
+        emu = root / 'tools' / 'cuda_emu'      # the CPU emulator the CUDA kernel units are graded on
+        for p in files(emu) if emu.is_dir() else []: z.write(p, f'reference/cuda_emu/{p.relative_to(emu)}')
         text(z, 'reference/units.json', (edition / 'grading_units.json').read_text())
         text(z, 'reference/settings.ini', (root / 'settings.ini').read_text())
     return dest_zip
@@ -1639,12 +2446,12 @@ _BEGIN, _END = '### BEGIN SOLUTION', '### END SOLUTION'
 
 def nbgrader_source(source: str) -> str:
     "The cell with nbgrader's solution markers around each body its `#| solution` directive names."
-    spec = parse_solution(source)
-    if spec is None: return source
+    specs = parse_solutions(source)
+    if not specs: return source
     tree = ast.parse(source)
     lines = [l if l.endswith('\n') else l + '\n' for l in source.splitlines(keepends=True)]
     edits = []
-    for qual, f, cls in _targets_in(tree, spec[0]):
+    for qual, f, cls in _targets_in(tree, [t for spec in specs for t in spec[0]]):
         body = f.body[1:] if _is_doc(f.body[0]) else f.body
         if not body: continue
         if f.body[0].lineno == f.lineno:      # a one-line def: its statements go on lines of their own

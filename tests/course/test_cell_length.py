@@ -9,6 +9,10 @@ LONGER = {   # (notebook, first line of code) -> why the cell stays longer than 
     ('10_nn.ipynb', 'def _check_features(layer, x, axis, n):'):
         "folded; `_BatchNorm` is one class whose `forward` is a graded unit (`#| solution _BatchNorm.forward`), "
         "which the student edition finds only as a method of the class",
+    ('11_optim.ipynb', 'class ReduceLROnPlateau:'):
+        "one class whose `step` is a graded unit (`#| solution ReduceLROnPlateau.step`), found only as a method",
+    ('13b_text.ipynb', 'class CharTokenizer:'):
+        "one class whose `encode` and `decode` are graded units (`#| solution ...`), found only as its methods",
     ('19b_ddp.ipynb', "train_src = '''"):
         'one script, written to a file and run by mpiexec on two processes: split, it would no longer read as one program',
 }

@@ -183,3 +183,10 @@ inline int __dp4a(int a, int b, int c) {
     for (int e = 0; e < 4; ++e) c += (int)(int8_t)(a >> (8 * e)) * (int)(int8_t)(b >> (8 * e));
     return c;
 }
+
+// A kernel that the student edition leaves to write holds MINIMA_TODO("kernel: hint"): the emulator keeps the message
+// (emu_todo() returns it, or null), which the grader reports as "not written yet" instead of comparing garbage.
+static const char* emu_todo_msg_ = nullptr;
+extern "C" const char* emu_todo() { return emu_todo_msg_; }
+extern "C" void emu_todo_clear() { emu_todo_msg_ = nullptr; }
+#define MINIMA_TODO(msg) (emu_todo_msg_ = (msg))
