@@ -6,6 +6,9 @@ from pathlib import Path
 NBS = Path(__file__).resolve().parents[2] / 'nbs'
 LIMIT = 40
 LONGER = {   # (notebook, first line of code) -> why the cell stays longer than LIMIT
+    ('22_cuda.ipynb', 'class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):'):
+        "one class, the backend contract on the CUDA kernels: a method of one or two lines per primitive, written "
+        "whole rather than patched on (issue 38)",
     ('10_nn.ipynb', 'def _check_features(layer, x, axis, n):'):
         "folded; `_BatchNorm` is one class whose `forward` is a graded unit (`#| solution _BatchNorm.forward`), "
         "which the student edition finds only as a method of the class",
