@@ -1892,7 +1892,8 @@ def _build_kernels(src: str, d: Path) -> str:
     d.mkdir(parents=True, exist_ok=True)
     if os.environ.get('MINIMA_GRADE_USER'): os.chmod(d, 0o777)
     (d / 'cuda_kernels.cpp').write_text(text)
-    for f in (emu / 'cuda_runtime.h', _grader_file().parent / 'backend_ndarray' / 'cuda_common.cuh'):
+    # the emulator's stand-ins for CUDA's headers (cuda_runtime.h, cuda_fp16.h, ...) and the kernels' own header
+    for f in [*sorted(emu.glob('*.h')), _grader_file().parent / 'backend_ndarray' / 'cuda_common.cuh']:
         shutil.copyfile(f, d / f.name)
     cmd = [cxx, '-std=c++20', '-O1', '-shared', '-fPIC', '-w', '-I.', '-o', 'libminima_cuda_emu.so', 'cuda_kernels.cpp']
     try: r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=900, preexec_fn=_as_student)
