@@ -414,9 +414,11 @@ def test_cuda_kernels_graded_on_the_emulator(tmp_path):
     cu = 'minima/backend_ndarray/cuda_kernels.cu'
     assert (ed / cu).read_text().count('MINIMA_TODO(') == 3 + 1          # the three bodies and the fallback macro
     ref = (ROOT / cu).read_text()
-    wrong = ref.replace('if (i < n) out[i] = f(x[u], y[u]);', 'if (i < n) out[i] = f(y[u], x[u]);')
-    broken = wrong.replace('acc += As[ty][k] * Bs[k][tx];', 'acc += As[ty][k] * Bs[k][tx]')
-    assert ref != wrong != broken
+    swap = ('out[i] = convert<O>(f(widen(x[u]), widen(y[u])));', 'out[i] = convert<O>(f(widen(y[u]), widen(x[u])));')
+    semi = ('acc += widen(As[ty][k]) * widen(Bs[k][tx]);', 'acc += widen(As[ty][k]) * widen(Bs[k][tx])')
+    assert ref.count(swap[0]) == 1 and ref.count(semi[0]) == 1, 'the kernels changed: update the two edits below'
+    wrong = ref.replace(*swap)
+    broken = wrong.replace(*semi)
     (ed / cu).write_text(broken)
     rep = grade(ed, quiet=True, seed=0)
     by = {u['name']: u for u in rep['units']}
