@@ -1126,8 +1126,9 @@ def _conv_init(shape, fan_in, bias, device, dtype):
     "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
     b = 1 / math.sqrt(fan_in)
     w = Parameter(init.rand(*shape, low=-b, high=b, device=device, dtype=dtype))
-    return w, (Parameter(init.rand(shape[0] if bias == 'out' else bias, low=-b, high=b, device=device, dtype=dtype))
-               if bias else None)
+    if not bias: return w, None
+    n = shape[0] if bias == 'out' else bias
+    return w, Parameter(init.rand(n, low=-b, high=b, device=device, dtype=dtype))
 
 class Conv1d(Module):
     "1-d convolution over `(N, C_in, L)`: weight `(C_out, C_in/groups, k)`, torch's arguments and initialisation."
