@@ -1131,13 +1131,13 @@ def _conv_init(shape, fan_in, bias, device, dtype):
     return w, Parameter(init.rand(n, low=-b, high=b, device=device, dtype=dtype))
 
 class Conv1d(Module):
-    "1-d convolution over `(N, C_in, L)`: weight `(C_out, C_in/groups, k)`, torch's arguments and initialisation."
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode='zeros', device=None, dtype="float32"):
+    "1-d convolution of `(N, C_in, L)`: weight `(C_out, C_in/groups, k)`, torch's arguments and init."
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode='zeros', device=None, dtype="float32"):
         super().__init__()
         if padding_mode not in ('zeros', 'reflect', 'replicate', 'circular'):
-            raise ValueError(f"Conv1d: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got "
-                             f"{padding_mode!r}")
+            raise ValueError(f"Conv1d: padding_mode must be 'zeros', 'reflect', 'replicate' or "
+                             f"'circular', got {padding_mode!r}")
         self.padding_mode = padding_mode
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
@@ -1145,16 +1145,19 @@ class Conv1d(Module):
         k = single_int(kernel_size, 'kernel_size', 'Conv1d')
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight, self.bias = _conv_init((out_channels, in_channels // groups, k), in_channels // groups * k,
-                                            out_channels if bias else None, device, dtype)
+        cin = in_channels // groups
+        self.weight, self.bias = _conv_init((out_channels, cin, k), cin * k, out_channels if bias else None,
+                                            device, dtype)
     def extra_repr(self):
-        return f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}'
+        return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, '
+                f'stride={self.stride}')
     def forward(self, x):
         if self.padding_mode == 'zeros':
             return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
         p, tot = self.padding, single_int(self.dilation, 'dilation', 'Conv1d') * (self.kernel_size[0] - 1)
-        lr = (0, 0) if p == 'valid' else (tot // 2, tot - tot // 2) if p == 'same' else (single_int(p, 'padding',
-                                                                                                    'Conv1d'),) * 2
+        if p == 'valid': lr = (0, 0)
+        elif p == 'same': lr = (tot // 2, tot - tot // 2)
+        else: lr = (single_int(p, 'padding', 'Conv1d'),) * 2
         xp = F.pad(x, lr, self.padding_mode)   # then no padding in the convolution, as Conv2d's modes
         return F.conv1d(xp, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
