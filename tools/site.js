@@ -34,6 +34,19 @@
   });
 })();
 
+// The interactive flame chart (chapter 23): speedscope fetches its trace, which a browser allows over http(s) but
+// not from a file:// page; there, the frame says how to see it instead of speedscope's alert.
+(function () {
+  Array.prototype.forEach.call(document.querySelectorAll('iframe.flame-chart[data-src]'), function (f) {
+    if (location.protocol === 'http:' || location.protocol === 'https:') { f.src = f.getAttribute('data-src'); return; }
+    var p = document.createElement('p');
+    p.className = 'flame-chart-note';
+    p.textContent = 'The interactive flame chart needs the site served over http: python -m http.server -d _docs, ' +
+      'then open http://localhost:8000/profiler.html (the static chart above shows the same kind of trace).';
+    f.replaceWith(p);
+  });
+})();
+
 // Long listings (a whole CUDA source file, a long exported cell) show their first lines and a button for the rest.
 (function () {
   var LIMIT = 28;   // lines; a clipped block shows about 24 (site.css)
