@@ -134,16 +134,17 @@ class Tensor(Value):
     size = property(lambda self: self.cached_data.size)
     def __len__(self): return len(self.cached_data)
 
-    def numpy(self) -> np.ndarray: return self.cached_data.numpy()
+    def numpy(self, *, force=False) -> np.ndarray: return _numpy(self, force)
     def item(self): return self.cached_data.item()
-    def tolist(self): return self.numpy().tolist()
-    def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
+    def tolist(self): return self.cached_data.numpy().tolist()
+    def __array__(self, dtype=None, copy=None): return _array(self, dtype, copy)
     def __repr__(self):
         extra = '' if self.device == cpu() else f', device={self.device}'
         if self.op is not None: extra += f', op={type(self.op).__name__}'
         elif self.requires_grad: extra += ', requires_grad=True'
-        return f"minima.Tensor({np.array2string(self.numpy(), separator=', ', prefix='minima.Tensor(')}, dtype={self.dtype}{extra})"
-    def __str__(self): return str(self.numpy())
+        values = np.array2string(self.cached_data.numpy(), separator=', ', prefix='minima.Tensor(')
+        return f"minima.Tensor({values}, dtype={self.dtype}{extra})"
+    def __str__(self): return str(self.cached_data.numpy())
     def __bool__(self):
         if self.size != 1: raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous")
         return bool(self.item())
@@ -185,6 +186,29 @@ def _from_numpy(a, dtype=None, device=None, requires_grad=False):
     t = Tensor.make_const(data)
     return t.requires_grad_(True) if requires_grad else t
 Tensor.from_numpy = staticmethod(_from_numpy)
+
+# %% ../nbs/01_autograd.ipynb
+def _numpy(t, force=False) -> np.ndarray:
+    "`t.numpy()`: a numpy array sharing `t`'s memory, as torch's (with `force`, of `t.detach().cpu()`)."
+    a = t.cached_data
+    if force: a = a.to(cpu())
+    elif t.requires_grad:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+    v = a.host_view()
+    if v is not None: return v
+    if a.device != cpu():
+        raise TypeError(f"numpy: can't convert {a.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+    return a.numpy()   # a device that cannot share right now (a step being captured): a copy
+
+def _array(t, dtype=None, copy=None) -> np.ndarray:
+    "`np.asarray(t)` shares memory where it can (a copy on a GPU); `np.array(t)` (`copy=True`) copies."
+    a = t.cached_data
+    v = None if copy else a.host_view()
+    if v is None: v = a.numpy()
+    if copy is False and v.base is None and a.size:
+        raise ValueError(f"np.asarray(copy=False): a tensor on {a.device} cannot be shared with numpy")
+    return v if dtype is None else v.astype(dtype, copy=bool(copy))
 
 # %% ../nbs/01_autograd.ipynb
 def find_topo_sort(node_list) -> list:

@@ -200,11 +200,12 @@ def __enter__(self: Recorder):
     d = self.device
     for name in PRIMS: setattr(d, name, self._wrap(name))
     d.alloc, d.to_numpy = self._alloc, self._read
+    d.share_numpy = lambda *args: None   # `t.numpy()` copies through `_read` while capturing
     return self
 
 @patch
 def __exit__(self: Recorder, *exc):
-    for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
+    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']: self.device.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true

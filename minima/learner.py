@@ -17,8 +17,8 @@ __all__ = ['accuracy', 'CancelFitException', 'Callback', 'Learner']
 # %% ../nbs/13_training.ipynb
 def accuracy(preds, targets) -> float:
     "Fraction of rows whose argmax is the target: `accuracy([[.1, .9], [.8, .2]], [1, 1]) == 0.5`."
-    p = preds.numpy() if isinstance(preds, Tensor) else np.asarray(preds)
-    t = targets.numpy() if isinstance(targets, Tensor) else np.asarray(targets)
+    p = preds.cached_data.numpy() if isinstance(preds, Tensor) else np.asarray(preds)
+    t = targets.cached_data.numpy() if isinstance(targets, Tensor) else np.asarray(targets)
     return float((p.argmax(-1) == t).mean())
 
 class CancelFitException(Exception):
@@ -131,7 +131,7 @@ def get_preds(self: Learner, dl=None):
     outs, targets = [], []
     with no_grad():
         for xb, yb in dl:
-            outs.append(self.model(xb).numpy()); targets.append(yb.numpy())
+            outs.append(self.model(xb).cached_data.numpy()); targets.append(yb.cached_data.numpy())
     return np.concatenate(outs), np.concatenate(targets)
 
 @patch

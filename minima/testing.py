@@ -167,7 +167,7 @@ def _fd_grads(spec, c, arrs, diff, gs, eps=1e-6):
     "Central differences of <f(x), g> in float64 on minima's own forward."
     def L(xs):
         ys = _as_list(spec.fn(*_mi_inputs(xs, (), 'float64', None), **c.kwargs))
-        return sum(float((y.numpy().astype('float64') * g).sum()) for y, g in zip(ys, gs))
+        return sum(float((y.cached_data.numpy().astype('float64') * g).sum()) for y, g in zip(ys, gs))
     out = []
     for i in diff:
         x = arrs[i].astype('float64')
@@ -276,8 +276,8 @@ def _check_forward(r, xs, ts):
         tyn = ty.detach().cpu().numpy()
         if y.shape != tuple(ty.shape): bad = f'shape {y.shape} != torch {tuple(ty.shape)}'
         elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)): bad = f'dtype {y.dtype} != torch {ty.dtype}'
-        elif not _close(y.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.numpy(), tyn):.2e}'
-        errs.append(_err(y.numpy(), tyn) if bad is None else 0)
+        elif not _close(y.cached_data.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.cached_data.numpy(), tyn):.2e}'
+        errs.append(_err(y.cached_data.numpy(), tyn) if bad is None else 0)
     if len(ys) != len(tys): bad = f'{len(ys)} outputs != torch {len(tys)}'
     r.rep.add(c, 'forward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
     return ys, tys
@@ -288,7 +288,7 @@ def _check_backward(r, xs, ts, ys, tys):
     mine = _grad(ys, r.wrt(xs), _upstream(gs, ys, 'float32'))
     theirs = r.torch.autograd.grad(tys, r.wrt(ts), _to_torch(r.torch, gs, tys), allow_unused=True)
     ref = [np.zeros(r.arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(r.diff, theirs)]
-    r.compare('backward', [(i, m.numpy(), t) for i, m, t in zip(r.diff, mine, ref)], r.spec.rtol, r.spec.atol,
+    r.compare('backward', [(i, m.cached_data.numpy(), t) for i, m, t in zip(r.diff, mine, ref)], r.spec.rtol, r.spec.atol,
               dtype='float32')
 
 # %% ../nbs/02_testing.ipynb
@@ -296,7 +296,7 @@ def _check_fd(r, x64, ys64, gs):
     "3. The float64 gradient of <f(x), g> against central finite differences of minima's own forward."
     mine = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'))
     nums = _fd_grads(r.spec, r.c, r.arrs, r.diff, gs)
-    r.compare('fd', [(i, a.numpy(), n) for i, a, n in zip(r.diff, mine, nums)], r.spec.fd_rtol, r.spec.fd_atol)
+    r.compare('fd', [(i, a.cached_data.numpy(), n) for i, a, n in zip(r.diff, mine, nums)], r.spec.fd_rtol, r.spec.fd_atol)
 
 def _check_second(r, gs):
     "4. Second order in float64: the gradient of <grad <f(x), g>, h> for a random direction h, against torch's."
@@ -306,7 +306,7 @@ def _check_second(r, gs):
     g1 = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'), create_graph=True)
     terms = [(g * Tensor(h, dtype='float64', device=g.device, requires_grad=False)).sum()
              for g, h in zip(g1, hs) if g.requires_grad]
-    mine = [t.numpy() for t in _grad(sum(terms[1:], terms[0]), r.wrt(x64))] if terms else _zeros(r)
+    mine = [t.cached_data.numpy() for t in _grad(sum(terms[1:], terms[0]), r.wrt(x64))] if terms else _zeros(r)
     torch = r.torch
     ts = _t_inputs(torch, r.arrs, r.diff, 'float64', r.tdev)
     tys = _as_list(r.spec.torch_fn(torch, *ts, **r.c.kwargs))
@@ -389,24 +389,24 @@ def gradcheck(fn, *tensors, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
         if t.dtype != 'float64':
             raise TypeError(f"gradcheck: input {i} has dtype {t.dtype}; finite differences need float64")
     rng = np.random.default_rng(seed)
-    xs = [Tensor(t.numpy(), dtype='float64', device=t.device, requires_grad=True) for t in tensors]
+    xs = [Tensor(t.cached_data.numpy(), dtype='float64', device=t.device, requires_grad=True) for t in tensors]
     ys = _as_list(fn(*xs))
     gs = [_randn(rng, y.shape) for y in ys]
     an = _grad(ys, xs, [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys)])
     def L(arrs):
         xs = [Tensor(a, dtype='float64', device=t.device, requires_grad=False) for a, t in zip(arrs, tensors)]
         out = _as_list(fn(*xs))
-        return sum(float((y.numpy() * g).sum()) for y, g in zip(out, gs))
-    base = [t.numpy().astype('float64') for t in tensors]
+        return sum(float((y.cached_data.numpy() * g).sum()) for y, g in zip(out, gs))
+    base = [t.cached_data.numpy().astype('float64') for t in tensors]
     for i, a in enumerate(an):
         num = np.zeros_like(base[i])
         for j in np.ndindex(base[i].shape):
             p, m = [b.copy() for b in base], [b.copy() for b in base]
             p[i][j] += eps; m[i][j] -= eps
             num[j] = (L(p) - L(m)) / (2 * eps)
-        diff = np.abs(a.numpy() - num)
+        diff = np.abs(a.cached_data.numpy() - num)
         if not np.all(diff <= atol + rtol * np.abs(num)):
             k = np.unravel_index(np.argmax(diff - rtol * np.abs(num)), num.shape)
-            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.numpy()[k]:.6g} "
+            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.cached_data.numpy()[k]:.6g} "
                                  f"vs numerical {num[k]:.6g}")
     return True

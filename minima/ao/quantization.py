@@ -143,7 +143,7 @@ class HistogramObserver(MinMaxObserver):
 # %% ../../nbs/26_quantization.ipynb
 @patch
 def forward(self: HistogramObserver, x):
-    a = x.detach().numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
+    a = x.cached_data.numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
     a = a[np.abs(a) != np.inf]                              # torch ignores infinities (they would be clamped)
     if a.size == 0: return x
     lo, hi = a.min(), a.max()

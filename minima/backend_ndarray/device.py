@@ -106,6 +106,10 @@ update_abstractmethods(BackendDevice)
 def handle_dtype(self: BackendDevice, h) -> str: return str(h.dtype)
 @patch
 def handle_size(self: BackendDevice, h) -> int: return int(h.size)
+@patch
+def share_numpy(self: BackendDevice, a, shape, strides, offset):
+    "A numpy array sharing the strided view of `a`, for a device whose memory is the host's; None by default."
+    return None
 
 # Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact
 # kernel), so a new device gets them for free; a device that can read strided views directly overrides them and
@@ -206,6 +210,8 @@ def _reduce_rows(ufunc, a, out, r):
 class _NumpyViews:
     "The numpy device's strided access: numpy views of the flat handles (`_view`), the optional fast paths included."
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
+    def share_numpy(self, a, shape, strides, offset):   # `Tensor.numpy()`: torch's shared memory
+        return _view(a, shape, strides, offset).view(np.ndarray)
     def compact(self, a, out, shape, strides, offset):
         out.reshape(shape)[...] = _view(a, shape, strides, offset)
     def ewise_setitem(self, a, out, shape, strides, offset):

@@ -163,6 +163,11 @@ def numpy(self: NDArray) -> np.ndarray:
     "A numpy copy of this array."
     return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
 @patch
+def host_view(self: NDArray):
+    """A numpy array that shares this array's memory (its strides included), where the device keeps the buffer in
+    host memory (the numpy device); None where it cannot (a GPU, or a step being captured by `minima.compile`)."""
+    return self._device.share_numpy(self._handle, self._shape, self._strides, self._offset)
+@patch
 def __array__(self: NDArray, dtype=None, copy=None):
     return self.numpy() if dtype is None else self.numpy().astype(dtype)
 @patch

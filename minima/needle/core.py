@@ -56,6 +56,9 @@ class Tensor(_ag.Tensor):
             out_grad = NDArray.make(self.shape, device=self.device, dtype=self.dtype).fill(1)
         compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
     def detach(self): return Tensor.make_const(self.cached_data)
+    def numpy(self):
+        "needle's `numpy()`: a copy, also of a tensor that requires grad (torch's shares memory and refuses that)."
+        return self.cached_data.numpy()
     data = property(lambda self: as_needle(_ag.Tensor.data.fget(self)), _ag.Tensor.data.fset)
     def __sub__(self, other):
         "needle's `a - b` is two nodes, `a + (-b)`."
@@ -278,7 +281,7 @@ class Conv(Module):
 # %% ../../nbs/30_needle.ipynb
 def _as_int64(y, what) -> _ag.Tensor:
     "Integer-valued labels of any dtype as an int64 Tensor (needle's labels are float32 or uint8)."
-    a = y.numpy() if isinstance(y, _ag.Tensor) else np.asarray(y)
+    a = y.cached_data.numpy() if isinstance(y, _ag.Tensor) else np.asarray(y)
     dev = y.device if isinstance(y, _ag.Tensor) else None
     if a.dtype.kind == 'f':
         if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):

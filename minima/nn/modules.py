@@ -1350,7 +1350,7 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not implemented")
     m = cls(*embeddings.shape, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
-    m.weight.cached_data = NDArray(embeddings.numpy(), device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.cached_data = NDArray(embeddings.cached_data.numpy(), device=embeddings.device, dtype=embeddings.dtype)
     m.weight.requires_grad = not freeze
     return m
 
@@ -1374,7 +1374,7 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
     def rec(v, w): return _flatten_obj(v, arrays, memo, w)
     if id(obj) in memo: return memo[id(obj)]
     if isinstance(obj, (Tensor, NDArray)):
-        node = {'tensor': put(obj.numpy())}
+        node = {'tensor': put(obj.cached_data.numpy())}
         if isinstance(obj, Tensor):
             node.update(requires_grad=bool(obj.requires_grad), parameter=isinstance(obj, Parameter))
         memo[id(obj)] = node; return node

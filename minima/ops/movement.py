@@ -217,7 +217,7 @@ def _host_index(i):
     "An index entry with its tensors as numpy arrays (small metadata, read on the host)."
     if isinstance(i, Tensor):
         if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
-        return i.numpy()
+        return i.cached_data.numpy()
     if isinstance(i, NDArray): return i.numpy()
     return np.asarray(i) if isinstance(i, list) else i
 

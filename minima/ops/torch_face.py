@@ -208,7 +208,7 @@ def randperm(n, generator=None, dtype=None, device=None) -> Tensor:
 def multinomial(input, num_samples, replacement=False, generator=None) -> Tensor:
     "Draw `num_samples` indices from each row of the (unnormalised) probabilities `input` (1-D or 2-D), as torch."
     if input.ndim not in (1, 2): raise ValueError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
-    p = input.numpy().astype('float64').reshape(-1, input.shape[-1])
+    p = input.cached_data.numpy().astype('float64').reshape(-1, input.shape[-1])
     if (p < 0).any() or not np.isfinite(p).all() or (p.sum(1) <= 0).any():
         raise RuntimeError("multinomial: probabilities must be finite, non-negative and not all zero in a row")
     if not replacement and (num_samples > (p > 0).sum(1)).any():
@@ -584,7 +584,7 @@ def _index_array(index, n, name) -> np.ndarray:
     if not isinstance(index, Tensor) or index.dtype not in ('int64', 'int32', 'int16', 'int8', 'uint8'):
         raise TypeError(f"{name}: index must be an integer tensor, got "
                         f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
-    i = index.numpy().astype('int64')
+    i = index.cached_data.numpy().astype('int64')
     if i.size and (i.min() < -n or i.max() >= n):
         raise IndexError(f"{name}: index {builtins.int(i.max() if i.max() >= n else i.min())} is out of bounds for "
                          f"a dim of size {n}")
@@ -667,7 +667,7 @@ def masked_select(input, mask) -> Tensor:
     "The elements of `input` where `mask` (broadcast together) is True, as a 1-D tensor."
     shape = tuple(np.broadcast_shapes(input.shape, mask.shape))
     x = input if input.shape == shape else _mv.broadcast_to(input, shape)
-    return x[mask.numpy() if mask.shape == shape else np.broadcast_to(mask.numpy(), shape)]
+    return x[mask.cached_data.numpy() if mask.shape == shape else np.broadcast_to(mask.cached_data.numpy(), shape)]
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -836,7 +836,7 @@ def _extreme(input, dim, keepdim, name, pick, amax_fn, other):
     d = _dim(input, dim, name)
     if input.ndim == 0: return (return_max if name == 'max' else return_min)(input * 1, zeros((), dtype='int64'))
     idx = (_rd.argmax if pick else _rd.argmin)(input, d, True)
-    values = _take_along(input, d, idx.numpy())
+    values = _take_along(input, d, idx.cached_data.numpy())
     if not keepdim: values, idx = _mv.squeeze(values, d), _mv.squeeze(idx, d)
     return (return_max if name == 'max' else return_min)(values, idx)
 
@@ -863,7 +863,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     "The named tuple `(values, indices)` of `input` sorted along `dim` (ties keep their order); values differentiable."
     d = _dim(input, dim, 'sort')
     if input.ndim == 0: return return_sort(input * 1, zeros((), dtype='int64'))
-    a = input.numpy()
+    a = input.cached_data.numpy()
     key = a if a.dtype.kind == 'f' else a.astype('float64') if a.dtype.kind in 'bu' else a
     idx = np.argsort(-key if descending else key, axis=d, kind='stable')   # ties keep their order
     return return_sort(_take_along(input, d, idx), _leaf(NDArray(idx, device=input.device, dtype='int64')))
@@ -960,7 +960,7 @@ def _bitwise(name, logical, on_host):
         _int_or_bool(a, name); _int_or_bool(b, name)
         if a.dtype == b.dtype == 'bool': return logical(a, b).detach()
         dt = result_dtype(a.dtype, b.dtype)
-        return _leaf(NDArray(on_host(a.numpy().astype(dt), b.numpy().astype(dt)), device=a.device, dtype=dt))
+        return _leaf(NDArray(on_host(a.cached_data.numpy().astype(dt), b.cached_data.numpy().astype(dt)), device=a.device, dtype=dt))
     f.__name__ = name
     return f
 
@@ -987,7 +987,7 @@ def floor_divide(a, b) -> Tensor:
     "`a // b`, rounded toward minus infinity as Python and torch; no gradient (it is piecewise constant)."
     if not isinstance(a, Tensor): a = _ew._tensor(a, b)
     b = _ew._tensor(b, a)
-    x, y = a.numpy(), b.numpy()
+    x, y = a.cached_data.numpy(), b.cached_data.numpy()
     dt = (a.cached_data + b.cached_data).dtype   # torch's promotion, a 0-d operand weak
     if not is_float_dtype(dt) and (y == 0).any():
         raise RuntimeError("floor_divide: ZeroDivisionError (integer division by zero)")
@@ -1046,7 +1046,7 @@ def where(condition, input=None, other=None):
 
 def nonzero(input, as_tuple=False):
     "The indices of the nonzero entries: an `(n, ndim)` int64 tensor, or one 1-D tensor per dim with `as_tuple`."
-    idx = np.nonzero(input.numpy())
+    idx = np.nonzero(input.cached_data.numpy())
     if as_tuple: return tuple(_leaf(NDArray(i, device=input.device, dtype='int64')) for i in idx)
     return _leaf(NDArray(np.stack(idx, 1) if idx else np.zeros((0, 0)), device=input.device, dtype='int64'))
 
@@ -1140,10 +1140,10 @@ clip = clamp
 def isnan(input) -> Tensor: "Where `input` is NaN."; return _act.not_equal(input, input).detach()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
     "Whether `|input - other| <= atol + rtol * |other|` everywhere."
-    return builtins.bool(np.allclose(input.numpy(), other.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return builtins.bool(np.allclose(input.cached_data.numpy(), other.cached_data.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
 def equal(input, other) -> builtins.bool:
     "Whether the two tensors have the same shape and elements."
-    return input.shape == other.shape and builtins.bool((input.numpy() == other.numpy()).all())
+    return input.shape == other.shape and builtins.bool((input.cached_data.numpy() == other.cached_data.numpy()).all())
 
 for _n, _f in [('add', lambda self, other, alpha=1: self + _alpha(other, alpha)),
                ('sub', lambda self, other, alpha=1: self - _alpha(other, alpha)),
