@@ -299,11 +299,12 @@ def _state_items(self: Module, prefix=''):
 
 @patch
 def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_vars: bool = False) -> OrderedDict:
-    """Name -> a numpy copy of every parameter and persistent buffer, in torch's order (module by module); the
-    tensors themselves with `keep_vars` (torch gives detached tensors without it). A tensor shared by two layers is
-    listed under both names, as torch. `destination` and `prefix` as torch's."""
+    """Name -> every parameter and persistent buffer, in torch's order (module by module), as a detached tensor that
+    shares the module's memory, as torch's: `sd['w'].copy_(x)` writes into the module, `v.clone()` snapshots it. The
+    tensors themselves with `keep_vars`. A tensor shared by two layers is listed under both names, as torch.
+    `destination` and `prefix` as torch's."""
     out = OrderedDict() if destination is None else destination
-    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.numpy()
+    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.detach()
     return out
 
 # %% ../../nbs/10_nn.ipynb
@@ -316,11 +317,19 @@ class StateDictError(RuntimeError):
 class _StateKeys(StateDictError, KeyError): __str__ = RuntimeError.__str__
 class _StateShape(StateDictError, ValueError): pass
 
+def _copy_into(t, a):
+    "Write the values `a` (an NDArray or a numpy array) into `t`'s memory, as torch's `copy_` under `no_grad`."
+    d = t.cached_data
+    if not isinstance(a, NDArray) or a.device != d.device or a.dtype != d.dtype:
+        a = NDArray(a, device=d.device, dtype=d.dtype)
+    if d.is_compact(): d[...] = a   # the same memory: its aliases (a state_dict's values) see the new values
+    else: t.cached_data = NDArray(a, device=d.device, dtype=d.dtype)   # a broadcast view: a copy of its own
+
 @patch
 def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
-    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers; names and shapes
-    must match (all of them if `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a
-    minima tensor's memory is taken over instead of copied."""
+    """Copy tensors (minima's or torch's) or numpy arrays from `state` into the parameters and buffers, in place, as
+    torch's `copy_` (cast to each one's dtype); names and shapes must match (all of them if `strict`). Returns torch's
+    `(missing_keys, unexpected_keys)`. With `assign`, a minima tensor's memory is taken over instead of copied."""
     own = OrderedDict(self._state_items())
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -330,13 +339,13 @@ def load_state_dict(self: Module, state, strict: bool = True, assign: bool = Fal
         if k not in state: continue
         v = state[k]
         if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
-        a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
+        a = v.cached_data if isinstance(v, Tensor) else v if isinstance(v, NDArray) else np.asarray(v)
         if tuple(a.shape) != t.shape:
             raise _StateShape(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                              f"state but {t.shape} in the module")
         if assign and isinstance(v, Tensor) and v.device == t.device and v.dtype == t.dtype:
             t.cached_data = v.cached_data
-        else: t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
+        else: _copy_into(t, a)
     return _IncompatibleKeys(missing, unexpected)
 
 @patch
