@@ -32,8 +32,8 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
 
 # %% auto 0
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'TensorTuple',
-           'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
-           'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'matmul', 'make_tuple',
+           'Parameter', 'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice',
+           'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'matmul', 'make_tuple',
            'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv',
            'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'MultiHeadAttention', 'AttentionLayer',
            'TransformerLayer', 'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
@@ -88,6 +88,14 @@ class TensorTuple(_ag.TensorTuple):
     __slots__ = ()
 Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor,
                                                         _ag.TensorTuple: TensorTuple}
+
+class Parameter(Tensor, _mnn.Parameter):
+    "needle's Parameter: a needle Tensor (`numpy()` copies, as needle's) that modules find as minima's Parameter."
+    __slots__ = ()
+
+def _needle_params(m):
+    "The parameters a minima constructor made for `m`, as needle Parameters (the same objects, data kept)."
+    for p in m.parameters(): p.__class__ = Parameter
 
 def compute_gradient_of_variables(output_tensor, out_grad):
     """needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a
@@ -232,6 +240,7 @@ class Sequential(_mnn.Sequential):
 # %% ../../nbs/30_needle.ipynb
 class _NeedleBatchNorm:
     "Training-mode forward with needle's running statistics (biased variance)."
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); _needle_params(self)
     def forward(self, x):
         if not self.training: return super().forward(x)
         op = BatchNormOp(self.eps)
@@ -296,6 +305,7 @@ class SoftmaxLoss(_mnn.SoftmaxLoss):
 
 class Embedding(_mnn.Embedding):
     "needle's Embedding: integer-valued ids `(seq_len, batch)` -> `(seq_len, batch, dim)`."
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); _needle_params(self)
     def forward(self, x): return super().forward(_as_int64(x, 'Embedding'))
 
 # %% ../../nbs/30_needle.ipynb
@@ -482,7 +492,7 @@ class Transformer(Module):
         if not self.batch_first: x = _ops.transpose(x, axes=(0, 1))
         return x, _minit.zeros_like(x)
 
-nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
+nn = namespace('nn', _mnn, Parameter, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
                RNNCell, RNN, LSTMCell, LSTM, MultiHeadAttention, AttentionLayer, TransformerLayer, Transformer)
 
 # %% ../../nbs/30_needle.ipynb
