@@ -338,7 +338,7 @@ def test_needle_attention_layer_against_torch():
     x = _x(B, T, D)
     assert layer.q_projection.weight.shape == (D, H * dh)     # needle's Linear layout
     y = layer(mi.Tensor(x)).numpy()
-    P = {k: torch.tensor(v) for k, v in layer.state_dict().items()}
+    P = {k: torch.tensor(v.numpy()) for k, v in layer.state_dict().items()}
     tx = torch.tensor(x)
     def proj(name, t):
         t = torch.nn.functional.layer_norm(t, (D,), P[f'prenorm_{name}.weight'], P[f'prenorm_{name}.bias'])
@@ -400,7 +400,7 @@ def test_gpt_matches_torch():
     tm = TorchGPT(11, 8, 2, 2, 16)
     sd = m.state_dict()
     sd['wpe.weight'] = sd.pop('wpe.weight')
-    tm.load_state_dict({k: torch.tensor(v) for k, v in sd.items() if k != 'lm_head.weight'}, strict=False)
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in sd.items() if k != 'lm_head.weight'}, strict=False)
     idx = np.random.default_rng(0).integers(0, 11, (3, 8))
     y = m(idx)
     ty = tm(torch.tensor(idx))

@@ -20,7 +20,7 @@ def close(a, b, tol=1e-9):
 
 def to_torch(m, tm):
     "Copy minima module `m`'s state into torch module `tm` (same names, same layouts) and return `tm`."
-    tm.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items()}, strict=True)
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()}, strict=True)
     return tm
 
 # --- nn.Linear: torch's layout -------------------------------------------------------------------------------------

@@ -501,7 +501,7 @@ def test_inplace_through_views_errors_and_version_counter():
     y[0].mul_(2)
     assert y._version == 1
     g = r(3, 4); (y * mi.tensor(g)).sum().backward()
-    tx = torch.tensor(x.numpy(), requires_grad=True); ty = tx.exp().clone(); ty[0].mul_(2)   # (torch raises without the clone)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True); ty = tx.exp().clone(); ty[0].mul_(2)   # (torch raises without the clone)
     (ty * torch.tensor(g)).sum().backward()
     assert close(x.grad, tx.grad, 1e-10)
     z = (x * 1).exp()
