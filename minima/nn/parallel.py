@@ -178,7 +178,7 @@ def _finish(self: DistributedDataParallel, g):
     if unused: self._buckets[-1].flat[-1] = len(unused)   # not sent yet: it waits for the unused one
     self._launch(st, every=True)
     for w in st['works']: w.wait()
-    missing = int(round(float(self._buckets[-1].flat[-1:].cached_data.numpy()[0])))
+    missing = int(round(float(self._buckets[-1].flat[-1:].numpy()[0])))
     if missing and not self.find_unused_parameters:
         names = [self._names[i] for i in unused]
         where = (f"{len(names)} parameter(s) got no gradient on rank {dist.get_rank()}: {names}" if names else
