@@ -10,7 +10,7 @@ those outputs come back. A cell whose source changed keeps its skip line: its ol
 import json, sys
 from pathlib import Path
 
-SKIP = 'skipped (this cell needs a GPU): '   # the line the %%gpu magic prints; keep in step with nbs/22_cuda.ipynb
+SKIP = 'skipped (this cell needs a GPU): '   # minima.backend_ndarray.cuda.GPU_SKIP (no import: this tool runs anywhere)
 
 def _src(c): return ''.join(c['source']) if isinstance(c['source'], list) else c['source']
 

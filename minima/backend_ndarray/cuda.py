@@ -12,9 +12,9 @@ import minima.backend_ndarray as _pkg
 from .device import BackendDevice, DTYPES
 
 # %% auto 0
-__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command',
-           'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'KernelSource',
-           'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device']
+__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'GPU_SKIP', 'CudaUnavailable', 'cache_dir', 'find_nvcc',
+           'nvcc_command', 'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source',
+           'KernelSource', 'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device', 'gpu', 'load_gpu_magic']
 
 # %% ../../nbs/22_cuda.ipynb
 KERNEL_DIR = Path(_pkg.__file__).parent
@@ -347,3 +347,28 @@ def cuda_device() -> CudaDevice:
 def __dir__():
     "Tab completion lists this module's API (`__all__`), not the modules it imports."
     return sorted(__all__)
+
+# %% ../../nbs/22_cuda.ipynb
+#| code-fold: true
+#| code-summary: "How the %%gpu cell magic works"
+GPU_SKIP = 'skipped (this cell needs a GPU): '   # tools/keep_gpu_outputs.py recognises this line
+
+def gpu(line, cell):
+    "Cell magic `%%gpu`: run the cell if the CUDA device works, else print why it is skipped."
+    import ast
+    from IPython import get_ipython
+    dev = cuda_device()
+    if not dev.enabled():
+        print(f'{GPU_SKIP}{dev.why_disabled()}')
+        return
+    ip = get_ipython()
+    tree = ast.parse(ip.transform_cell(cell))
+    last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    if last: tree.body.pop()                    # evaluated below, so the cell shows its value
+    exec(compile(tree, '<%%gpu cell>', 'exec'), ip.user_ns)
+    if last: return eval(compile(ast.Expression(last.value), '<%%gpu cell>', 'eval'), ip.user_ns)
+
+def load_gpu_magic():
+    "Register `%%gpu` in the running IPython; every chapter that measures on a GPU calls this once."
+    from IPython import get_ipython
+    get_ipython().register_magic_function(gpu, 'cell')

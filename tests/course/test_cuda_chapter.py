@@ -94,18 +94,27 @@ class _Dev:
 
 @pytest.fixture
 def shell():
-    "An IPython shell with the chapter's %%gpu magic registered (the cell that defines it, run as in the notebook)."
+    "An IPython shell with chapter 22's %%gpu magic registered, as each GPU chapter registers it."
     from execnb.shell import CaptureShell
-    nb = json.loads(NB.read_text())
-    defs = [c for c in nb['cells'] if c['cell_type'] == 'code' and "register_magic_function(gpu, 'cell')" in _src(c)]
-    assert len(defs) == 1, 'the chapter should define the %%gpu magic in exactly one cell'
     sh = CaptureShell()
-    sh.run(_src(defs[0]))
+    sh.run('from minima.backend_ndarray.cuda import load_gpu_magic\nload_gpu_magic()')
     assert sh.exc is None, sh.exc
     return sh
 
-def test_gpu_magic_runs_the_cell_when_the_device_works(shell):
-    shell.user_ns['dev'] = _Dev(True)
+def _device(monkeypatch, dev):
+    import importlib   # `minima.backend_ndarray.cuda` the attribute is the device function; the module is here
+    monkeypatch.setattr(importlib.import_module('minima.backend_ndarray.cuda'), 'cuda_device', lambda: dev)
+
+def test_the_gpu_magic_is_defined_once_and_every_gpu_chapter_loads_it():
+    for nb in sorted((ROOT / 'nbs').glob('*.ipynb')):
+        cells = [_src(c) for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code']
+        if not any(s.startswith('%%gpu') for s in cells): continue
+        assert any('load_gpu_magic()' in s for s in cells), f'{nb.name} has %%gpu cells but never loads the magic'
+        assert not any('register_magic_function' in s and '#| export' not in s for s in cells), \
+            f'{nb.name} defines its own %%gpu magic'
+
+def test_gpu_magic_runs_the_cell_when_the_device_works(shell, monkeypatch):
+    _device(monkeypatch, _Dev(True))
     out = shell.run('%%gpu\n#| cuda\nx = 20\nprint("on the gpu")\nx + 22')
     assert shell.exc is None and shell.user_ns['x'] == 20
     assert [_text(o['text']) for o in out if o['output_type'] == 'stream'] == ['on the gpu\n']
@@ -115,8 +124,8 @@ def test_gpu_magic_runs_the_cell_when_the_device_works(shell):
     out = shell.run('%%gpu\nraise ValueError("kernel failed")')   # errors propagate: Run All stops on a GPU
     assert isinstance(shell.exc, ValueError) and any(o['output_type'] == 'error' for o in out)
 
-def test_gpu_magic_skips_the_cell_without_a_device(shell):
-    shell.user_ns['dev'] = _Dev(False, 'no NVIDIA driver: test')
+def test_gpu_magic_skips_the_cell_without_a_device(shell, monkeypatch):
+    _device(monkeypatch, _Dev(False, 'no NVIDIA driver: test'))
     out = shell.run('%%gpu\n#| cuda\nz = 1\nraise ValueError("must not run")')
     assert shell.exc is None and 'z' not in shell.user_ns
     assert out == [dict(name='stdout', output_type='stream', text=[SKIP_PREFIX + 'no NVIDIA driver: test\n'])]
