@@ -39,7 +39,7 @@ def as_np(x):
     if isinstance(x, dict): return {k: as_np(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return [as_np(v) for v in x]
     if isinstance(x, torch.Tensor): return x.detach().numpy()
-    if isinstance(x, minima.Tensor): return x.numpy()
+    if isinstance(x, minima.Tensor): return x.detach().numpy()
     return x
 
 def compare(ours, theirs, path='', rtol=2e-4, atol=2e-5):
