@@ -189,25 +189,26 @@ Tensor.from_numpy = staticmethod(_from_numpy)
 
 # %% ../nbs/01_autograd.ipynb
 def _numpy(t, force=False) -> np.ndarray:
-    "`t.numpy()`: a numpy array sharing `t`'s memory, as torch's (with `force`, of `t.detach().cpu()`)."
+    "`t.numpy()`: a numpy array sharing `t`'s memory, as torch's (`force`: of `t.detach().cpu()`)."
     a = t.cached_data
     if force: a = a.to(cpu())
     elif t.requires_grad:
-        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                           "Use tensor.detach().numpy() instead.")
     v = a.host_view()
     if v is not None: return v
     if a.device != cpu():
-        raise TypeError(f"numpy: can't convert {a.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
-                        "tensor to host memory first.")
+        raise TypeError(f"numpy: can't convert {a.device} device type tensor to numpy. "
+                        "Use Tensor.cpu() to copy the tensor to host memory first.")
     return a.numpy()   # a device that cannot share right now (a step being captured): a copy
 
 def _array(t, dtype=None, copy=None) -> np.ndarray:
-    "`np.asarray(t)` shares memory where it can (a copy on a GPU); `np.array(t)` (`copy=True`) copies."
+    "`np.asarray(t)` shares memory where it can (a copy on a GPU); `np.array(t)` copies."
     a = t.cached_data
     v = None if copy else a.host_view()
     if v is None: v = a.numpy()
     if copy is False and v.base is None and a.size:
-        raise ValueError(f"np.asarray(copy=False): a tensor on {a.device} cannot be shared with numpy")
+        raise ValueError(f"np.asarray(copy=False): a tensor on {a.device} cannot share its memory")
     return v if dtype is None else v.astype(dtype, copy=bool(copy))
 
 # %% ../nbs/01_autograd.ipynb

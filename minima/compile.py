@@ -205,7 +205,8 @@ def __enter__(self: Recorder):
 
 @patch
 def __exit__(self: Recorder, *exc):
-    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']: self.device.__dict__.pop(name, None)
+    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']:
+        self.device.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true

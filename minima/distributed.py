@@ -502,7 +502,7 @@ def _write_atomically(state, path):
     "The arrays of `state`, through minima's `atomic_write` (which also removes temporaries of killed saves)."
     from minima.nn.modules import atomic_write
     if hasattr(state, 'state_dict'): state = state.state_dict()
-    arrays = {k: np.asarray(v) for k, v in state.items()}   # a module's tensors share its memory: written as they are
+    arrays = {k: np.asarray(v) for k, v in state.items()}   # a module's tensors: written as they are
     for k, a in arrays.items():
         if a.dtype.hasobject:
             raise TypeError(f"save_checkpoint: {k!r} is an array of Python objects, which would need a pickle; "

@@ -152,7 +152,7 @@ def _forever(dl):
 def lr_find(self: Learner, start_lr=1e-7, end_lr=10.0, num_it=100, stop_div=4.0, beta=0.98,
             show_plot=True):
     "Grow the lr exponentially until the loss diverges, restore the model, suggest an lr."
-    state = {k: v.clone() for k, v in self.model.state_dict().items()}   # a snapshot: state_dict() shares memory
+    state = {k: v.clone() for k, v in self.model.state_dict().items()}   # state_dict() shares memory
     rng_state = generator().bit_generator.state
     modes = [(m, m.training) for m in self.model.modules()]
     opt = self.opt_func(self.model.parameters(), lr=start_lr)

@@ -127,8 +127,9 @@ def _bad_grad(name, p, g):
 #| code-fold: true
 @patch
 def state_dict(self: Optimizer) -> dict:
-    """`{'state': {index: {name: tensor}}, 'param_groups': [...]}`, parameters named by index, as torch's: a state
-    tensor shares the optimizer's memory (`copy.deepcopy` or `torch.save` snapshots it); a count is a 0-d tensor."""
+    """`{'state': {index: {name: tensor}}, 'param_groups': [...]}`, parameters named by index, as torch's:
+    a state tensor shares the optimizer's memory (`copy.deepcopy` or `torch.save` snapshots it); a count
+    is a 0-d tensor."""
     index = {id(p): i for i, p in enumerate(self.params)}
     state = {index[id(k)]: {n: _state_tensor(v) for n, v in s.items()}
              for k, s in self.state.items() if id(k) in index and s}
@@ -139,8 +140,9 @@ def state_dict(self: Optimizer) -> dict:
 def _state_tensor(v):
     "An optimizer's state value as torch's state_dict holds it: an array shared, a number as a 0-d tensor."
     if isinstance(v, NDArray): return Tensor.make_const(v)
-    if isinstance(v, numbers.Integral): return Tensor(float(v), dtype='float32', requires_grad=False)   # torch's step
-    if isinstance(v, numbers.Real): return Tensor(float(v), dtype='float64', requires_grad=False)   # exact on reload
+    if isinstance(v, numbers.Integral):   # torch's step: float32
+        return Tensor(float(v), dtype='float32', requires_grad=False)
+    if isinstance(v, numbers.Real): return Tensor(float(v), dtype='float64', requires_grad=False)   # exact
     return v
 
 @patch

@@ -108,7 +108,7 @@ def handle_dtype(self: BackendDevice, h) -> str: return str(h.dtype)
 def handle_size(self: BackendDevice, h) -> int: return int(h.size)
 @patch
 def share_numpy(self: BackendDevice, a, shape, strides, offset):
-    "A numpy array sharing the strided view of `a`, for a device whose memory is the host's; None by default."
+    "A numpy array sharing the strided view of `a`, for a device whose memory is the host's; else None."
     return None
 
 # Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact

@@ -164,8 +164,9 @@ def numpy(self: NDArray) -> np.ndarray:
     return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
 @patch
 def host_view(self: NDArray):
-    """A numpy array that shares this array's memory (its strides included), where the device keeps the buffer in
-    host memory (the numpy device); None where it cannot (a GPU, or a step being captured by `minima.compile`)."""
+    """A numpy array that shares this array's memory (its strides included), where the device keeps the
+    buffer in host memory (the numpy device); None where it cannot (a GPU, a step `minima.compile`
+    is capturing)."""
     return self._device.share_numpy(self._handle, self._shape, self._strides, self._offset)
 @patch
 def __array__(self: NDArray, dtype=None, copy=None):

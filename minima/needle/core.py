@@ -57,7 +57,7 @@ class Tensor(_ag.Tensor):
         compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
     def detach(self): return Tensor.make_const(self.cached_data)
     def numpy(self):
-        "needle's `numpy()`: a copy, also of a tensor that requires grad (torch's shares memory and refuses that)."
+        "needle's `numpy()`: a copy, also of a tensor that requires grad (torch's shares, and refuses that)."
         return self.cached_data.numpy()
     data = property(lambda self: as_needle(_ag.Tensor.data.fget(self)), _ag.Tensor.data.fset)
     def __sub__(self, other):
@@ -90,11 +90,11 @@ Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor,
                                                         _ag.TensorTuple: TensorTuple}
 
 class Parameter(Tensor, _mnn.Parameter):
-    "needle's Parameter: a needle Tensor (`numpy()` copies, as needle's) that modules find as minima's Parameter."
+    "needle's Parameter: a needle Tensor (`numpy()` copies, as needle's) that modules find as a Parameter."
     __slots__ = ()
 
 def _needle_params(m):
-    "The parameters a minima constructor made for `m`, as needle Parameters (the same objects, data kept)."
+    "The parameters a minima constructor made for `m`, as needle Parameters (the same objects)."
     for p in m.parameters(): p.__class__ = Parameter
 
 def compute_gradient_of_variables(output_tensor, out_grad):

@@ -299,10 +299,10 @@ def _state_items(self: Module, prefix=''):
 
 @patch
 def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_vars: bool = False) -> OrderedDict:
-    """Name -> every parameter and persistent buffer, in torch's order (module by module), as a detached tensor that
-    shares the module's memory, as torch's: `sd['w'].copy_(x)` writes into the module, `v.clone()` snapshots it. The
-    tensors themselves with `keep_vars`. A tensor shared by two layers is listed under both names, as torch.
-    `destination` and `prefix` as torch's."""
+    """Name -> every parameter and persistent buffer, in torch's order (module by module), as a detached
+    tensor that shares the module's memory, as torch's: `sd['w'].copy_(x)` writes into the module,
+    `v.clone()` snapshots it. The tensors themselves with `keep_vars`. A tensor shared by two layers is
+    listed under both names, as torch. `destination` and `prefix` as torch's."""
     out = OrderedDict() if destination is None else destination
     for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.detach()
     return out
@@ -318,18 +318,19 @@ class _StateKeys(StateDictError, KeyError): __str__ = RuntimeError.__str__
 class _StateShape(StateDictError, ValueError): pass
 
 def _copy_into(t, a):
-    "Write the values `a` (an NDArray or a numpy array) into `t`'s memory, as torch's `copy_` under `no_grad`."
+    "Write the values `a` (an NDArray or a numpy array) into `t`'s memory, as torch's `copy_`."
     d = t.cached_data
     if not isinstance(a, NDArray) or a.device != d.device or a.dtype != d.dtype:
         a = NDArray(a, device=d.device, dtype=d.dtype)
-    if d.is_compact(): d[...] = a   # the same memory: its aliases (a state_dict's values) see the new values
-    else: t.cached_data = NDArray(a, device=d.device, dtype=d.dtype)   # a broadcast view: a copy of its own
+    if d.is_compact(): d[...] = a   # the same memory: its aliases (a state_dict's values) see it
+    else: t.cached_data = NDArray(a, device=d.device, dtype=d.dtype)   # a broadcast view: a copy
 
 @patch
 def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
-    """Copy tensors (minima's or torch's) or numpy arrays from `state` into the parameters and buffers, in place, as
-    torch's `copy_` (cast to each one's dtype); names and shapes must match (all of them if `strict`). Returns torch's
-    `(missing_keys, unexpected_keys)`. With `assign`, a minima tensor's memory is taken over instead of copied."""
+    """Copy tensors (minima's or torch's) or numpy arrays from `state` into the parameters and buffers, in
+    place, as torch's `copy_` (cast to each one's dtype); names and shapes must match (all of them if
+    `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a minima tensor's memory
+    is taken over instead of copied."""
     own = OrderedDict(self._state_items())
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]

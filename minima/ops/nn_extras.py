@@ -165,6 +165,9 @@ def interpolate(x, size=None, scale_factor=None, mode='nearest', align_corners=N
     else:
         sf = (scale_factor,) * nsp if isinstance(scale_factor, numbers.Real) else tuple(scale_factor)
         outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
+    if min(outs) <= 0:   # N5: torch refuses it; an empty result would be silently wrong
+        raise ValueError(f"interpolate: the output size {outs} must be positive (input {x.shape}, "
+                         f"size={size}, scale_factor={scale_factor})")
     for ax, (n, m) in enumerate(zip(ins, outs)):
         scale = n / m if size is not None else 1 / sf[ax]
         x = _resize_axis(x, 2 + ax, n, m, scale, mode, bool(align_corners))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import builtins, collections, math, numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad, draws_random
-from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
+from ..backend_ndarray.ndarray import (normalize_axes, as_dtype, is_float_dtype, result_dtype,
+                                            broadcast_shapes)
 from ..backend_ndarray.device import DTYPES, get_device, default_device
 from ..testing import register_op, case
 from . import elementwise as _ew, activations as _act, movement as _mv, reduce as _rd
@@ -23,13 +24,13 @@ __all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min',
            'empty_like', 'full_like', 'arange', 'linspace', 'eye', 'rand', 'randn', 'rand_like', 'randn_like',
            'randint', 'randperm', 'multinomial', 'ViewTake', 'ViewPut', 'CopySlices', 'view_take', 'view_put',
            'copy_slices', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add', 'index_select', 'masked_fill',
-           'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort', 'argsort',
-           'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and', 'bitwise_or',
-           'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
-           'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
-           'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
-           'allclose', 'equal', 'device', 'Log1p', 'log1p', 'Round', 'round', 'narrow', 'roll', 'index_add', 'einsum',
-           'set_default_dtype']
+           'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'take_along_dim',
+           'sort', 'argsort', 'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and',
+           'bitwise_or', 'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat',
+           'stack', 'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax',
+           'argmin', 'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum',
+           'isnan', 'allclose', 'equal', 'device', 'Log1p', 'log1p', 'Round', 'round', 'narrow', 'roll', 'index_add',
+           'einsum', 'set_default_dtype']
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -858,6 +859,22 @@ def min(input, dim=None, keepdim=False, *, other=None, keepdims=None, axis=None,
     return _extreme(input, dim, keepdim, 'min', False, _rd.amin, other)
 
 # %% ../../nbs/18_torch_face.ipynb
+def take_along_dim(input, indices, dim=None) -> Tensor:
+    """`input`'s entries at `indices` along `dim`, the two broadcast in every other dim (both flattened
+    when `dim` is None), as torch's `take_along_dim` (numpy's `take_along_axis`); differentiable in `input`."""
+    if dim is None: return gather(_mv.reshape(input, (-1,)), 0, _mv.reshape(indices, (-1,)))
+    d = _dim(input, dim, 'take_along_dim')
+    if indices.ndim != input.ndim:
+        raise ValueError(f"take_along_dim: indices have {indices.ndim} dims but input has "
+                         f"{input.ndim} (shapes {indices.shape} and {input.shape})")
+    other = lambda s: s[:d] + (1,) + s[d + 1:]
+    b = broadcast_shapes(other(input.shape), other(indices.shape), op='take_along_dim')
+    at = lambda n: b[:d] + (n,) + b[d + 1:]
+    x = _mv.broadcast_to(input, at(input.shape[d]))
+    return gather(x, d, _mv.broadcast_to(indices, at(indices.shape[d])))
+Tensor.take_along_dim = take_along_dim
+
+# %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
 def sort(input, dim=-1, descending=False, stable=False):
     "The named tuple `(values, indices)` of `input` sorted along `dim` (ties keep their order); values differentiable."
@@ -1164,7 +1181,8 @@ TORCH_FUNCTIONS = ['tensor', 'as_tensor', 'from_numpy', 'zeros', 'ones', 'empty'
     'floor_divide', 'remainder', 'repeat', 'tril', 'triu', 'where', 'nonzero', 'cat', 'stack', 'flatten', 'flip',
     'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'mean', 'amax', 'amin', 'logsumexp', 'argmax',
     'argmin', 'softmax', 'log_softmax', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'square', 'erf',
-    'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose', 'equal']
+    'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose', 'equal',
+    'take_along_dim']
 TORCH_FUNCTIONS = {n: globals()[n] for n in TORCH_FUNCTIONS}
 TORCH_FUNCTIONS.update(concat=cat, concatenate=cat)
 
