@@ -93,6 +93,7 @@ def test_as_torch_restores_real_torch_and_removes_hooks():
     assert 'minima does not implement' not in str(e.value)
 
 def test_device_is_cuda_and_format():
+    # audit 4, M37: torch.device(...) and torch.cuda.is_available()
     d = mi.device('cuda' if mi.cuda.is_available() else 'cpu')
     td = torch.device(str(d))
     assert (d.type, d.index, repr(d), str(d)) == (td.type, td.index, repr(td), str(td))
@@ -135,6 +136,7 @@ def test_grad_scaler_matches_torch():
 @pytest.mark.parametrize('batch_first', [False, True])
 @pytest.mark.parametrize('enforce_sorted', [False, True])
 def test_rnn_pack_pad_match_torch(batch_first, enforce_sorted):
+    # audit 4, M8: nn.utils.rnn pad_sequence / pack_padded_sequence / pad_packed_sequence
     rng = np.random.default_rng(1)
     lens = [5, 3, 2] if enforce_sorted else [3, 5, 2]
     x = rng.standard_normal((3, 5, 4) if batch_first else (5, 3, 4))
@@ -159,6 +161,7 @@ def test_rnn_pack_pad_match_torch(batch_first, enforce_sorted):
     with pytest.raises(RuntimeError, match='sorted'): MR.pack_padded_sequence(mi.zeros(5, 3, 4), [2, 5, 3])
 
 def test_parameters_to_vector_matches_torch():
+    # audit 4, M7: parameters_to_vector / vector_to_parameters
     tm, mm = torch.nn.Linear(3, 2).double(), mi.nn.Linear(3, 2).double()
     mm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     tv, mv = torch.nn.utils.parameters_to_vector(tm.parameters()), mi.nn.utils.parameters_to_vector(mm.parameters())

@@ -90,6 +90,7 @@ def test_containers():   # M36
     lstm = nn.LSTM(2, 3); lstm.flatten_parameters()
 
 def test_small_tensor_api_matches_torch():
+    # audit 4, M22: index_add_ (below, with alpha)
     a = np.arange(12., dtype='float32').reshape(3, 4) - 5.5
     m, t = mi.tensor(a), torch.tensor(a)
     same = lambda x, y: np.array_equal(np.asarray(x.numpy()), y.numpy()) and tuple(x.shape) == tuple(y.shape)
