@@ -88,7 +88,7 @@ def bench_softmax(dev, torch, reps, rows=4096, cols=4096):
     X = minima.Tensor(x, device=dev, requires_grad=False)
     with minima.no_grad():
         ms = dev.time_ms(lambda: F.softmax(X, dim=-1), reps=reps)
-        got = F.softmax(X, dim=-1).numpy()
+        got = F.softmax(X, dim=-1).cpu().numpy()
     tx = torch.from_numpy(x).cuda()
     tms = torch_ms(torch, lambda: torch.softmax(tx, -1), reps=reps)
     err = float(np.abs(got - torch.softmax(tx, -1).cpu().numpy()).max())
