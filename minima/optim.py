@@ -137,6 +137,8 @@ def state_dict(self: Optimizer) -> dict:
               for g in self.param_groups]
     return {'state': state, 'param_groups': groups}
 
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
 def _state_tensor(v):
     "An optimizer's state value as torch's state_dict holds it: an array shared, a number as a 0-d tensor."
     if isinstance(v, NDArray): return Tensor.make_const(v)

@@ -175,6 +175,8 @@ def __array__(self: NDArray, dtype=None, copy=None):
 def item(self: NDArray):
     if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
     return self._device.to_numpy(self._handle, (), (), self._offset).item()
+
+# %% ../../nbs/20_ndarray.ipynb
 @patch
 def to(self: NDArray, device) -> 'NDArray':
     "This array on `device` (the same object if it is already there)."

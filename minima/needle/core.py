@@ -89,6 +89,8 @@ class TensorTuple(_ag.TensorTuple):
 Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor,
                                                         _ag.TensorTuple: TensorTuple}
 
+# %% ../../nbs/30_needle.ipynb
+#| code-fold: true
 class Parameter(Tensor, _mnn.Parameter):
     "needle's Parameter: a needle Tensor (`numpy()` copies, as needle's) that modules find as a Parameter."
     __slots__ = ()

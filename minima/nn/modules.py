@@ -325,6 +325,8 @@ def _copy_into(t, a):
     if d.is_compact(): d[...] = a   # the same memory: its aliases (a state_dict's values) see it
     else: t.cached_data = NDArray(a, device=d.device, dtype=d.dtype)   # a broadcast view: a copy
 
+# %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
     """Copy tensors (minima's or torch's) or numpy arrays from `state` into the parameters and buffers, in
