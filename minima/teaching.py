@@ -1477,7 +1477,7 @@ def _p_clip_grad_norm(P, gs, mx):
         ps = [P.nn.Parameter(P.mi.Tensor(g)) for g in gs]
         for p, g in zip(ps, gs): p.grad = P.mi.Tensor(g)
         n = P.optim.clip_grad_norm_(ps, max_norm, norm_type)
-        out.append(dict(norm=float(n), grads=[p.grad.numpy() for p in ps]))
+        out.append(dict(norm=float(n), grads=[p.grad.detach().numpy() for p in ps]))
     return out
 
 @_p_clip_grad_norm.expect
