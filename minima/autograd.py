@@ -620,7 +620,8 @@ def _set_tensor_data(self, value):
         raise TypeError(f"data: dtype {value.dtype} does not match the tensor's dtype {self.dtype}")
     self.cached_data = value
 tensor_method('data')(property(_tensor_data, _set_tensor_data))
-Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
+@tensor_method('_version', kind=property)
+def _version(self) -> int: "How many in-place writes the storage has seen."; return self.cached_data._ver[0]
 
 # %% ../nbs/01c_autograd_guards.ipynb 24
 _SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
