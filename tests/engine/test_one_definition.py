@@ -258,4 +258,4 @@ def test_no_module_binds_tensor_methods_around_tensor_method(tmp_path):
         f'Tensor attributes assigned directly (declare them with tensor_method): { {k: v for k, v in found.items() if k not in DIRECT_ASSIGNMENTS} }'
     (tmp_path / 'x.py').write_text("Tensor.a = f\nTensor.b, Tensor.c = g, h\nsetattr(Tensor, 'd', f)\n"
                                    "@patch\ndef e(self: Tensor): pass\n")
-    assert list(_tensor_assignments(tmp_path / 'x.py')) == [1, 2, 3, 5]
+    assert sorted(set(_tensor_assignments(tmp_path / 'x.py'))) == [1, 2, 3, 5]
