@@ -234,6 +234,10 @@ class _NumpyViews:
 class NumpyDevice(_NumpyViews, BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
+    # the numpy function behind each `op` name and the helpers the primitives share, declared here for whoever
+    # replays this device's primitives without calling them one by one (a compiled program, chapter 21b)
+    EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED
+    view, reduce_rows, quiet = staticmethod(_view), staticmethod(_reduce_rows), staticmethod(_quiet)
     def enabled(self): return True
     def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
     def from_numpy(self, a, out): out[:] = a.reshape(-1)
