@@ -168,7 +168,6 @@ def test_no_module_reads_another_packages_private_names():
 
 
 def test_private_use_scan_sees_both_forms(tmp_path):
-    p = PKG / 'compile.py'
     modules = {'minima.backend_ndarray.device', 'minima.autograd', 'minima.compile'}
     src = "from .backend_ndarray import device as _d\nfrom .autograd import _x, Tensor\n_d._table\n_d.public\n"
     fake = tmp_path / 'compile.py'
