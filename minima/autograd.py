@@ -43,7 +43,7 @@ class Op:
         return f'{type(self).__name__}({args})'
     saved_inputs = None   # which inputs `gradient` reads the values of (None: all); in-place changes to them raise
     saves_output = True   # whether `gradient` reads the output's value
-    is_view = False       # whether the output may share its first input's storage (reshape, getitem, ...)
+    is_view = False       # whether the output may share its input's storage (reshape, getitem)
 
 class TensorOp(Op):
     "An op whose result is one Tensor."
@@ -63,9 +63,13 @@ class Value:
         "The node's NDArray (computed on creation; kept for needle compatibility)."
         return self.cached_data
     @property
-    def is_leaf(self) -> bool: "Whether the node is a leaf (no op made it), as torch's."; return self.op is None
+    def is_leaf(self) -> bool:
+        "Whether the node is a leaf (no op made it), as torch's."
+        return self.op is None
     @property
-    def grad_fn(self): "The op that made this node (None for a leaf): torch's `grad_fn`."; return self.op
+    def grad_fn(self):
+        "The op that made this node (None for a leaf): torch's `grad_fn`."
+        return self.op
 
     def _init(self, op, inputs, *, cached_data=None, requires_grad=None):
         if requires_grad is None: requires_grad = any(x.requires_grad for x in inputs)
@@ -133,7 +137,7 @@ class Tensor(Value):
     @property
     def shape(self) -> tuple: "The tensor's shape, a tuple of ints."; return self.cached_data.shape
     @property
-    def dtype(self) -> str: "The element type's name: `'float32'`, `'int64'`, ..."; return self.cached_data.dtype
+    def dtype(self) -> str: "The element type: `'float32'`, ..."; return self.cached_data.dtype
     @property
     def device(self): "The device that holds the data."; return self.cached_data.device
     @property
@@ -143,7 +147,7 @@ class Tensor(Value):
     def __len__(self): return len(self.cached_data)
 
     def numpy(self) -> np.ndarray: "The values as a numpy array."; return self.cached_data.numpy()
-    def item(self): "The one element of a one-element tensor, as a Python number."; return self.cached_data.item()
+    def item(self): "A one-element tensor's value, a Python number."; return self.cached_data.item()
     def tolist(self): "The values as (nested) Python lists."; return self.numpy().tolist()
     def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
     def __repr__(self):
@@ -158,36 +162,45 @@ class Tensor(Value):
     __hash__ = object.__hash__
 
 # %% ../nbs/01_autograd.ipynb
-SURFACE: dict = {}    # Tensor's declared methods: name -> (the module that declared it, what Tensor holds)
-REPLACED: dict = {}   # name -> [(the module whose declaration was replaced, the one that replaced it, why)]
+SURFACE: dict = {}    # Tensor's declared methods: name -> (the declaring module, the attribute)
+REPLACED: dict = {}   # name -> [(the module replaced, the module replacing it, why)]
 _CLASS_BODY = frozenset(vars(Tensor))
 
 def tensor_method(*names, replaces: str | None = None, kind=None):
-    """Declare the decorated function as Tensor's method(s) `names` (its own name by default); `kind=property` or
-    `staticmethod` wraps it first. A chapter that replaces an earlier declaration says why: `replaces='...'`.
-    `__main__` (a chapter re-running its exported cells) may declare again."""
+    """Declare the decorated function as Tensor's method(s) `names` (its own name by default);
+    `kind=property` or `staticmethod` wraps it first. A chapter that replaces an earlier declaration
+    says why: `replaces='...'`. `__main__` (a chapter re-running its cells) may declare again."""
     where = sys._getframe(1).f_globals.get('__name__', '?')
     def declare(f):
         fn = f.fget if isinstance(f, property) else f
         if getattr(fn, '__name__', '') == '<lambda>' or not (f.__doc__ or fn.__doc__):
-            raise TypeError(f"tensor_method{names}: declare a named function with a docstring, got {fn!r}")
+            raise TypeError(f"tensor_method{names}: declare a named function with a docstring, "
+                            f"got {fn!r}")
         attr = f if kind is None else kind(f)
-        for n in names or (fn.__name__,):
-            prev = SURFACE.get(n, ('the class body', None) if n in _CLASS_BODY else None)
-            rerun = prev is not None and prev[0] == where and getattr(prev[1], '__name__', 0) == getattr(attr, '__name__', 1)
-            if where != '__main__' and prev is not None and not rerun:
-                if not replaces:
-                    raise RuntimeError(f"tensor_method: Tensor.{n} is already declared by {prev[0]}; {where} declares it "
-                                       "again. Say why it replaces the first: tensor_method(..., replaces='why')")
-                REPLACED.setdefault(n, []).append((prev[0], where, replaces))
-            elif replaces and prev is None:
-                raise ValueError(f"tensor_method: {where} says it replaces Tensor.{n}, which nothing declared")
-            if where != '__main__' or n not in SURFACE: SURFACE[n] = (where, attr)
-            setattr(Tensor, n, attr)
-        if fn.__name__.startswith('_') and not fn.__name__.startswith('__'):   # a helper declared as a method
-            fn.__name__, fn.__qualname__ = names[0] if names else fn.__name__, f'Tensor.{names[0] if names else fn.__name__}'
+        for n in names or (fn.__name__,): _declare(n, attr, where, replaces)
+        if fn.__name__.startswith('_') and not fn.__name__.startswith('__'):   # a helper, named
+            fn.__name__ = names[0] if names else fn.__name__
+            fn.__qualname__ = f'Tensor.{fn.__name__}'
         return f
     return declare
+
+# %% ../nbs/01_autograd.ipynb
+def _declare(n, attr, where, replaces):
+    "Bind `Tensor.<n>` to `attr` for module `where`, after checking the one-declaration rule."
+    prev = SURFACE.get(n, ('the class body', None) if n in _CLASS_BODY else None)
+    rerun = prev is not None and prev[0] == where and \
+        getattr(prev[1], '__name__', 0) == getattr(attr, '__name__', 1)
+    if where != '__main__' and prev is not None and not rerun:
+        if not replaces:
+            raise RuntimeError(f"tensor_method: Tensor.{n} is already declared by {prev[0]}; "
+                               f"{where} declares it again. Say why it replaces the first: "
+                               "tensor_method(..., replaces='why')")
+        REPLACED.setdefault(n, []).append((prev[0], where, replaces))
+    elif replaces and prev is None:
+        raise ValueError(f"tensor_method: {where} says it replaces Tensor.{n}, "
+                         "which nothing declared")
+    if where != '__main__' or n not in SURFACE: SURFACE[n] = (where, attr)
+    setattr(Tensor, n, attr)
 
 # %% ../nbs/01_autograd.ipynb
 @tensor_method('detach')
@@ -373,40 +386,57 @@ ops = _LazyOps()
 def _is_scalar(x): return isinstance(x, (numbers.Number, np.generic))
 
 # %% ../nbs/01_autograd.ipynb
-def _binop(tensor_fn, scalar_fn):
+def _declared(name, doc, f):
+    "`f`, named `Tensor.<name>` with `doc`, declared as Tensor's method `name`."
+    f.__name__, f.__qualname__, f.__doc__ = name, f'Tensor.{name}', doc
+    return tensor_method(name)(f)
+
+def _binop(name, tensor_fn, scalar_fn, doc):
     def f(self, other):
         if isinstance(other, Tensor): return getattr(ops, tensor_fn)(self, other)
         if _is_scalar(other): return getattr(ops, scalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(self, as_operand(other, self))
+        if isinstance(other, (NDArray, np.ndarray, list)):
+            return getattr(ops, tensor_fn)(self, as_operand(other, self))
         return NotImplemented
-    return f
+    return _declared(name, doc, f)
 
-def _rbinop(tensor_fn, rscalar_fn):
+def _rbinop(name, tensor_fn, rscalar_fn, doc):
     def f(self, other):
         if _is_scalar(other): return getattr(ops, rscalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(as_operand(other, self), self)
+        if isinstance(other, (NDArray, np.ndarray, list)):
+            return getattr(ops, tensor_fn)(as_operand(other, self), self)
         return NotImplemented
-    return f
+    return _declared(name, doc, f)
 
-def _operator(name, op, doc, f):
-    "Name the operator method `f` after `name` and declare it on Tensor."
-    f.__name__, f.__qualname__, f.__doc__ = name, f'Tensor.{name}', f"`{doc}`: `{op}`."
-    return tensor_method(name)(f)
+def _compare(name, fn, doc):
+    def f(self, other): return getattr(ops, fn)(self, other)
+    return _declared(name, doc, f)
 
-for _n, _fn, _s, _doc in [('add', 'add', 'add_scalar', 'a + b'), ('radd', 'add', 'add_scalar', 'b + a'),
-                          ('mul', 'multiply', 'mul_scalar', 'a * b'), ('rmul', 'multiply', 'mul_scalar', 'b * a'),
-                          ('sub', 'subtract', 'sub_scalar', 'a - b'), ('truediv', 'divide', 'divide_scalar', 'a / b'),
-                          ('pow', 'power', 'power_scalar', 'a ** b')]:
-    _operator(f'__{_n}__', _fn, _doc, _binop(_fn, _s))
-for _n, _fn, _s, _doc in [('rsub', 'subtract', 'rsub_scalar', 'b - a'), ('rtruediv', 'divide', 'rdivide_scalar', 'b / a'),
-                          ('rpow', 'power', 'rpower_scalar', 'b ** a')]:
-    _operator(f'__{_n}__', _fn, _doc, _rbinop(_fn, _s))
-for _n, _fn, _doc in [('eq', 'equal', 'a == b'), ('ne', 'not_equal', 'a != b'), ('lt', 'less', 'a < b'),
-                      ('le', 'less_equal', 'a <= b'), ('gt', 'greater', 'a > b'), ('ge', 'greater_equal', 'a >= b')]:
-    _operator(f'__{_n}__', _fn, _doc, (lambda fn: lambda self, other: getattr(ops, fn)(self, other))(_fn))
-_operator('__neg__', 'negate', '-a', lambda self: ops.negate(self))
-_operator('__matmul__', 'matmul', 'a @ b', lambda self, other: ops.matmul(self, other))
-_operator('__rmatmul__', 'matmul', 'b @ a', lambda self, other: ops.matmul(as_operand(other, self), self))
+# %% ../nbs/01_autograd.ipynb
+for _n, _fn, _s, _op in [('add', 'add', 'add_scalar', '+'), ('mul', 'multiply', 'mul_scalar', '*'),
+                         ('sub', 'subtract', 'sub_scalar', '-'),
+                         ('pow', 'power', 'power_scalar', '**'),
+                         ('truediv', 'divide', 'divide_scalar', '/')]:
+    _binop(f'__{_n}__', _fn, _s, f"`self {_op} other` (`{_fn}`; with a number, `{_s}`).")
+for _n, _fn, _s, _op in [('sub', 'subtract', 'rsub_scalar', '-'),
+                         ('pow', 'power', 'rpower_scalar', '**'),
+                         ('truediv', 'divide', 'rdivide_scalar', '/')]:
+    _rbinop(f'__r{_n}__', _fn, _s, f"`other {_op} self` for a number or array `other` (`{_s}`).")
+tensor_method('__radd__')(Tensor.__add__)   # addition and multiplication commute
+tensor_method('__rmul__')(Tensor.__mul__)
+for _n, _fn, _op in [('eq', 'equal', '=='), ('ne', 'not_equal', '!='), ('lt', 'less', '<'),
+                     ('le', 'less_equal', '<='), ('gt', 'greater', '>'),
+                     ('ge', 'greater_equal', '>=')]:
+    _compare(f'__{_n}__', _fn, f"`self {_op} other`, elementwise (`{_fn}`): a bool tensor.")
+
+@tensor_method('__neg__')
+def _neg(self) -> Tensor: "`-self` (`negate`)."; return ops.negate(self)
+@tensor_method('__matmul__')
+def _matmul(self, other) -> Tensor: "`self @ other` (`matmul`)."; return ops.matmul(self, other)
+@tensor_method('__rmatmul__')
+def _rmatmul(self, other) -> Tensor:
+    "`other @ self` for an array `other`."
+    return ops.matmul(as_operand(other, self), self)
 
 # %% ../nbs/01_autograd.ipynb
 def _check_out_grad(t, out_grad, what='backward'):
@@ -621,7 +651,9 @@ def _set_tensor_data(self, value):
     self.cached_data = value
 tensor_method('data')(property(_tensor_data, _set_tensor_data))
 @tensor_method('_version', kind=property)
-def _version(self) -> int: "How many in-place writes the storage has seen."; return self.cached_data._ver[0]
+def _version(self) -> int:
+    "How many in-place writes the storage has seen."
+    return self.cached_data._ver[0]
 
 # %% ../nbs/01c_autograd_guards.ipynb 24
 _SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
@@ -671,8 +703,9 @@ def _inputs(node) -> tuple:
     return node.inputs
 
 def _is_view(u) -> bool:
-    "Whether `u` shows its first input's storage: its op says `is_view` (chapter 5's movement ops) and shares it."
-    return u.op is not None and u.op.is_view and u.inputs[0].cached_data._handle is u.cached_data._handle
+    "Whether `u` shows its first input's storage: its op `is_view` (chapter 5) and it shares it."
+    if u.op is None or not u.op.is_view: return False
+    return u.inputs[0].cached_data._handle is u.cached_data._handle
 
 def _refresh_views(inputs):
     """A view taken before its base was changed in place (with a graph) shows the new values: from now on it is a

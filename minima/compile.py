@@ -1468,7 +1468,7 @@ class Compiled:
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
-def __call__(self: Compiled, *args, **kwargs):
+def __call__(self: Compiled, *args, **kwargs):  # noqa: F811 (a method)
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
     entries = self.cache.get(key)
     if entries is None:

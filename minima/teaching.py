@@ -5,7 +5,6 @@
 # %% ../nbs/40_teaching.ipynb 3
 from __future__ import annotations
 import ast, builtins, importlib, importlib.util, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -1663,7 +1662,7 @@ def _(torch, ids):
 class _Ring:
     "p ranks as threads, each with an mpi4py-like communicator whose `Sendrecv` meets its neighbours'."
     def __init__(self, p):
-        import queue, threading
+        import queue
         self.p, self.q = p, [[queue.Queue() for _ in range(p)] for _ in range(p)]
         self.sent = [0] * p
     def comm(self, r):

@@ -5,9 +5,9 @@
 # %% ../../nbs/21_numpy_device.ipynb 4
 from __future__ import annotations
 from abc import ABC, abstractmethod, update_abstractmethods
-import functools, math
+import math
 import numpy as np
-import ml_dtypes   # registers numpy's `bfloat16` dtype (chapter 24)
+import ml_dtypes  # noqa: F401  (registers numpy's `bfloat16` dtype, chapter 24)
 from fastcore.basics import patch
 
 # %% auto 0
@@ -234,8 +234,8 @@ class _NumpyViews:
 class NumpyDevice(_NumpyViews, BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
-    # the numpy function behind each `op` name and the helpers the primitives share, declared here for whoever
-    # replays this device's primitives without calling them one by one (a compiled program, chapter 21b)
+    # the numpy function behind each `op` name and the helpers the primitives share, declared
+    # for whoever replays this device's primitives without calling them (compile, chapter 21b)
     EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED
     view, reduce_rows, quiet = staticmethod(_view), staticmethod(_reduce_rows), staticmethod(_quiet)
     def enabled(self): return True

@@ -5,7 +5,7 @@
 # %% ../../nbs/30_needle.ipynb 3
 #| code-fold: true
 from __future__ import annotations
-import gc, importlib, math, sys, types
+import gc, importlib, math, types
 import numpy as np
 import minima.autograd as _ag
 import minima.backend_ndarray as _mnd
@@ -22,8 +22,9 @@ from ..ops import BatchNormOp
 from ..ops.recurrent import cell_step
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
-    """The module `minima.needle.<name>`, a file that imports needle's objects from here (so an editor finds them):
-    filled with minima's `base` module's public names, then needle's `objs` and `named`."""
+    """The module `minima.needle.<name>`, a file that imports needle's objects from here (so that
+    an editor finds them), filled with minima's `base` module's public names, then needle's `objs`
+    and `named`."""
     m = importlib.import_module(f'minima.needle.{name}')
     m.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith('_')})
     m.__dict__.update({o.__name__: o for o in objs}, **named)

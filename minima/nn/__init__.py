@@ -1,6 +1,6 @@
 """minima.nn: modules (`minima.nn.modules`, `minima.nn.transformer`,
-`minima.nn.transformer_layers`) and the functional API (`minima.nn.functional`);
-`minima.nn.init` holds `minima.init`'s initializers and `minima.nn.utils` holds torch's `torch.nn.utils` (with `prune`)."""
+`minima.nn.transformer_layers`) and the functional API (`minima.nn.functional`); `minima.nn.init`
+holds `minima.init`'s initializers and `minima.nn.utils` torch's `torch.nn.utils` (with `prune`)."""
 from .modules import *
 from .recurrent import *
 from .transformer import *

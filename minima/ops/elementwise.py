@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, as_operand, is_grad_enabled, tensor_method
+from ..autograd import Tensor, TensorOp, NDArray, as_operand, tensor_method
 from ..backend_ndarray.ndarray import broadcast_shapes, is_float_dtype
 from ..testing import register_op, case
 
@@ -335,5 +335,5 @@ register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
 register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=TanhOp)
 
 # %% ../../nbs/03_ops_elementwise.ipynb
-for _f in (exp, log, sqrt, square, sin, cos, tanh): tensor_method()(_f)   # `x.exp()` calls `exp(x)` itself
+for _f in (exp, log, sqrt, square, sin, cos, tanh): tensor_method()(_f)   # `x.exp()` is `exp(x)`
 tensor_method('pow')(power)

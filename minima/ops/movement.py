@@ -315,7 +315,7 @@ register_op('shrink', lambda a, bounds: shrink(a, bounds),
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _setitem(self, idx, value):
-    "`self[idx] = value`, written into the storage (a view's base sees it); refused when `self` requires grad."
+    "`self[idx] = value`, into the storage (a view's base sees it); refused if it requires grad."
     if self.requires_grad and is_grad_enabled():
         raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad "
                            f"(shape {self.shape}); autograd would not see it. "
@@ -718,7 +718,7 @@ def flatten(a, start_dim=0, end_dim=-1) -> Tensor:
 
 @tensor_method('reshape', 'view')
 def _reshape(self, *shape) -> Tensor:
-    "`self` with a new shape: `x.reshape(2, -1)` or `x.reshape((2, -1))`; a view when the strides allow."
+    "`self` with a new shape: `x.reshape(2, -1)` or `x.reshape((2, -1))`; a view when it can be."
     return Reshape(_shape_args(shape))(self)
 
 @tensor_method('permute')
@@ -729,6 +729,7 @@ def _permute(self, *axes) -> Tensor:
 @tensor_method('T', kind=property)
 def _T(self) -> Tensor: "The last two axes swapped (`transpose`)."; return transpose(self)
 
-for _f in (transpose, broadcast_to, squeeze, unsqueeze, expand, flatten, flip, pad, split, contiguous):
+for _f in (transpose, broadcast_to, squeeze, unsqueeze, expand, flatten, flip, pad, split,
+           contiguous):
     tensor_method()(_f)   # `x.flip((0,))` calls `flip(x, (0,))` itself
 tensor_method('cast', 'astype')(cast)

@@ -17,7 +17,7 @@ __all__ = ['leaky_relu', 'dropout2d', 'group_norm', 'single_int', 'conv1d', 'max
            'interpolate', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'margin_ranking_loss', 'hinge_embedding_loss',
            'soft_margin_loss', 'cosine_embedding_loss', 'triplet_margin_loss', 'multilabel_soft_margin_loss',
            'gaussian_nll_loss', 'poisson_nll_loss', 'adaptive_max_pool2d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d',
-           'GradHook', 'grad_hook']
+           'GradHook', 'grad_hook', 'GatePick', 'BackwardGate', 'GateSide']
 
 # %% ../../nbs/10b_nn_more.ipynb
 import warnings
@@ -352,3 +352,31 @@ def grad_hook(x: Tensor, fn, *after: Tensor) -> Tensor:
 
 register_op('grad_hook', lambda a, b: grad_hook(a, lambda g: g, b), lambda T, a, b: a + 0 * b.sum(),
             [case((3, 4), (2,)), case((), ())], op=GradHook);
+
+# %% ../../nbs/10b_nn_more.ipynb
+#| code-fold: true
+class GatePick(TensorOp):
+    "The `i`-th tensor of a gated side, unchanged; backward keeps its gradient for the gate."
+    saved_inputs, saves_output = (), False
+    def __init__(self, side, i): self.side, self.i = side, i
+    def compute(self, gate): return self.side.tensors[self.i].cached_data
+    def gradient(self, out_grad, node):
+        self.side.grads[self.i] = out_grad
+        g = node.inputs[0]
+        return Tensor.make_const(NDArray.make((), device=g.device, dtype=g.dtype).fill(0))
+
+class BackwardGate(TensorOp):
+    "One node that a side's tensors pass through: backward reaches it once, with every gradient."
+    saved_inputs, saves_output = (), False
+    def __init__(self, side): self.side = side
+    def compute(self, *arrays):
+        return NDArray.make((), device=arrays[0].device, dtype=arrays[0].dtype).fill(0)
+    def gradient(self, out_grad, node):
+        side = self.side
+        grads, side.grads = side.grads, [None] * len(side.tensors)   # ready for another backward
+        return tuple(side.fire(grads))
+
+class GateSide:
+    "The tensors of one side of a module call, their gradients in backward, and what to run then."
+    def __init__(self, tensors, fire):
+        self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)

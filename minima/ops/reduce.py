@@ -217,9 +217,10 @@ def _axes_method(fn, name):
         if len(given) > 1: raise TypeError(f"{name}: give the axes once (as axes, axis or dim), got {given}")
         return fn(self, given[0] if given else None, keepdims if keepdim is None else keepdim)
     method.__name__, method.__qualname__ = name, f'Tensor.{name}'
-    method.__doc__ = f"{fn.__doc__} As a method, the axes may be `axes`, `axis` or `dim`; the flag `keepdim(s)`."
+    method.__doc__ = f"{fn.__doc__} The method takes the axes as `axes`, `axis` or `dim`."
     return method
 
-for _f, _names in [(summation, ('sum',)), (mean, ('mean',)), (amax, ('max', 'amax')), (amin, ('min', 'amin')),
-                   (logsumexp, ('logsumexp',)), (argmax, ('argmax',)), (argmin, ('argmin',))]:
+for _f, _names in [(summation, ('sum',)), (mean, ('mean',)), (amax, ('max', 'amax')),
+                   (amin, ('min', 'amin')), (logsumexp, ('logsumexp',)), (argmax, ('argmax',)),
+                   (argmin, ('argmin',))]:
     tensor_method(*_names)(_axes_method(_f, _names[0]))

@@ -6,13 +6,13 @@
 from __future__ import annotations
 import builtins, collections, math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad, draws_random, tensor_method
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, draws_random, tensor_method
 from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
-from ..backend_ndarray.device import DTYPES, get_device, default_device
+from ..backend_ndarray.device import DTYPES, get_device
 from ..testing import register_op, case
 from . import elementwise as _ew, activations as _act, movement as _mv, reduce as _rd
 from . import softmax_family as _sf, linalg as _la
-from .layers import take as _take, Take
+from .layers import take as _take
 from .attention import tril, triu   # the causal mask's triangles (chapter 15)
 
 # %% auto 0
@@ -311,7 +311,8 @@ def _iop(fn, name):
     def f(self, other):
         if not isinstance(other, (Tensor, numbers.Number, np.generic, np.ndarray, list)): return NotImplemented
         return _inplace(self, fn(self, other), name)
-    f.__name__, f.__qualname__, f.__doc__ = name, f'Tensor.{name}', f"`{name}`: the in-place operator (autograd sees the write)."
+    f.__name__, f.__qualname__ = name, f'Tensor.{name}'
+    f.__doc__ = f"`{name}`: the in-place operator (autograd sees the write)."
     return tensor_method(name)(f)
 
 def _alpha(other, alpha): return other if alpha == 1 else other * alpha
@@ -320,9 +321,13 @@ _iop(lambda a, b: a + b, '__iadd__'); _iop(lambda a, b: a - b, '__isub__')
 _iop(lambda a, b: a * b, '__imul__'); _iop(lambda a, b: a / b, '__itruediv__')
 
 @tensor_method('add_')
-def _add_(self, other, alpha=1): "`self += alpha * other`, in place."; return _inplace(self, self + _alpha(other, alpha), 'add_')
+def _add_(self, other, alpha=1):
+    "`self += alpha * other`, in place."
+    return _inplace(self, self + _alpha(other, alpha), 'add_')
 @tensor_method('sub_')
-def _sub_(self, other, alpha=1): "`self -= alpha * other`, in place."; return _inplace(self, self - _alpha(other, alpha), 'sub_')
+def _sub_(self, other, alpha=1):
+    "`self -= alpha * other`, in place."
+    return _inplace(self, self - _alpha(other, alpha), 'sub_')
 @tensor_method('mul_')
 def _mul_(self, other): "`self *= other`, in place."; return _inplace(self, self * other, 'mul_')
 @tensor_method('div_')
@@ -330,11 +335,13 @@ def _div_(self, other): "`self /= other`, in place."; return _inplace(self, self
 @tensor_method('pow_')
 def _pow_(self, other): "`self **= other`, in place."; return _inplace(self, self ** other, 'pow_')
 @tensor_method('clamp_')
-def _clamp_(self, min=None, max=None): "`clamp`, in place."; return _inplace(self, clamp(self, min, max), 'clamp_')
+def _clamp_(self, min=None, max=None):
+    "`clamp`, in place."
+    return _inplace(self, clamp(self, min, max), 'clamp_')
 
 @tensor_method('copy_')
 def _copy_(self, src):
-    "Copy `src` (broadcast, cast and moved as needed) into this tensor, in place; differentiable, as torch's."
+    "Copy `src` (broadcast, cast and moved as needed) into this tensor, in place (differentiable)."
     src = _ew._tensor(src, self)
     if src.device != self.device: src = src.to(self.device)
     if src.dtype != self.dtype: src = _mv.cast(src, self.dtype)
@@ -499,8 +506,9 @@ def _setitem(self, idx, value):
     _inplace(self, new.reshape(self.shape), 'setitem')
 
 _plain_setitem = _mv._setitem
-tensor_method('__setitem__', replaces="with a graph, a write becomes a node (CopySlices), so autograd "
-              "sees it; chapter 5's refuses a tensor that requires grad")(_setitem)
+_WHY = ("with a graph, a write becomes a node (CopySlices) that autograd sees; chapter 5's refuses "
+        "a tensor that requires grad")
+tensor_method('__setitem__', replaces=_WHY)(_setitem)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -516,12 +524,13 @@ class _Numel(builtins.int):
         return self.shape[normalize_axes(dim, len(self.shape), 'size')[0]] if self.shape else \
             self.shape[normalize_axes(dim, 1, 'size')[0]]
 
-@tensor_method('size', kind=property, replaces="torch's size() is a method; _Numel is the count and, called, the shape")
+@tensor_method('size', kind=property,
+               replaces="torch's size() is a method; _Numel is the count and, called, the shape")
 def _size_(self) -> _Numel:
     "The number of elements, an int; called, torch's `size()` (the shape) or `size(dim)`."
     return _Numel(self.cached_data.shape)
 @tensor_method('numel', 'nelement')
-def _numel(self) -> builtins.int: "The number of elements."; return builtins.int(self.cached_data.size)
+def _numel(self) -> builtins.int: "How many elements."; return builtins.int(self.cached_data.size)
 @tensor_method('dim', 'ndimension')
 def _ndim(self) -> builtins.int: "The number of dimensions."; return self.cached_data.ndim
 tensor_method('is_floating_point')(is_floating_point)
@@ -534,7 +543,7 @@ def _scalar_of(t, kind, name):
                            f"{t.shape}")
     return kind(t.item())
 @tensor_method('__float__')
-def _float_(self): "`float(t)` of a one-element tensor."; return _scalar_of(self, builtins.float, 'float()')
+def _float_(self): "`float(t)`, one element."; return _scalar_of(self, builtins.float, 'float()')
 @tensor_method('__int__')
 def _int_(self): "`int(t)` of a one-element tensor."; return _scalar_of(self, builtins.int, 'int()')
 @tensor_method('__index__')
@@ -552,7 +561,8 @@ for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16')
                 ('long', 'int64'), ('int', 'int32'),
                 ('short', 'int16'), ('char', 'int8'), ('byte', 'uint8'), ('bool', 'bool')]:
     _f = (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt)
-    _f.__name__, _f.__qualname__, _f.__doc__ = _n, f'Tensor.{_n}', f"The tensor as {_dt} (itself if it is already)."
+    _f.__name__, _f.__qualname__ = _n, f'Tensor.{_n}'
+    _f.__doc__ = f"The tensor as {_dt} (itself if it is already)."
     tensor_method(_n)(_f)
 
 @tensor_method('type_as')
@@ -574,18 +584,23 @@ tensor_method('to')(_to)
 @tensor_method('cpu')
 def _cpu(self): "The tensor in host memory (itself if it is there)."; return _to(self, 'cpu')
 @tensor_method('cuda')
-def _cuda(self, device=None): "The tensor on the GPU."; return _to(self, 'cuda' if device is None else device)
+def _cuda(self, device=None):
+    "The tensor on the GPU."
+    return _to(self, 'cuda' if device is None else device)
 @tensor_method('view_as', 'reshape_as')
-def _view_as(self, other): "The tensor reshaped to `other`'s shape."; return _mv.reshape(self, other.shape)
+def _view_as(self, other): "Reshaped to `other`'s shape."; return _mv.reshape(self, other.shape)
 @tensor_method('expand_as')
-def _expand_as(self, other): "The tensor broadcast to `other`'s shape."; return _mv.broadcast_to(self, other.shape)
+def _expand_as(self, other):
+    "The tensor broadcast to `other`'s shape."
+    return _mv.broadcast_to(self, other.shape)
 @tensor_method('mT', kind=property)
-def _mT(self): "The last two dims swapped (a batch of matrices transposed)."; return _mv.transpose(self, (-2, -1))
+def _mT(self): "The last two dims swapped."; return _mv.transpose(self, (-2, -1))
 
 def _new(f, name):
     "A `new_*` method: `f` with this tensor's dtype and device as the defaults."
     def new(self, *args, dtype=None, device=None, requires_grad=False):
-        return f(*args, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+        return f(*args, dtype=dtype or self.dtype, device=device or self.device,
+                 requires_grad=requires_grad)
     new.__name__, new.__qualname__ = name, f'Tensor.{name}'
     new.__doc__ = f"`{f.__name__}` with this tensor's dtype and device as the defaults."
     return tensor_method(name)(new)
@@ -711,7 +726,8 @@ def masked_select(input, mask) -> Tensor:
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
-for _f in (gather, scatter, scatter_add, index_select, masked_fill, masked_select): tensor_method()(_f)
+for _f in (gather, scatter, scatter_add, index_select, masked_fill, masked_select):
+    tensor_method()(_f)
 
 def _gather_inputs(rng, shapes, dim):
     x = rng.standard_normal(shapes[0])
@@ -980,13 +996,14 @@ def clamp(input, min=None, max=None) -> Tensor:
     "torch's `clamp(min=, max=)`: limit `input` to `[min, max]` (numbers or tensors)."
     return _act.clamp(input, min, max)
 
-tensor_method('transpose', replaces="torch's transpose(dim0, dim1); needle's transpose(axes) is in minima.needle")(transpose)
-tensor_method('split', replaces="torch's split(split_size, dim); needle's split(axis) is in minima.needle")(split)
-tensor_method('squeeze', replaces="torch's squeeze(dim) leaves a dim that is not 1; numpy's raises")(squeeze)
-tensor_method('clamp', 'clip', replaces="torch's clamp(min, max), tensors or numbers, and its errors")(clamp)
+_WHY = {'transpose': "torch's transpose(dim0, dim1); needle's transpose(axes) is in minima.needle",
+        'split': "torch's split(split_size, dim); needle's split(axis) is in minima.needle",
+        'squeeze': "torch's squeeze(dim) leaves a dim that is not 1; numpy's raises"}
+for _f in (transpose, split, squeeze): tensor_method(replaces=_WHY[_f.__name__])(_f)
+tensor_method('clamp', 'clip', replaces="torch's clamp(min, max), tensors or numbers")(clamp)
 for _f in (chunk, unbind): tensor_method()(_f)
 @tensor_method('swapaxes', 'swapdims')
-def _swapaxes(self, a, b): "Swap dims `a` and `b` (torch's `transpose(a, b)`)."; return transpose(self, a, b)
+def _swapaxes(self, a, b): "Swap dims `a` and `b`: `transpose(a, b)`."; return transpose(self, a, b)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -1100,7 +1117,9 @@ def nonzero(input, as_tuple=False):
 
 tensor_method()(nonzero)
 @tensor_method('where')
-def _where(self, condition, other): "`self` where `condition`, else `other`."; return _act.where(condition, self, other)
+def _where(self, condition, other):
+    "`self` where `condition`, else `other`."
+    return _act.where(condition, self, other)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -1198,8 +1217,9 @@ def equal(input, other) -> builtins.bool:
 def _add(self, other, alpha=1): "`self + alpha * other`."; return self + _alpha(other, alpha)
 @tensor_method('sub')
 def _sub(self, other, alpha=1): "`self - alpha * other`."; return self - _alpha(other, alpha)
-for _n, _op in [('mul', '__mul__'), ('div', '__truediv__'), ('eq', '__eq__'), ('ne', '__ne__'), ('lt', '__lt__'),
-                ('le', '__le__'), ('gt', '__gt__'), ('ge', '__ge__'), ('neg', '__neg__')]:
+for _n, _op in [('mul', '__mul__'), ('div', '__truediv__'), ('eq', '__eq__'), ('ne', '__ne__'),
+                ('lt', '__lt__'), ('le', '__le__'), ('gt', '__gt__'), ('ge', '__ge__'),
+                ('neg', '__neg__')]:
     tensor_method(_n)(Tensor.__dict__[_op])   # `x.mul(y)` is `x * y`: the same function
 for _f in (reciprocal, rsqrt, isnan, equal, allclose, mm, bmm): tensor_method()(_f)
 
@@ -1266,9 +1286,9 @@ BackendDevice.type = property(lambda self: 'cuda' if self.name == 'cuda' else 'c
                               doc="torch's `device.type`: 'cpu' or 'cuda'.")
 BackendDevice.index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`.")
 @tensor_method('is_cuda', kind=property)
-def _is_cuda(self) -> builtins.bool: "Whether the tensor lives on the GPU."; return self.device.name == 'cuda'
+def _is_cuda(self) -> builtins.bool: "Whether it is on the GPU."; return self.device.name == 'cuda'
 @tensor_method('is_cpu', kind=property)
-def _is_cpu(self) -> builtins.bool: "Whether the tensor lives in host memory."; return self.device.name != 'cuda'
+def _is_cpu(self) -> builtins.bool: "Whether it is in host RAM."; return self.device.name != 'cuda'
 
 @tensor_method('__format__')
 def _format(self, spec):
@@ -1313,7 +1333,9 @@ register_op('round', round, lambda T, a, decimals=0: T.round(a, decimals=decimal
 @tensor_method('t')
 def _t(self) -> Tensor:
     "A matrix transposed (a vector or scalar as is), as torch's `t()`; more dims raise (use `mT`)."
-    if self.ndim > 2: raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {self.ndim} (shape {self.shape}); use mT")
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {self.ndim} (shape "
+                         f"{self.shape}); use mT")
     return self if self.ndim < 2 else _mv.transpose(self, (0, 1))
 
 def narrow(input, dim, start, length) -> Tensor:
