@@ -150,17 +150,9 @@ PRIVATE_ALLOWED = {
     ('minima.needle.core', 'minima.autograd', '_check_out_grad'): 1,
     ('minima.needle.core', 'minima.autograd', '_own'): 1,
     ('minima.needle', 'minima', '_install_api_dirs'): 1,   # the package's own tab completion
-    ('minima.data', 'minima.nn.modules', '_stale_temporaries'): 1,
-    ('minima.nn.parallel', 'minima.distributed', '_group'): 1,
+    ('minima.data', 'minima.nn.modules', '_stale_temporaries'): 1,   # one cleanup for atomic saves
+    ('minima.nn.parallel', 'minima.distributed', '_group'): 1,   # DDP resolves torch's group argument
     ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,   # torch code calls it
-    # the grader runs the harness's own steps
-    ('minima.teaching', 'minima.testing', '_as_list'): 3,
-    ('minima.teaching', 'minima.testing', '_check_op'): 1,
-    ('minima.teaching', 'minima.testing', '_diff_idx'): 1,
-    ('minima.teaching', 'minima.testing', '_make_inputs'): 1,
-    ('minima.teaching', 'minima.testing', '_mi_inputs'): 1,
-    ('minima.teaching', 'minima.testing', '_randn'): 3,
-    ('minima.teaching', 'minima.testing', '_t_inputs'): 2,
 }
 
 
