@@ -321,7 +321,8 @@ def _exercise(u, P):
         for p in [p for p in _PROBES.values() if p.unit == u.name]: p.run(P, **p.inputs(np.random.default_rng(0)))
         return
     for s in [s for s in T.REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]:
-        T.run_checks(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)   # what a check cell runs
+        # what a check cell runs
+        T.run_checks(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)
 
 # %% ../nbs/40_teaching.ipynb
 def _unit_deps(units) -> dict:

@@ -277,7 +277,8 @@ def _zeros(r) -> list: return [np.zeros(r.arrs[i].shape) for i in r.diff]
 def _check_forward(r, xs, ts):
     "1. Forward in float32 against torch: shape, dtype and values of every output. (ys, tys), or None if it raised."
     spec, c = r.spec, r.c
-    try: ys, tys = as_list(spec.fn(*xs, **c.kwargs)), as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
+    try:
+        ys, tys = as_list(spec.fn(*xs, **c.kwargs)), as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
     except Exception as e:
         r.rep.add(c, 'forward', 'FAIL', note=f'raised {type(e).__name__}: {e}'); return None
     errs, bad = [], None
@@ -340,7 +341,8 @@ def run_checks(target, device=None, seed=0, checks=('forward', 'backward', 'fd',
         arrs = case_inputs(spec, c, rng)
         r = _CaseRun(spec, c, rng, arrs, diff_positions(spec, arrs), dev, tdev, torch, rep)
         if 'forward' in checks and not r.skipped('forward'):
-            xs, ts = minima_inputs(arrs, r.diff, 'float32', dev), torch_inputs(torch, arrs, r.diff, 'float32', tdev)
+            xs = minima_inputs(arrs, r.diff, 'float32', dev)
+            ts = torch_inputs(torch, arrs, r.diff, 'float32', tdev)
             out = _check_forward(r, xs, ts)
             if out is None: continue   # forward raised: the other checks would only repeat it
             if ('backward' in checks and r.diff and all(y.dtype in ('float32', 'float64') for y in out[0])

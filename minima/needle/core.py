@@ -28,6 +28,10 @@ def namespace(name: str, base, *objs, **named) -> types.ModuleType:
     m = importlib.import_module(f'minima.needle.{name}')
     m.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith('_')})
     m.__dict__.update({o.__name__: o for o in objs}, **named)
+    api = {k for k in getattr(base, '__all__', dir(base))
+           if not isinstance(getattr(base, k, None), types.ModuleType)}   # its API, not its imports
+    api |= {o.__name__ for o in objs} | set(named)
+    m.__all__ = sorted(k for k in api if not k.startswith('_'))
     return m
 
 # %% auto 0

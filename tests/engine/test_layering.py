@@ -151,7 +151,7 @@ PRIVATE_ALLOWED = {
     ('minima.needle.core', 'minima.autograd', '_own'): 1,
     ('minima.needle', 'minima', '_install_api_dirs'): 1,   # the package's own tab completion
     ('minima.data', 'minima.nn.modules', '_stale_temporaries'): 1,   # one cleanup for atomic saves
-    ('minima.nn.parallel', 'minima.distributed', '_group'): 1,   # DDP resolves torch's group argument
+    ('minima.nn.parallel', 'minima.distributed', '_group'): 1,   # DDP resolves torch's group
     ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,   # torch code calls it
 }
 
