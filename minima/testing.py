@@ -278,7 +278,8 @@ def _check_forward(r, xs, ts):
     "1. Forward in float32 against torch: shape, dtype and values of every output. (ys, tys), or None if it raised."
     spec, c = r.spec, r.c
     try:
-        ys, tys = as_list(spec.fn(*xs, **c.kwargs)), as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
+        ys = as_list(spec.fn(*xs, **c.kwargs))
+        tys = as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
     except Exception as e:
         r.rep.add(c, 'forward', 'FAIL', note=f'raised {type(e).__name__}: {e}'); return None
     errs, bad = [], None
