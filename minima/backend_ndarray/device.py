@@ -251,9 +251,7 @@ class _NumpyViews:
 class NumpyDevice(_NumpyViews, BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
-    # the numpy function behind each `op` name and the helpers the primitives share, declared
-    # for whoever replays this device's primitives without calling them (compile, chapter 21b)
-    EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED
+    EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED   # compile reads (21b)
     view, reduce_rows, quiet = staticmethod(_view), staticmethod(_reduce_rows), staticmethod(_quiet)
     def enabled(self): return True
     def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES

@@ -317,9 +317,12 @@ def _iop(fn, name):
 
 def _alpha(other, alpha): return other if alpha == 1 else other * alpha
 
-_iop(lambda a, b: a + b, '__iadd__'); _iop(lambda a, b: a - b, '__isub__')
-_iop(lambda a, b: a * b, '__imul__'); _iop(lambda a, b: a / b, '__itruediv__')
+for _n, _f in [('__iadd__', lambda a, b: a + b), ('__isub__', lambda a, b: a - b),
+               ('__imul__', lambda a, b: a * b), ('__itruediv__', lambda a, b: a / b)]:
+    _iop(_f, _n)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 @tensor_method('add_')
 def _add_(self, other, alpha=1):
     "`self += alpha * other`, in place."
@@ -420,6 +423,7 @@ class _Region:
         v[...] = s
         return b.compact()
 
+# %% ../../nbs/18_torch_face.ipynb
 class ViewTake(TensorOp):
     "The elements of base-shaped `a` that a view shows (`a[idx]` for a basic index, as a copy)."
     saved_inputs, saves_output = (), False
@@ -524,6 +528,8 @@ class _Numel(builtins.int):
         return self.shape[normalize_axes(dim, len(self.shape), 'size')[0]] if self.shape else \
             self.shape[normalize_axes(dim, 1, 'size')[0]]
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 @tensor_method('size', kind=property,
                replaces="torch's size() is a method; _Numel is the count and, called, the shape")
 def _size_(self) -> _Numel:
@@ -570,6 +576,8 @@ def _type_as(self, other):
     "The tensor cast to `other`'s dtype (itself if they match)."
     return self if self.dtype == other.dtype else _mv.cast(self, other.dtype)
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
     """torch's `to`: `x.to('float64')`, `x.to(minima.float64)`, `x.to('cuda')`, `x.to(device, dtype)`, `x.to(other)`."""
     for a in args:
@@ -931,6 +939,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     sl = (slice(None),) * d + (slice(0, k),)
     return return_topk(v[sl], i[sl])
 
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 _WHY = "torch's {}(dim) also returns the indices (needle's stays in minima.needle)"
 tensor_method('max', replaces=_WHY.format('max'))(max)
 tensor_method('min', replaces=_WHY.format('min'))(min)
