@@ -336,3 +336,17 @@ def test_guard_quick_check_after_equal_value_rebinding():
         opt.param_groups[0]['lr'] = float(str(opt.param_groups[0]['lr']))   # equal value, new object
     f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
     assert f.captures == 2
+
+def test_device_method_a_capture_cannot_record_is_refused():
+    "A device method outside the recorded primitives (the int8 product) would be left out of the program: refused."
+    from minima.compile import CaptureError
+    d = mi.cpu()
+    a, b, out = d.alloc(8, 'int8'), d.alloc(8, 'int8'), d.alloc(4, 'int32')
+    a[:], b[:] = 1, 2
+    def step(x):
+        d.matmul_int8(a, b, out, 2, 4, 2)
+        return x * 2.0
+    f = mi.compile(step)
+    x = mi.Tensor(np.ones(3, 'float32'))
+    f(x)
+    with pytest.raises(CaptureError, match='matmul_int8 on the cpu device'): f(x)
