@@ -119,7 +119,7 @@ def bench_gpt(dev, torch, reps, steps=5):
                 torch=f'{tms:.2f} ms', ratio=ms / tms, ratio_text=f'{ms / tms:.2f}x torch time',
                 target='≤ 3x torch time', ok=ms / tms <= 3)
 
-def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
+def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5, profile=False):
     """Issue 39 item 1: `step(*args)` compiled and replayed on the GPU (one call per step) against torch eager's
     `tstep()`, with the calls per step: minima's device primitives eager, the replay's calls, and the fused kernels."""
     f = minima.compile(step)
@@ -136,13 +136,17 @@ def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
     ms = dev.time_ms(lambda: [f(*args) for _ in range(steps)], warmup=1, reps=reps) / steps
     tms = torch_ms(torch, lambda: [tstep() for _ in range(steps)], warmup=1, reps=reps) / steps
     r = ms / tms
-    return dict(name=name, minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms', ratio=r,
-                ratio_text=f'{r:.2f}x torch time', target=f'≤ {target}x torch time', ok=r <= target,
-                eager_primitives=len(seen), replay_calls=len(p.instrs), fused_kernels=p.stats['kernels'],
-                launches=f'{len(seen)} primitives eager, {len(p.instrs)} calls per replay '
-                         f'({p.stats["kernels"]} fused kernels), one call from Python')
+    row = dict(name=name, minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms', ratio=r,
+               ratio_text=f'{r:.2f}x torch time', target=f'≤ {target}x torch time', ok=r <= target,
+               eager_primitives=len(seen), replay_calls=len(p.instrs), fused_kernels=p.stats['kernels'],
+               launches=f'{len(seen)} primitives eager, {len(p.instrs)} calls per replay '
+                        f'({p.stats["kernels"]} fused kernels), one call from Python')
+    if profile:   # kernel launches per step as CUPTI counts them, the replay's and torch's
+        row['profile'] = profile_kernels(dev, torch, f'{name}, replayed', lambda: f(*args), steps=2, top=8)
+        row['torch_profile'] = profile_kernels(dev, torch, f'{name}, torch eager', tstep, steps=2, top=8)
+    return row
 
-def bench_mlp_compiled(dev, torch, reps, batch=1024):
+def bench_mlp_compiled(dev, torch, reps, batch=1024, profile=False):
     "MLP step, compiled: bench_mlp's SGD step (64-100-10, batch 1024) replayed on the GPU vs torch eager."
     import minima.nn as nn, minima.optim as optim
     rng = np.random.default_rng(2)
@@ -159,9 +163,9 @@ def bench_mlp_compiled(dev, torch, reps, batch=1024):
     def tstep():
         topt.zero_grad(); loss = tloss(tm(tx), ty); loss.backward(); topt.step()
     return _compiled_row(dev, torch, reps, f'MLP step, compiled, batch {batch} (64-100-10)', step, (X, Y), tstep,
-                         1.5, steps=20)
+                         1.5, steps=20, profile=profile)
 
-def bench_gpt_compiled(dev, torch, reps):
+def bench_gpt_compiled(dev, torch, reps, profile=False):
     "GPT training step, compiled: bench_gpt's AdamW step (capturable: the step count on the device) replayed."
     import gpt as g
     from minima import nn, optim
@@ -180,13 +184,13 @@ def bench_gpt_compiled(dev, torch, reps):
         topt.zero_grad(); loss = torch.nn.functional.cross_entropy(t(tx).view(g.B * g.T, g.V), ty); loss.backward()
         topt.step()
     return _compiled_row(dev, torch, reps, f'GPT training step, compiled ({g.L} layers, d={g.C}, T={g.T}, '
-                         f'batch {g.B}, AdamW)', step, (x, y), tstep, 1.2)
+                         f'batch {g.B}, AdamW)', step, (x, y), tstep, 1.2, profile=profile)
 
-def compiled_rows(dev, torch, reps):
+def compiled_rows(dev, torch, reps, profile=False):
     "The compiled rows; one that fails prints its error and the others go on."
     rows = []
     for fn in (bench_mlp_compiled, bench_gpt_compiled):
-        try: rows.append(fn(dev, torch, reps))
+        try: rows.append(fn(dev, torch, reps, profile=profile))
         except Exception as e:
             import traceback; traceback.print_exc()
             name = fn.__doc__.split(':')[0]
@@ -247,7 +251,7 @@ def main(argv=None):
     print(f"GPU: {info['name']} (compute capability {info['compute_capability']}, {info['sms']} SMs), torch {torch.__version__}\n")
     rows = ([bench_matmul(dev, torch, args.reps)] + bench_bandwidth(dev, torch, args.reps) +
             [bench_softmax(dev, torch, args.reps), bench_mlp(dev, torch, args.reps), bench_gpt(dev, torch, args.reps)])
-    rows += compiled_rows(dev, torch, args.reps)
+    rows += compiled_rows(dev, torch, args.reps, profile=args.profile)
     ladder = bench_ladder(dev, torch)
     print('| benchmark | minima | torch CUDA | ratio | target | met |\n|---|---|---|---|---|---|')
     for r in rows:
