@@ -202,11 +202,11 @@ def _other_devices(d):
     return [o for o in others if o is not d and o.name != d.name]
 
 def _refuse(o, name, d):
+    why = 'a primitive without a replay yet' if o is d else 'work on another device'
     def refused(*a, **k):
         raise CaptureError(f"compile: {name} on the {o.name} device cannot be part of a program captured on the "
-                           f"{d.name} device ({'a primitive without a replay yet' if o is d else 'work on another device'}"
-                           f", at {_line(_user_frame())}); leave this step uncompiled, or pass its tensors as "
-                           f"arguments on one device")
+                           f"{d.name} device ({why}, at {_line(_user_frame())}); leave this step uncompiled, or "
+                           "pass its tensors as arguments on one device")
     return refused
 
 
@@ -1048,10 +1048,13 @@ def _lone_copy(group, lang) -> bool:
     if lang != 'c' or len(group) != 1 or group[0].prim != 'compact': return False
     return group[0].args[1].size >= _COPY_MIN and group[0].args[3][-1] in (0, 1)
 
+# %% ../nbs/21b_compile.ipynb
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
-def _half(ins, lang) -> bool:
-    "16-bit floats stay the CUDA library's calls (they compute in float32 and round once; the kernels would not)."
-    return lang == 'cuda' and any(b.dtype in ('float16', 'bfloat16') for b in ins.reads() + ins.writes())
+def _fusible(ins, lang) -> bool:
+    """Whether an instruction may join a fused kernel. On the GPU, 16-bit floats stay the device library's calls
+    (they compute in float32 and round once; a generated kernel would not)."""
+    half = lang == 'cuda' and any(b.dtype in ('float16', 'bfloat16') for b in ins.reads() + ins.writes())
+    return ins.prim in _FUSIBLE and not _simd_wins(ins, lang) and not half
 
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
@@ -1103,8 +1106,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     for idx, ins in enumerate(instrs):
         if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
             close(idx, ins); continue
-        if ins.prim not in _FUSIBLE or _simd_wins(ins, lang) or _half(ins, lang):
-            close(idx - 1); out.append(ins); continue
+        if not _fusible(ins, lang): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
@@ -1777,15 +1779,15 @@ def _cuda_toolchain(emulated: bool):
     cmd = lambda src, out: nvcc_command(nvcc, (cc,), out, src) + ['-fmad=false']
     return cmd, '.cu', f'nvcc {ver} sm_{cc} -fmad=false'
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Building the replay into the kernel cache"
 def _translate(text):
     "The emulator's translation of kernel launches (`tools/cuda_emu/build.py`)."
     spec = importlib.util.spec_from_file_location('_minima_cuda_emu_build', _emulator_dir() / 'build.py')
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
     return mod.translate(text)
 
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "Building the replay into the kernel cache"
 def _replay_library(source, dev):
     """The library of a replay's source, compiled once into the kernel cache (keyed by the SHA-256 of the source and
     the toolchain) and, like the C kernels, loaded only if its bytes match the hash recorded when it was built."""

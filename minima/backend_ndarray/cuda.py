@@ -201,10 +201,6 @@ class _CudaLibrary:
         "Why `enabled()` is False ('' when it is True)."
         return '' if self.enabled() else self._why
 
-    def loaded(self) -> bool:
-        "Whether the library is loaded and works (asks nothing: never probes, never builds)."
-        return self._ok is True
-
     def _load(self):
         prebuilt = os.environ.get('MINIMA_CUDA_LIB')
         if prebuilt: lib = load_library(prebuilt)   # its own runtime probe below decides
@@ -270,6 +266,7 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
     def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
+    def loaded(self) -> bool: "Whether the library is loaded (never probes, never builds)."; return self._ok is True
 
     # elementwise
     def ewise(self, op, a, b, out):

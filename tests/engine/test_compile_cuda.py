@@ -140,3 +140,21 @@ def test_work_on_the_gpu_in_a_step_captured_on_the_cpu_is_refused(cuda):
     f = mi.compile(lambda: step(x))
     f()
     with pytest.raises(CaptureError, match='on the cuda device cannot be part of a program captured on the cpu'): f()
+
+@pytest.mark.parametrize('ops,fuse', [(['exp', 'add_b', 'matmul', 'softmax', 'tanh'], True),
+                                      (['square', 'max_b', 'rowsum', 'sigmoid', 'div_b', 'log1p_abs'], True),
+                                      (['relu', 'mul_b', 'neg', 'scale', 'matmul'], False)])
+def test_random_op_programs_on_cuda(ops, fuse):
+    "test_compile's op chains, forward and gradients, on new arguments at each replay: compiled cuda == eager cuda."
+    rng = np.random.default_rng(len(ops))
+    def fn(a, b, w, up):
+        h = a
+        for name in ops: h = TC.UNARY[name](h) if name in TC.UNARY else TC.BINARY[name](h, w if name == 'matmul' else b)
+        loss = (h * up).sum()
+        return (loss,) + mi.grad(loss, [a, b, w], materialize_grads=True)
+    T = lambda *s: mi.Tensor(rng.standard_normal(s).astype('float32'), requires_grad=True, device='cuda')
+    f = mi.compile(fn, fuse=fuse)
+    for i in range(5):   # calls 4 and 5 replay, on new arguments
+        args = (T(3, 4), T(4), T(4, 4), T(3, 4))
+        for g, e in zip(f(*args), fn(*args)): np.testing.assert_allclose(g.numpy(), e.numpy(), **TOL)
+    assert isinstance(f.program, CudaProgram) and (f.program.stats['kernels'] > 0) == fuse
