@@ -209,7 +209,6 @@ def _refuse(o, name, d):
                            "pass its tensors as arguments on one device")
     return refused
 
-
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
 #| code-summary: "The recorder's allocations, read-back guard and context manager"
@@ -472,13 +471,13 @@ def _fusion(self: Program, instrs, liveout, fuse, backend):
         _compiler_failed(e)
         self.backend = backend = _backend(backend)
         return instrs if backend is None else _fuse(instrs, needed, backend)
+
 def _needed_after(instrs, liveout):
     "`needed(b, end)`: whether buffer `b` is read after instruction `end` (or outlives the program)."
     last = {}
     for i, ins in enumerate(instrs):
         for b in ins.reads(): last[b] = i
     return lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
-
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1328,7 +1327,6 @@ def _check_slot(s, d, h):
         raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
                            f"outside the compiled function (now {now}); call it again "
                            "after compile(...).reset()")
-
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
