@@ -997,23 +997,27 @@ _IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 #| code-summary: "The CUDA C kernel and its launcher"
 def _emit_cuda(nd, params, body, acc, args):
     """CUDA C: one thread per element, its loop indices recovered from the flat thread index; with a row reduction
-    (`acc`), one thread per row, looping over the row's elements and storing their sum or max."""
+    (`acc`), one warp per row: its 32 threads stride along the row (reading it coalesced), and their sums or maxima
+    meet through warp shuffles."""
     idx = []
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
     dims = [f'd{i}' for i in range(nd)]
     if acc is not None:
         acc_t, init, store = acc
-        R = f'd{nd - 1}'
+        R, join = f'd{nd - 1}', 'acc + v' if init == '0' else 'MAXN(acc, v)'
         lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
                  f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
-                 '    const int64_t ro = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (ro >= n) return;',
-                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = 0; rr < {R}; rr++) {{',
+                 '    const int64_t ro = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;',
+                 '    const int lane = threadIdx.x % 32;', '    if (ro >= n) return;   // (a whole warp at once)',
+                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = lane; rr < {R}; rr += 32) {{',
                  f'        const int64_t k = ro * {R} + rr;', '        int64_t r = k; (void)r;']
-        lines += ['        ' + s for s in idx + body] + ['    }', '    ' + store, '}', '',
+        lines += ['        ' + s for s in idx + body] + ['    }', '    for (int o = 16; o; o /= 2) {',
+                  f'        const {acc_t} v = __shfl_xor_sync(0xffffffffu, acc, o);', f'        acc = {join};', '    }',
+                  '    if (lane == 0) ' + store, '}', '',
                   f"extern \"C\" void kernel({', '.join(params)}) {{",
                   f"    const int64_t n = {' * '.join(dims[:-1])};",
-                  '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
+                  '    if (n) kernel_body<<<(unsigned)((n * 32 + 255) / 256), 256>>>(n, ' + args + ');', '}']
         return '\n'.join(lines) + '\n'
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",

@@ -158,3 +158,19 @@ def test_random_op_programs_on_cuda(ops, fuse):
         args = (T(3, 4), T(4), T(4, 4), T(3, 4))
         for g, e in zip(f(*args), fn(*args)): np.testing.assert_allclose(g.numpy(), e.numpy(), **TOL)
     assert isinstance(f.program, CudaProgram) and (f.program.stats['kernels'] > 0) == fuse
+
+def test_fused_row_reductions_replay_on_cuda():
+    "Over many short rows a kernel ends in its row's sum or max (one warp per row): softmax, log-softmax, a norm."
+    F, rng = mi.nn.functional, np.random.default_rng(0)
+    def fn(x, up):
+        c = x - x.mean(-1, keepdims=True)
+        h = F.softmax(x * 1.5, -1) + F.log_softmax(x, -1) + c / ((c * c).mean(-1, keepdims=True) + 1e-5).sqrt()
+        loss = (h * up).sum()
+        return (loss,) + mi.grad(loss, [x])
+    T = lambda: mi.Tensor(rng.standard_normal((1030, 40)).astype('float32'), requires_grad=True, device='cuda')
+    f = mi.compile(fn)
+    for _ in range(4):
+        args = (T(), T())
+        for g, e in zip(f(*args), fn(*args)): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-4)
+    red = [i for i in f.program.instrs if i.prim == 'fused' and i.args[5][-1][4] == 'reduce']
+    assert len(red) >= 3 and all('__shfl_xor_sync' in i.args[0].source for i in red)
