@@ -127,8 +127,7 @@ def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5, pr
     p = f.program
     if p is None: raise RuntimeError('the step was not compiled (no program after three calls)')
     seen = []
-    prims = [n for n in sys.modules['minima.compile'].PRIMS if hasattr(dev, n)]   # (the module: `minima.compile` is
-                                                                                   # the function)
+    prims = sys.modules['minima.compile']._recorded(dev)   # (the module: `minima.compile` is the function)
     for n in prims: setattr(dev, n, (lambda real, n: lambda *a: (seen.append(n), real(*a))[1])(getattr(dev, n), n))
     try: step(*args)
     finally:
