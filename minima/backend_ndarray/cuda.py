@@ -156,7 +156,7 @@ MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64
 
 class CudaBuffer:
     "A flat device allocation: pointer `ptr`, `size` elements of `dtype`. It frees itself when garbage-collected."
-    __slots__ = ('ptr', 'size', 'dtype', '_free')
+    __slots__ = ('ptr', 'size', 'dtype', '_free', '__weakref__')
     def __init__(self, ptr: int, size: int, dtype: str, free):
         self.ptr, self.size, self.dtype, self._free = ptr, size, dtype, free
     @property
@@ -266,6 +266,7 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
     def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
+    def loaded(self) -> bool: "Whether the library is loaded (never probes, never builds)."; return self._ok is True
 
     # elementwise
     def ewise(self, op, a, b, out):
