@@ -206,6 +206,11 @@ def test_reduce_max_nan_and_bool():
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
 def test_matmul_every_algo(algo, dtype):
     rng = np.random.default_rng(8)
+    if algo == 'wmma':   # the tensor cores multiply 16-bit floats (and int8, through matmul_int8) only
+        with pytest.raises(RuntimeError, match=rf'matmul_wmma_kernel\[{dtype}\]: the tensor-core matmul takes float16'):
+            DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
+                       algo=algo)
+        return
     for batch, m, n, p in [(1, 1, 1, 1), (2, 5, 7, 3), (3, 33, 65, 17), (1, 128, 64, 256), (2, 131, 36, 132),
                            (1, 300, 257, 129), (70000, 2, 3, 2)]:
         if batch > 1000 and (EMULATED or algo not in ('auto', 'naive')): continue   # grid.z loop: batch > 65535
@@ -338,7 +343,14 @@ def test_matmul_small_dtypes_every_algo(algo, dtype):
     """float16/bfloat16 matmul accumulates in float32 and rounds once: within one rounding of the exact product
     plus float32's accumulation error; int32 is exact."""
     rng = np.random.default_rng(21)
+    if algo == 'wmma' and dtype == 'int32':
+        with pytest.raises(RuntimeError, match=r'matmul_wmma_kernel\[int32\]: the tensor-core matmul takes float16'):
+            DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
+                       algo=algo)
+        return
     for batch, m, n, p in SHAPES:
+        # the emulator runs each tensor-core tile once per lane of the warp: its biggest case alone costs a minute
+        if EMULATED and algo in ('wmma', 'auto') and m * n * p > 3_000_000: continue
         a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
         o = DEV.alloc(batch * m * p, dtype)
         DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
@@ -348,6 +360,39 @@ def test_matmul_small_dtypes_every_algo(algo, dtype):
         if dtype == 'int32': assert np.array_equal(got, want), (algo, batch, m, n, p); continue
         tol = RTOL[dtype] / 2 * np.abs(want) + 2 * n * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 1e-7
         assert np.all(np.abs(got - want) <= tol), (algo, batch, m, n, p, np.abs(got - want).max())
+
+@gpu
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16'])
+def test_matmul_wmma_exact_small_integers(dtype):
+    """The tensor-core kernel on small integers: every product and partial sum is exact in float32 and the result
+    fits the 16-bit float exactly, so it must equal the integer product bit for bit, at the tile edges (vectorised
+    loads when n and p are multiples of 8, element loads otherwise), batched; and `auto` takes it."""
+    rng = np.random.default_rng(23)
+    for batch, m, n, p in [(1, 16, 16, 16), (2, 5, 7, 3), (1, 128, 64, 136), (2, 130, 40, 24), (1, 33, 48, 129)]:
+        a, b = rng.integers(-2, 3, (batch, m, n)).astype(dtype), rng.integers(-2, 3, (batch, n, p)).astype(dtype)
+        want = a.astype(np.int64) @ b.astype(np.int64)
+        for algo in ('wmma', 'auto'):
+            o = DEV.alloc(batch * m * p, dtype)
+            DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
+            got = DEV.to_numpy(o, (batch, m, p), (m * p, p, 1), 0).astype(np.float64)
+            assert np.array_equal(got, want), (dtype, algo, batch, m, n, p)
+
+@gpu
+def test_matmul_int8_wmma_exact():
+    "The int8 tensor-core kernel: int8 @ int8 -> int32 exactly, extreme codes and edges included; uint8 is refused."
+    rng = np.random.default_rng(24)
+    for m, n, p in [(1, 1, 1), (5, 7, 3), (64, 32, 64), (130, 48, 20), (3, 0, 2), (2, 300, 5)]:
+        a, b = rng.integers(-128, 128, (m, n)).astype('int8'), rng.integers(-128, 128, (n, p)).astype('int8')
+        if m * n: a.flat[0] = -128; a.flat[-1] = 127
+        if n * p: b.flat[0] = -128; b.flat[-1] = -128
+        for algo in ('wmma', 'auto'):   # auto takes the tensor cores for int8 A
+            o = DEV.alloc(m * p, 'int32')
+            DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p, algo=algo)
+            got = DEV.to_numpy(o, (m, p), (p, 1), 0)
+            assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64)), (m, n, p)
+    with pytest.raises(RuntimeError, match=r'matmul_int8_wmma_kernel\[uint8\]: the tensor-core int8 matmul takes int8 A'):
+        DEV.matmul_int8(put(DEV, np.zeros((1, 4), 'uint8')), put(DEV, np.zeros((4, 1), 'int8')), DEV.alloc(1, 'int32'),
+                        1, 4, 1, algo='wmma')
 
 @gpu
 @pytest.mark.parametrize('adt', ['int8', 'uint8'])
@@ -361,13 +406,13 @@ def test_matmul_int8_exact(adt):
         if m * n: a.flat[0] = lo; a.flat[-1] = hi - 1             # the extreme codes
         if n * p: b.flat[0] = -128; b.flat[-1] = 127
         o = DEV.alloc(m * p, 'int32')
-        DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p)
+        DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p, algo='dp4a')
         got = DEV.to_numpy(o, (m, p), (p, 1), 0)
         assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64)), (m, n, p)
     # the largest k whose uint8 x int8 sums cannot overflow int32, at the extremes: 65793 * 255 * -128 > -2**31
     n = 65793
     a, b = np.full((2, n), 255 if adt == 'uint8' else -128, adt), np.full((n, 3), -128, 'int8')
-    o = DEV.alloc(6, 'int32'); DEV.matmul_int8(put(DEV, a), put(DEV, b), o, 2, n, 3)
+    o = DEV.alloc(6, 'int32'); DEV.matmul_int8(put(DEV, a), put(DEV, b), o, 2, n, 3, algo='dp4a')
     assert np.array_equal(DEV.to_numpy(o, (2, 3), (3, 1), 0), a.astype(np.int64) @ b.astype(np.int64))
     with pytest.raises(RuntimeError, match=r'matmul_int8_kernel\[.*\]: n > 65793 could overflow'):
         DEV.matmul_int8(put(DEV, np.zeros((1, n + 1), adt)), put(DEV, np.zeros((n + 1, 1), 'int8')),
