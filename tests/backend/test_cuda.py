@@ -457,3 +457,93 @@ def test_deepcopy_copies_on_the_device():
     assert b.device is a.device and b._handle.ptr != a._handle.ptr and np.array_equal(b.numpy(), a.numpy())
     a[:] = 0
     assert np.array_equal(b.numpy(), np.arange(6, dtype='float32'))
+
+# ---- the ops on the fused row kernels (chapter 22): one kernel per pass, forward and backward against torch
+def _spy(monkeypatch, names):
+    "Count the calls of the device's fused row methods (an instance attribute each: the device stays fused)."
+    calls = {n: 0 for n in names}
+    for n in names:
+        real = getattr(DEV, n)
+        def f(*a, _n=n, _real=real): calls[_n] += 1; return _real(*a)
+        monkeypatch.setattr(DEV, n, f, raising=False)
+    return calls
+
+@gpu
+@pytest.mark.parametrize('shape', [(4, 7), (2, 3, 40), (3, 1100)])
+@pytest.mark.parametrize('log', [False, True])
+def test_softmax_ops_fused_against_torch(shape, log, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['softmax_rows', 'softmax_rows_backward'])
+    rng = np.random.default_rng(30)
+    x, g = (3 * rng.standard_normal(shape)).astype('float32'), rng.standard_normal(shape).astype('float32')
+    X = minima.Tensor(x, device='cuda', requires_grad=True)
+    Y = (minima.log_softmax if log else minima.softmax)(X, -1)
+    Y.backward(minima.Tensor(g, device='cuda'))
+    tx = torch.tensor(x.astype('float64'), requires_grad=True)
+    ty = (torch.log_softmax if log else torch.softmax)(tx, -1)
+    ty.backward(torch.tensor(g.astype('float64')))
+    assert Y.dtype == 'float32' and Y.device == DEV
+    np.testing.assert_allclose(Y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(X.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert calls == {'softmax_rows': 1, 'softmax_rows_backward': 1}
+    # another axis, and the gradient of the gradient: the composed path, same answers
+    Z = minima.softmax(X, 0).sum()
+    assert calls['softmax_rows'] == 1 and np.allclose(Z.item(), torch.softmax(tx, 0).sum().item(), rtol=1e-5)
+
+@gpu
+@pytest.mark.parametrize('N,C', [(6, 5), (3, 1500)])
+def test_cross_entropy_fused_against_torch(N, C, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['cross_entropy_rows', 'cross_entropy_rows_backward'])
+    rng = np.random.default_rng(31)
+    z, y = (2 * rng.standard_normal((N, C))).astype('float32'), rng.integers(0, C, N)
+    Z = minima.Tensor(z, device='cuda', requires_grad=True)
+    loss = minima.nn.CrossEntropyLoss()(Z, minima.Tensor(y, device='cuda'))
+    gv = float(rng.standard_normal())
+    loss.backward(minima.Tensor(np.float32(gv), device='cuda'))
+    tz = torch.tensor(z.astype('float64'), requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tz, torch.tensor(y))
+    tl.backward(torch.tensor(gv, dtype=torch.float64))
+    assert loss.shape == () and loss.dtype == 'float32'
+    assert abs(loss.item() - tl.item()) <= 1e-5 * max(1, abs(tl.item()))
+    np.testing.assert_allclose(Z.grad.numpy(), tz.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert calls == {'cross_entropy_rows': 1, 'cross_entropy_rows_backward': 1}
+    with pytest.raises(ValueError, match=f'label {C} is out of range for {C} classes'):
+        minima.ops.softmax_cross_entropy(Z, minima.Tensor(np.full(N, C), device='cuda'))
+    # create_graph: the composed adjoint, differentiable again (matches torch's double backward)
+    Z.grad = None
+    loss = minima.ops.softmax_cross_entropy(Z, minima.Tensor(y, device='cuda'))
+    (gz,) = minima.autograd.grad(loss, [Z], create_graph=True)
+    (gz * gz).sum().backward()
+    tz.grad = None
+    (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tz, torch.tensor(y)), [tz], create_graph=True)
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(Z.grad.numpy(), tz.grad.numpy(), rtol=1e-3, atol=1e-7)
+
+@gpu
+@pytest.mark.parametrize('shape,ns', [((5, 8), (8,)), ((2, 3, 4), (3, 4)), ((2, 1200), (1200,)), ((300, 6), (6,))])
+def test_layer_norm_fused_against_torch(shape, ns, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['layer_norm_rows', 'layer_norm_rows_backward'])
+    rng = np.random.default_rng(32)
+    x, g = (rng.standard_normal(shape) * 2 + 1).astype('float32'), rng.standard_normal(shape).astype('float32')
+    w, b = rng.standard_normal(ns).astype('float32'), rng.standard_normal(ns).astype('float32')
+    X, W, B = (minima.Tensor(a, device='cuda', requires_grad=True) for a in (x, w, b))
+    Y = minima.nn.functional.layer_norm(X, ns, W, B)
+    Y.backward(minima.Tensor(g, device='cuda'))
+    tx, tw, tb = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx, ns, tw, tb)
+    ty.backward(torch.tensor(g.astype('float64')))
+    np.testing.assert_allclose(Y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for got, want in ((X, tx), (W, tw), (B, tb)):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=2e-5 * np.sqrt(shape[0]))
+    assert calls == {'layer_norm_rows': 1, 'layer_norm_rows_backward': 1}
+
+@gpu
+def test_fused_rows_step_aside_while_recording():
+    "A recorder (chapter 21b) wraps the device's primitives as instance attributes: the fused methods step aside."
+    assert DEV.fused_rows
+    DEV.ewise = DEV.ewise   # what a Recorder's __enter__ does to every primitive
+    try: assert not DEV.fused_rows
+    finally: del DEV.ewise
+    assert DEV.fused_rows and not cpu().fused_rows
