@@ -119,6 +119,82 @@ def bench_gpt(dev, torch, reps, steps=5):
                 torch=f'{tms:.2f} ms', ratio=ms / tms, ratio_text=f'{ms / tms:.2f}x torch time',
                 target='≤ 3x torch time', ok=ms / tms <= 3)
 
+def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
+    """Issue 39 item 1: `step(*args)` compiled and replayed on the GPU (one call per step) against torch eager's
+    `tstep()`, with the calls per step: minima's device primitives eager, the replay's calls, and the fused kernels."""
+    f = minima.compile(step)
+    for _ in range(3): f(*args)   # one eager call, two captures: the next ones replay
+    p = f.program
+    if p is None: raise RuntimeError('the step was not compiled (no program after three calls)')
+    seen = []
+    prims = [n for n in sys.modules['minima.compile'].PRIMS if hasattr(dev, n)]   # (the module: `minima.compile` is
+                                                                                   # the function)
+    for n in prims: setattr(dev, n, (lambda real, n: lambda *a: (seen.append(n), real(*a))[1])(getattr(dev, n), n))
+    try: step(*args)
+    finally:
+        for n in prims: dev.__dict__.pop(n, None)
+    ms = dev.time_ms(lambda: [f(*args) for _ in range(steps)], warmup=1, reps=reps) / steps
+    tms = torch_ms(torch, lambda: [tstep() for _ in range(steps)], warmup=1, reps=reps) / steps
+    r = ms / tms
+    return dict(name=name, minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms', ratio=r,
+                ratio_text=f'{r:.2f}x torch time', target=f'≤ {target}x torch time', ok=r <= target,
+                eager_primitives=len(seen), replay_calls=len(p.instrs), fused_kernels=p.stats['kernels'],
+                launches=f'{len(seen)} primitives eager, {len(p.instrs)} calls per replay '
+                         f'({p.stats["kernels"]} fused kernels), one call from Python')
+
+def bench_mlp_compiled(dev, torch, reps, batch=1024):
+    "MLP step, compiled: bench_mlp's SGD step (64-100-10, batch 1024) replayed on the GPU vs torch eager."
+    import minima.nn as nn, minima.optim as optim
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((batch, 64)).astype('float32'), rng.integers(0, 10, batch)
+    X, Y = minima.Tensor(x, device=dev, requires_grad=False), minima.Tensor(y, device=dev, requires_grad=False)
+    model = nn.Sequential(nn.Linear(64, 100, device=dev), nn.ReLU(), nn.Linear(100, 10, device=dev))
+    opt, loss_fn = optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss()
+    def step(x, y):
+        opt.zero_grad(); loss = loss_fn(model(x), y); loss.backward(); opt.step()
+        return loss
+    tm = torch.nn.Sequential(torch.nn.Linear(64, 100), torch.nn.ReLU(), torch.nn.Linear(100, 10)).cuda()
+    topt, tloss = torch.optim.SGD(tm.parameters(), lr=0.1), torch.nn.CrossEntropyLoss()
+    tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+    def tstep():
+        topt.zero_grad(); loss = tloss(tm(tx), ty); loss.backward(); topt.step()
+    return _compiled_row(dev, torch, reps, f'MLP step, compiled, batch {batch} (64-100-10)', step, (X, Y), tstep,
+                         1.5, steps=20)
+
+def bench_gpt_compiled(dev, torch, reps):
+    "GPT training step, compiled: bench_gpt's AdamW step (capturable: the step count on the device) replayed."
+    import gpt as g
+    from minima import nn, optim
+    rng = np.random.default_rng(0)
+    xb, yb = rng.integers(0, g.V, (g.B, g.T)), rng.integers(0, g.V, (g.B * g.T,))
+    m = nn.GPT(g.V, g.BLOCK, g.L, g.H, g.C, device=dev)
+    x, y = minima.Tensor(xb, device=dev, requires_grad=False), minima.Tensor(yb, device=dev, requires_grad=False)
+    opt, lossf = optim.AdamW(m.parameters(), lr=1e-3, capturable=True), nn.CrossEntropyLoss()
+    def step(x, y):
+        opt.zero_grad(); loss = lossf(m(x).reshape((g.B * g.T, g.V)), y); loss.backward(); opt.step()
+        return loss
+    t = g.torch_gpt(torch).cuda()
+    tx, ty = torch.tensor(xb).cuda(), torch.tensor(yb).cuda()
+    topt = torch.optim.AdamW(t.parameters(), lr=1e-3)
+    def tstep():
+        topt.zero_grad(); loss = torch.nn.functional.cross_entropy(t(tx).view(g.B * g.T, g.V), ty); loss.backward()
+        topt.step()
+    return _compiled_row(dev, torch, reps, f'GPT training step, compiled ({g.L} layers, d={g.C}, T={g.T}, '
+                         f'batch {g.B}, AdamW)', step, (x, y), tstep, 1.2)
+
+def compiled_rows(dev, torch, reps):
+    "The compiled rows; one that fails prints its error and the others go on."
+    rows = []
+    for fn in (bench_mlp_compiled, bench_gpt_compiled):
+        try: rows.append(fn(dev, torch, reps))
+        except Exception as e:
+            import traceback; traceback.print_exc()
+            name = fn.__doc__.split(':')[0]
+            print(f'bench/cuda.py: {name} failed: {type(e).__name__}: {e}', flush=True)
+            rows.append(dict(name=name, minima='failed', torch='', ratio=float('nan'), ok=False,
+                             ratio_text=f'{type(e).__name__}', target='', error=f'{type(e).__name__}: {e}'))
+    return rows
+
 def bench_ladder(dev, torch, M=4096):
     "GFLOP/s of each matmul kernel of the chapter's ladder at M³, and cuBLAS (TF32 off)."
     rng = np.random.default_rng(0)
@@ -171,11 +247,14 @@ def main(argv=None):
     print(f"GPU: {info['name']} (compute capability {info['compute_capability']}, {info['sms']} SMs), torch {torch.__version__}\n")
     rows = ([bench_matmul(dev, torch, args.reps)] + bench_bandwidth(dev, torch, args.reps) +
             [bench_softmax(dev, torch, args.reps), bench_mlp(dev, torch, args.reps), bench_gpt(dev, torch, args.reps)])
+    rows += compiled_rows(dev, torch, args.reps)
     ladder = bench_ladder(dev, torch)
     print('| benchmark | minima | torch CUDA | ratio | target | met |\n|---|---|---|---|---|---|')
     for r in rows:
         print(f"| {r['name']} | {r['minima']} | {r['torch']} | {r['ratio_text']} | {r['target']} | "
               f"{'' if not r['target'] else ('yes' if r['ok'] else 'no')} |")
+    for r in rows:
+        if 'launches' in r: print(f"{r['name']}: {r['launches']}")
     print('\n| matmul kernel (4096³ float32) | ms | GFLOP/s | % of cuBLAS |\n|---|---|---|---|')
     for r in ladder: print(f"| {r['kernel']} | {r['ms']:.2f} | {r['gflops']:,.0f} | {r['pct_cublas']:.1f}% |")
     if args.plot:

@@ -162,7 +162,7 @@ MATMUL_INT8_ALGOS = {'auto': 0, 'dp4a': 1, 'wmma': 2}
 
 class CudaBuffer:
     "A flat device allocation: pointer `ptr`, `size` elements of `dtype`. It frees itself when garbage-collected."
-    __slots__ = ('ptr', 'size', 'dtype', '_free')
+    __slots__ = ('ptr', 'size', 'dtype', '_free', '__weakref__')
     def __init__(self, ptr: int, size: int, dtype: str, free):
         self.ptr, self.size, self.dtype, self._free = ptr, size, dtype, free
     @property
@@ -206,6 +206,10 @@ class _CudaLibrary:
     def why_disabled(self) -> str:
         "Why `enabled()` is False ('' when it is True)."
         return '' if self.enabled() else self._why
+
+    def loaded(self) -> bool:
+        "Whether the library is loaded and works (asks nothing: never probes, never builds)."
+        return self._ok is True
 
     def _load(self):
         prebuilt = os.environ.get('MINIMA_CUDA_LIB')
