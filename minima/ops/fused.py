@@ -263,6 +263,8 @@ _sce_compute, _sce_gradient = SoftmaxCrossEntropy.compute, SoftmaxCrossEntropy.g
 def compute(self: SoftmaxCrossEntropy, z: NDArray, y: NDArray):
     if not fused_rows_device(z, 1): return _sce_compute(self, z, y)
     (N, C), dev = z.shape, z.device
+    _class_ids(C, dev)   # the composed path's cached constant, made now: a capture of this step (which takes
+                         # the composed path) then records the same work the first time as the second
     zc, yc = z.compact(), y.compact()
     loss, bad = NDArray.make((N,), device=dev, dtype=z.dtype), NDArray.make((1,), device=dev, dtype='int32')
     dev.cross_entropy_rows(zc._handle, yc._handle, loss._handle, bad._handle, N, C)
