@@ -4,7 +4,7 @@
 
 # %% ../../nbs/22_cuda.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, re, shutil, subprocess, threading
+import ctypes, hashlib, os, re, shutil, subprocess, sys, threading
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
@@ -174,10 +174,13 @@ class CudaBuffer:
         out = d.alloc(self.size, self.dtype)
         if self.size: d._check(d.lib.mc_d2d(out.ptr, self.ptr, self.nbytes), 'deepcopy')
         return out
-    def __del__(self):
-        try:
-            if self._free is not None: self._free(self.ptr)
-        except Exception: pass  # interpreter shutdown: the process is going away with its device memory
+    def __del__(self, _finalizing=sys.is_finalizing):
+        # While the interpreter finalizes (module-level caches of device arrays die then), the CUDA runtime and a
+        # profiler hooked into it (torch.profiler's CUPTI) may be shutting down, and a call into them can crash the
+        # process at exit (`bench/cuda.py --profile` did): the process is going away with its device memory anyway.
+        if self._free is None or _finalizing(): return
+        try: self._free(self.ptr)
+        except Exception: pass
 
 def _arr(xs): return (ctypes.c_int64 * len(xs))(*xs)
 

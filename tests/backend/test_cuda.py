@@ -36,6 +36,22 @@ def get(d, h, n): return d.to_numpy(h, (n,), (1,), 0)
 
 # ---- without a GPU: clean degradation
 
+def test_buffers_are_not_freed_while_the_interpreter_finalizes():
+    """A device array that lives until exit (in a module-level cache) must not call into the CUDA runtime while the
+    interpreter finalizes: the runtime, or torch.profiler's CUPTI hooked into it, may be gone (`bench/cuda.py
+    --profile` crashed at exit). One freed at run time still frees."""
+    import subprocess, sys
+    code = """if True:
+        import os, sys
+        from minima.backend_ndarray.cuda import CudaBuffer
+        def free(p, w=os.write, fin=sys.is_finalizing): w(1, b'finalizing %d\\n' % p if fin() else b'freed %d\\n' % p)
+        keep = CudaBuffer(1, 4, 'float32', free)   # a module global: it dies while the interpreter finalizes
+        CudaBuffer(2, 4, 'float32', free)          # garbage at once: freed
+    """
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split('\n')[:-1] == ['freed 2'], r.stdout
+
 def test_probe_never_raises():
     assert isinstance(DEV.enabled(), bool) and minima.cuda() is DEV and DEV.name == 'cuda'
     assert isinstance(DEV, CudaDevice)
