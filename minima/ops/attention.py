@@ -364,3 +364,14 @@ def gradient(self: LayerNormOp, out_grad, node):
     dev.layer_norm_rows_backward(g._handle, xc._handle, w.cached_data.compact()._handle, mean._handle, rstd._handle,
                                  dx._handle, dw._handle, db._handle, xc.size // D, D)
     return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
+
+_sdpa_vjp_composed = _sdpa_vjp
+def _sdpa_vjp(q, k, v, p, g, scale, keep):
+    "`_sdpa_vjp`, with the softmax's adjoint `p * (gp - rowsum(gp * p))` in one kernel where the device has it."
+    if isinstance(p, Tensor) or not fused_rows_device(p, -1): return _sdpa_vjp_composed(q, k, v, p, g, scale, keep)
+    a = p if keep is None else p * keep
+    gv, gp = _swap(a) @ g, g @ _swap(v)
+    if keep is not None: gp = gp * keep
+    pc, gp, gs = p.compact(), gp.astype(p.dtype).compact(), NDArray.make(p.shape, device=p.device, dtype=p.dtype)
+    p.device.softmax_rows_backward(pc._handle, gp._handle, gs._handle, p.size // p.shape[-1], p.shape[-1], False)
+    return (gs @ k) * scale, (_swap(gs) @ q) * scale, gv, gs

@@ -563,3 +563,19 @@ def test_fused_rows_step_aside_while_recording():
     try: assert not DEV.fused_rows
     finally: del DEV.ewise
     assert DEV.fused_rows and not cpu().fused_rows
+
+@gpu
+@pytest.mark.parametrize('causal', [False, True])
+def test_attention_backward_takes_the_fused_softmax_adjoint(causal, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['softmax_rows_backward'])
+    rng = np.random.default_rng(33)
+    q, k, v, g = (rng.standard_normal((2, 3, 5, 4)).astype('float32') for _ in range(4))
+    Q, K, Vt = (minima.Tensor(a, device='cuda', requires_grad=True) for a in (q, k, v))
+    out = minima.nn.functional.scaled_dot_product_attention(Q, K, Vt, is_causal=causal)
+    out.backward(minima.Tensor(g, device='cuda'))
+    tq, tk, tv = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal).backward(torch.tensor(g.astype('float64')))
+    for got, want in ((Q, tq), (K, tk), (Vt, tv)):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert calls == {'softmax_rows_backward': 1}
