@@ -475,6 +475,10 @@ def test_deepcopy_copies_on_the_device():
     assert np.array_equal(b.numpy(), np.arange(6, dtype='float32'))
 
 # ---- the ops on the fused row kernels (chapter 22): one kernel per pass, forward and backward against torch
+def host(t):
+    "A Tensor's values as a numpy array, wherever it lives (a GPU tensor's numpy() refuses, as torch's)."
+    return t.detach().cpu().numpy()
+
 def _spy(monkeypatch, names):
     "Count the calls of the device's fused row methods (an instance attribute each: the device stays fused)."
     calls = {n: 0 for n in names}
@@ -499,8 +503,8 @@ def test_softmax_ops_fused_against_torch(shape, log, monkeypatch):
     ty = (torch.log_softmax if log else torch.softmax)(tx, -1)
     ty.backward(torch.tensor(g.astype('float64')))
     assert Y.dtype == 'float32' and Y.device == DEV
-    np.testing.assert_allclose(Y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(X.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(host(Y), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(host(X.grad), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert calls == {'softmax_rows': 1, 'softmax_rows_backward': 1}
     # another axis, and the gradient of the gradient: the composed path, same answers
     Z = minima.softmax(X, 0).sum()
@@ -522,7 +526,7 @@ def test_cross_entropy_fused_against_torch(N, C, monkeypatch):
     tl.backward(torch.tensor(gv, dtype=torch.float64))
     assert loss.shape == () and loss.dtype == 'float32'
     assert abs(loss.item() - tl.item()) <= 1e-5 * max(1, abs(tl.item()))
-    np.testing.assert_allclose(Z.grad.numpy(), tz.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(host(Z.grad), tz.grad.numpy(), rtol=1e-4, atol=1e-6)
     assert calls == {'cross_entropy_rows': 1, 'cross_entropy_rows_backward': 1}
     with pytest.raises(ValueError, match=f'label {C} is out of range for {C} classes'):
         minima.ops.softmax_cross_entropy(Z, minima.Tensor(np.full(N, C), device='cuda'))
@@ -534,7 +538,7 @@ def test_cross_entropy_fused_against_torch(N, C, monkeypatch):
     tz.grad = None
     (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tz, torch.tensor(y)), [tz], create_graph=True)
     (tg * tg).sum().backward()
-    np.testing.assert_allclose(Z.grad.numpy(), tz.grad.numpy(), rtol=1e-3, atol=1e-7)
+    np.testing.assert_allclose(host(Z.grad), tz.grad.numpy(), rtol=1e-3, atol=1e-7)
 
 @gpu
 @pytest.mark.parametrize('shape,ns', [((5, 8), (8,)), ((2, 3, 4), (3, 4)), ((2, 1200), (1200,)), ((300, 6), (6,))])
@@ -550,9 +554,9 @@ def test_layer_norm_fused_against_torch(shape, ns, monkeypatch):
     tx, tw, tb = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (x, w, b))
     ty = torch.nn.functional.layer_norm(tx, ns, tw, tb)
     ty.backward(torch.tensor(g.astype('float64')))
-    np.testing.assert_allclose(Y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(host(Y), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
     for got, want in ((X, tx), (W, tw), (B, tb)):
-        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=2e-5 * np.sqrt(shape[0]))
+        np.testing.assert_allclose(host(got.grad), want.grad.numpy(), rtol=1e-4, atol=2e-5 * np.sqrt(shape[0]))
     assert calls == {'layer_norm_rows': 1, 'layer_norm_rows_backward': 1}
 
 @gpu
@@ -577,5 +581,5 @@ def test_attention_backward_takes_the_fused_softmax_adjoint(causal, monkeypatch)
     tq, tk, tv = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (q, k, v))
     torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal).backward(torch.tensor(g.astype('float64')))
     for got, want in ((Q, tq), (K, tk), (Vt, tv)):
-        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(host(got.grad), want.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert calls == {'softmax_rows_backward': 1}
