@@ -100,6 +100,7 @@ def bench_matmul_low(dev, torch, reps, dtype, M=4096):
     C = dev.alloc(M * M, dtype)
     ms = dev.time_ms(lambda: dev.matmul(A._handle, B._handle, C, 1, M, M, M), reps=reps)
     reg = dev.time_ms(lambda: dev.matmul(A._handle, B._handle, C, 1, M, M, M, algo='reg128'), warmup=1, reps=3)
+    one = dev.time_ms(lambda: dev.matmul(A._handle, B._handle, C, 1, M, M, M, algo='wmma1'), warmup=1, reps=reps)
     dev.matmul(A._handle, B._handle, C, 1, M, M, M)
     tdt = getattr(torch, dtype)
     ta, tb = torch.from_numpy(a).cuda().to(tdt), torch.from_numpy(b).cuda().to(tdt)
@@ -110,7 +111,7 @@ def bench_matmul_low(dev, torch, reps, dtype, M=4096):
     r = tms / ms
     return dict(name=f'matmul {dtype} {M}³ (float32 accumulation)', minima=_tflops(M, ms), torch=_tflops(M, tms),
                 ratio=r, ratio_text=f'{r:.0%} of cuBLAS', target='≥ 50% of cuBLAS', ok=r >= 0.5,
-                register_blocked=_tflops(M, reg), max_rel_diff=err)
+                register_blocked=_tflops(M, reg), wmma_one_block_per_sm=_tflops(M, one), max_rel_diff=err)
 
 def bench_matmul_int8(dev, torch, reps, M=4096):
     "int8 @ int8 -> int32 M³: minima's tensor-core (WMMA) and dp4a kernels vs torch._int_mm (when torch has it)."
@@ -120,8 +121,10 @@ def bench_matmul_int8(dev, torch, reps, M=4096):
     C = dev.alloc(M * M, 'int32')
     ms = dev.time_ms(lambda: dev.matmul_int8(A._handle, B._handle, C, M, M, M, algo='wmma'), reps=reps)
     dp = dev.time_ms(lambda: dev.matmul_int8(A._handle, B._handle, C, M, M, M, algo='dp4a'), warmup=1, reps=3)
+    one = dev.time_ms(lambda: dev.matmul_int8(A._handle, B._handle, C, M, M, M, algo='wmma1'), warmup=1, reps=reps)
     row = dict(name=f'matmul int8 {M}³ -> int32 (tensor cores)', minima=_tflops(M, ms).replace('FLOP', 'OP'),
-               dp4a=_tflops(M, dp).replace('FLOP', 'OP'), torch='(torch._int_mm missing)', ratio=float('nan'),
+               dp4a=_tflops(M, dp).replace('FLOP', 'OP'), wmma_one_block_per_sm=_tflops(M, one).replace('FLOP', 'OP'),
+               torch='(torch._int_mm missing)', ratio=float('nan'),
                ratio_text='', target='', ok=True)
     if hasattr(torch, '_int_mm'):
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
@@ -409,7 +412,7 @@ def main(argv=None):
         print(f"| {r['name']} | {r['minima']} | {r['torch']} | {r['ratio_text']} | {r['target']} | "
               f"{'' if not r['target'] or r['target'] == '(report)' else ('yes' if r['ok'] else 'no')} |")
     for r in rows:
-        for k in ('launches', 'register_blocked', 'dp4a', 'error'):
+        for k in ('launches', 'register_blocked', 'wmma_one_block_per_sm', 'dp4a', 'error'):
             if k in r: print(f"{r['name']}: {k.replace('_', ' ')}: {r[k]}")
     if ladder:
         print('\n| matmul kernel (4096³ float32) | ms | GFLOP/s | % of cuBLAS |\n|---|---|---|---|')

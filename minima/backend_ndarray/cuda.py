@@ -157,8 +157,9 @@ _ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
 _UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}
-MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5, 'wmma': 6}
-MATMUL_INT8_ALGOS = {'auto': 0, 'dp4a': 1, 'wmma': 2}
+MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5, 'wmma': 6,
+                'wmma1': 7}
+MATMUL_INT8_ALGOS = {'auto': 0, 'dp4a': 1, 'wmma': 2, 'wmma1': 3}
 
 class CudaBuffer:
     "A flat device allocation: pointer `ptr`, `size` elements of `dtype`. It frees itself when garbage-collected."

@@ -754,8 +754,10 @@ static inline unsigned zdim(i64 batch) { return (unsigned)(batch < 65535 ? batch
 #define TC_THREADS 256
 template <class T> struct TcAcc { typedef float type; };
 template <> struct TcAcc<int8_t> { typedef int type; };
-template <class T, class TO, bool VEC>
-__global__ void __launch_bounds__(TC_THREADS) matmul_wmma_kernel(const T* __restrict__ A, const T* __restrict__ B,
+// MINB: blocks per SM the compiler must leave room for: 2 caps a thread at 128 registers (16 warps per SM to hide
+// latency, a few bytes spilled), 1 lets it keep everything in registers (8 warps per SM); `algo` picks (wmma, wmma1).
+template <class T, class TO, bool VEC, int MINB>
+__global__ void __launch_bounds__(TC_THREADS, MINB) matmul_wmma_kernel(const T* __restrict__ A, const T* __restrict__ B,
                                                                  TO* __restrict__ C, int m, int n, int p, i64 batch) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     using namespace nvcuda;
@@ -867,20 +869,26 @@ static bool tensor_cores() {
     return g_tc == 1;
 }
 template <class T, class TO>
-static int launch_wmma(const T* a, const T* b, TO* c, int m, int n, int p, i64 batch, int dt, const char* name) {
+static int launch_wmma(const T* a, const T* b, TO* c, int m, int n, int p, i64 batch, int dt, const char* name,
+                       int minb = 2) {
     if (!tensor_cores()) return fail_msg(name, dt, "the WMMA kernels need a GPU of compute capability 8.0 or later");
     constexpr int VW = 16 / sizeof(T);
     // 16-byte loads need every row of A and B to start on a 16-byte boundary
     const bool vec = n % VW == 0 && p % VW == 0 && ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0;
     dim3 grid(cdiv(p, TC_BN), cdiv(m, TC_BM), zdim(batch));
-    if (vec) matmul_wmma_kernel<T, TO, true><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
-    else matmul_wmma_kernel<T, TO, false><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+    if (minb == 1) {
+        if (vec) matmul_wmma_kernel<T, TO, true, 1><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+        else matmul_wmma_kernel<T, TO, false, 1><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+    } else {
+        if (vec) matmul_wmma_kernel<T, TO, true, 2><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+        else matmul_wmma_kernel<T, TO, false, 2><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+    }
     return check_launch(name, dt);
 }
 
 // ==== matmul_host ====
 // algo: 0 auto, 1 naive (uncoalesced mapping), 2 naive (coalesced), 3 shared-memory tiles, 4 register-blocked 64x64,
-// 5 register-blocked 128x128, 6 tensor cores (WMMA, float16 and bfloat16). Auto takes the tensor cores for the
+// 5 register-blocked 128x128, 6 tensor cores (WMMA, float16 and bfloat16; 7 the same with one block per SM). Auto takes the tensor cores for the
 // 16-bit floats when the GPU has them, else the biggest register-blocked tile that still gives every SM a block.
 
 template <class T, int BM, int BN, int BK, int TM, int TN>
@@ -939,8 +947,8 @@ static int matmul_launch(int algo, const T* a, const T* b, T* c, i64 batch, int 
         }
         case 4: return launch_reg<T, 64, 64, 16, 4, 4>(a, b, c, m, n, p, batch, dt, vec);
         case 5: return launch_reg<T, 128, 128, 8, 8, 8>(a, b, c, m, n, p, batch, dt, vec);
-        case 6:
-            if constexpr (low) return launch_wmma<T, T>(a, b, c, m, n, p, batch, dt, "matmul_wmma_kernel");
+        case 6: case 7:
+            if constexpr (low) return launch_wmma<T, T>(a, b, c, m, n, p, batch, dt, "matmul_wmma_kernel", algo == 7 ? 1 : 2);
             return fail_msg("matmul_wmma_kernel", dt, "the tensor-core matmul takes float16 or bfloat16 "
                                                       "(int8 goes through matmul_int8)");
     }
@@ -1038,14 +1046,14 @@ __global__ void __launch_bounds__(256) matmul_int8_kernel(const uint8_t* __restr
 }
 
 // algo: 0 auto (tensor cores for int8 A when the GPU has them, else dp4a), 1 dp4a, 2 tensor cores (WMMA, int8 A only:
-// the tensor cores multiply signed by signed bytes or unsigned by unsigned, not mixed).
+// the tensor cores multiply signed by signed bytes or unsigned by unsigned, not mixed), 3 the same, one block per SM.
 extern "C" int mc_matmul_int8(int algo, int dta, const void* a, const void* b, void* out, i64 m, i64 n, i64 p) {
     if (dta != DT_I8 && dta != DT_U8) return fail_msg("matmul_int8_kernel", dta, "A must be int8 or uint8");
     if (m <= 0 || p <= 0) return 0;
     if (n > 65793) return fail_msg("matmul_int8_kernel", dta, "n > 65793 could overflow the int32 accumulators");
     if (m > INT_MAX || p > INT_MAX) return fail_msg("matmul_int8_kernel", dta, "a matrix dimension exceeds 2^31");
     if (algo == 0) algo = (dta == DT_I8 && tensor_cores()) ? 2 : 1;
-    if (algo == 2) {
+    if (algo == 2 || algo == 3) {
         if (dta != DT_I8) return fail_msg("matmul_int8_wmma_kernel", dta, "the tensor-core int8 matmul takes int8 A "
                                                                            "(uint8 goes through the dp4a kernel)");
         if (n == 0) return mc_fill(DT_I32, out, m * p, 0, 0);
@@ -1053,7 +1061,7 @@ extern "C" int mc_matmul_int8(int algo, int dta, const void* a, const void* b, v
         for (i64 r0 = 0; r0 < m; r0 += band)
             TRY((launch_wmma<int8_t, int32_t>((const int8_t*)a + r0 * n, (const int8_t*)b, (int32_t*)out + r0 * p,
                                              (int)(m - r0 < band ? m - r0 : band), (int)n, (int)p, 1, dta,
-                                             "matmul_int8_wmma_kernel")));
+                                             "matmul_int8_wmma_kernel", algo == 3 ? 1 : 2)));
         return 0;
     }
     if (algo != 1) return fail_msg("matmul_int8_kernel", dta, "unknown int8 matmul algorithm");

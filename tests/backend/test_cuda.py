@@ -222,7 +222,7 @@ def test_reduce_max_nan_and_bool():
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
 def test_matmul_every_algo(algo, dtype):
     rng = np.random.default_rng(8)
-    if algo == 'wmma':   # the tensor cores multiply 16-bit floats (and int8, through matmul_int8) only
+    if algo.startswith('wmma'):   # the tensor cores multiply 16-bit floats (and int8, through matmul_int8) only
         with pytest.raises(RuntimeError, match=rf'matmul_wmma_kernel\[{dtype}\]: the tensor-core matmul takes float16'):
             DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
                        algo=algo)
@@ -359,14 +359,14 @@ def test_matmul_small_dtypes_every_algo(algo, dtype):
     """float16/bfloat16 matmul accumulates in float32 and rounds once: within one rounding of the exact product
     plus float32's accumulation error; int32 is exact."""
     rng = np.random.default_rng(21)
-    if algo == 'wmma' and dtype == 'int32':
+    if algo.startswith('wmma') and dtype == 'int32':
         with pytest.raises(RuntimeError, match=r'matmul_wmma_kernel\[int32\]: the tensor-core matmul takes float16'):
             DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
                        algo=algo)
         return
     for batch, m, n, p in SHAPES:
         # the emulator runs each tensor-core tile once per lane of the warp: its biggest case alone costs a minute
-        if EMULATED and algo in ('wmma', 'auto') and m * n * p > 3_000_000: continue
+        if EMULATED and algo in ('wmma', 'wmma1', 'auto') and m * n * p > 3_000_000: continue
         a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
         o = DEV.alloc(batch * m * p, dtype)
         DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
@@ -401,7 +401,7 @@ def test_matmul_int8_wmma_exact():
         a, b = rng.integers(-128, 128, (m, n)).astype('int8'), rng.integers(-128, 128, (n, p)).astype('int8')
         if m * n: a.flat[0] = -128; a.flat[-1] = 127
         if n * p: b.flat[0] = -128; b.flat[-1] = -128
-        for algo in ('wmma', 'auto'):   # auto takes the tensor cores for int8 A
+        for algo in ('wmma', 'wmma1', 'auto'):   # auto takes the tensor cores for int8 A
             o = DEV.alloc(m * p, 'int32')
             DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p, algo=algo)
             got = DEV.to_numpy(o, (m, p), (p, 1), 0)
