@@ -14,7 +14,7 @@ from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
 __all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile']
+           'cuda_source', 'Compiled', 'compile', 'CudaProgram']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -172,6 +172,45 @@ def buf(self: Recorder, h, kind='extern'):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
+#| code-summary: "What a capture records, and what it refuses"
+_OPTIONAL = ('ewise_strided', 'matmul_strided', 'reduce_strided')
+_NOT_COMPUTE = ('alloc', 'to_numpy', 'enabled', 'why_disabled', 'handle_size', 'handle_dtype', 'device_info',
+                'synchronize', 'time_ms', 'loaded')
+
+def _own(d, name) -> bool:
+    "Whether device `d` implements `name` itself (not the contract's default, which composes recorded primitives)."
+    from minima.backend_ndarray.device import BackendDevice
+    return getattr(type(d), name, None) is not getattr(BackendDevice, name, None)
+
+def _recorded(d):
+    "The primitives recorded on `d`: the contract's, and the optional fast paths `d` implements itself."
+    return [n for n in PRIMS if n not in _OPTIONAL or _own(d, n)]
+
+def _unrecorded(d, captured):
+    """The methods of `d` that compute but that a capture cannot record (all its primitives, when `d` is not the
+    device being captured): each refuses while a capture runs, so a program never silently leaves out work."""
+    names = PRIMS if not captured else [n for n in dir(type(d)) if not n.startswith('_') and n not in PRIMS and
+                                        n not in _NOT_COMPUTE and callable(getattr(type(d), n)) and _own(d, n)]
+    return [n for n in names if n not in _OPTIONAL or _own(d, n)]
+
+def _other_devices(d):
+    "The devices already in use besides `d` (the CUDA device only once it has loaded: never probed here)."
+    from minima.backend_ndarray.device import cpu
+    others = [cpu()]
+    cm = sys.modules.get('minima.backend_ndarray.cuda')
+    if cm is not None and cm.cuda_device().loaded(): others.append(cm.cuda_device())
+    return [o for o in others if o is not d and o.name != d.name]
+
+def _refuse(o, name, d):
+    why = 'a primitive without a replay yet' if o is d else 'work on another device'
+    def refused(*a, **k):
+        raise CaptureError(f"compile: {name} on the {o.name} device cannot be part of a program captured on the "
+                           f"{d.name} device ({why}, at {_line(_user_frame())}); leave this step uncompiled, or "
+                           "pass its tensors as arguments on one device")
+    return refused
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
 #| code-summary: "The recorder's allocations, read-back guard and context manager"
 @patch
 def _alloc(self: Recorder, size, dtype):
@@ -198,15 +237,17 @@ def _read(self: Recorder, *args):
 @patch
 def __enter__(self: Recorder):
     d = self.device
-    for name in PRIMS: setattr(d, name, self._wrap(name))
+    for name in _recorded(d): setattr(d, name, self._wrap(name))
+    self.refused = [(o, n) for o in [d] + _other_devices(d) for n in _unrecorded(o, o is d)]
+    for o, name in self.refused: setattr(o, name, _refuse(o, name, d))
     d.alloc, d.to_numpy = self._alloc, self._read
     d.share_numpy = lambda *args: None   # `t.numpy()` copies through `_read` while capturing
     return self
 
 @patch
 def __exit__(self: Recorder, *exc):
-    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']:
-        self.device.__dict__.pop(name, None)
+    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']: self.device.__dict__.pop(name, None)
+    for o, name in self.refused: o.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -380,9 +421,13 @@ class _Slot:
         v = getattr(self.obj if obj is None else obj, self.attr)
         return v if self.attr == 'cached_data' or v is None else v.cached_data
 
-_ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None)
-_NP_EWISE, _NP_UNARY, _REFL = _devmod._NP_EWISE, _devmod._NP_UNARY, _devmod._SCALAR_REFLECTED
-_view = _devmod._view
+_NP = _devmod.NumpyDevice   # what its primitives compute, declared on the device
+_NP_EWISE, _NP_UNARY, _REFL, _view = _NP.EWISE, _NP.UNARY, _NP.SCALAR_REFLECTED, _NP.view
+
+@_NP.quiet
+def _run(calls):
+    "Run a replay's calls with numpy's floating-point warnings off, as the device's primitives run."
+    for c in calls: c()
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -425,15 +470,19 @@ def _fusion(self: Program, instrs, liveout, fuse, backend):
     "Step 5 of the build: fuse with `backend` if it works here (a compiler that fails: the next backend)."
     self.backend = backend = _backend(backend)
     if not (fuse and isinstance(self.device, NumpyDevice) and backend is not None): return instrs
-    last = {}
-    for i, ins in enumerate(instrs):
-        for b in ins.reads(): last[b] = i
-    needed = lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
+    needed = _needed_after(instrs, liveout)
     try: return _fuse(instrs, needed, backend)
     except _CompilerFailed as e:   # as if there were no C compiler
         _compiler_failed(e)
         self.backend = backend = _backend(backend)
         return instrs if backend is None else _fuse(instrs, needed, backend)
+
+def _needed_after(instrs, liveout):
+    "`needed(b, end)`: whether buffer `b` is read after instruction `end` (or outlives the program)."
+    last = {}
+    for i, ins in enumerate(instrs):
+        for b in ins.reads(): last[b] = i
+    return lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -581,10 +630,11 @@ _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', e
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
 _PY = dict(_EW, pow='np.power({}, {})', maximum='np.maximum({}, {})', minimum='np.minimum({}, {})',
            neg='(-{})', exp='np.exp({})', log='np.log({})', sqrt='np.sqrt({})', sin='np.sin({})', cos='np.cos({})',
-           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})')
+           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})',
+           round='np.rint({})', floor='np.floor({})', erf='math.erf({})')
 _C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})', neg='(-{})', exp='exp({})',
           log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
-          sign='SIGN({})', where='({0} ? {1} : {2})')
+          sign='SIGN({})', where='({0} ? {1} : {2})', round='rint({})', floor='floor({})', erf='erf({})')
 _REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
 _FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided', 'compact')
 _CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
@@ -717,18 +767,19 @@ def _same_text(path, text) -> bool:
 #| code-fold: true
 #| code-summary: "Loading compiled kernels"
 class Kernel:
-    """A generated kernel: its source (`lang` 'numba' or 'c') and the compiled function, from the
+    """A generated kernel: its source (`lang` 'numba', 'c' or 'cuda') and the compiled function, from the
     disk cache if there (numba keeps machine code beside the source; C is compiled to a library).
     `key`, its file name in the cache, is the SHA-256 of the source and, for C, of the compiler, flags
     and CPU; a cached library is loaded only if its content matches the hash recorded beside it when
-    it was built. `name`, shown in listings, comes from the source alone (the same on every machine)."""
+    it was built. `name`, shown in listings, comes from the source alone (the same on every machine). A CUDA
+    kernel is built with the rest of its program (`CudaProgram`)."""
     _loaded = {}
     def __init__(self, source: str, lang='numba'):
         self.source, self.lang = source, lang
         tool = _toolchain(_cc()) if lang == 'c' else ''
         self.name = 'k_' + hashlib.sha256(f'{lang}\n{source}'.encode()).hexdigest()[:10]
         self.key = 'k_' + hashlib.sha256(f'{lang}\n{tool}\n{source}'.encode()).hexdigest()
-        self.fn = self._loaded.get(self.key) or self._load()
+        self.fn = None if lang == 'cuda' else self._loaded.get(self.key) or self._load()
     def _load(self):
         d = cache_dir()
         fn = self._load_c(d) if self.lang == 'c' else self._load_numba(d)
@@ -745,7 +796,7 @@ class Kernel:
         return mod.kernel
     def __repr__(self): return f'Kernel({self.name}, {self.lang})'
     def _repr_markdown_(self):
-        return f"```{'c' if self.lang == 'c' else 'python'}\n{self.source}```"
+        return f"```{dict(c='c', cuda='cpp').get(self.lang, 'python')}\n{self.source}```"
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -898,7 +949,7 @@ def _codegen(shape, members, outs, lang='numba'):
 #| code-summary: "The numba loop around the body"
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
-    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
+    lines = ['import math', 'import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
     if nd == 1: lines += ['    for i0 in range(d0):', '        k = i0']; ind = '        '
     else:
         lines.append('    k = 0')
@@ -952,23 +1003,27 @@ _IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 #| code-summary: "The CUDA C kernel and its launcher"
 def _emit_cuda(nd, params, body, acc, args):
     """CUDA C: one thread per element, its loop indices recovered from the flat thread index; with a row reduction
-    (`acc`), one thread per row, looping over the row's elements and storing their sum or max."""
+    (`acc`), one warp per row: its 32 threads stride along the row (reading it coalesced), and their sums or maxima
+    meet through warp shuffles."""
     idx = []
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
     dims = [f'd{i}' for i in range(nd)]
     if acc is not None:
         acc_t, init, store = acc
-        R = f'd{nd - 1}'
+        R, join = f'd{nd - 1}', 'acc + v' if init == '0' else 'MAXN(acc, v)'
         lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
                  f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
-                 '    const int64_t ro = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (ro >= n) return;',
-                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = 0; rr < {R}; rr++) {{',
+                 '    const int64_t ro = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;',
+                 '    const int lane = threadIdx.x % 32;', '    if (ro >= n) return;   // (a whole warp at once)',
+                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = lane; rr < {R}; rr += 32) {{',
                  f'        const int64_t k = ro * {R} + rr;', '        int64_t r = k; (void)r;']
-        lines += ['        ' + s for s in idx + body] + ['    }', '    ' + store, '}', '',
+        lines += ['        ' + s for s in idx + body] + ['    }', '    for (int o = 16; o; o /= 2) {',
+                  f'        const {acc_t} v = __shfl_xor_sync(0xffffffffu, acc, o);', f'        acc = {join};', '    }',
+                  '    if (lane == 0) ' + store, '}', '',
                   f"extern \"C\" void kernel({', '.join(params)}) {{",
                   f"    const int64_t n = {' * '.join(dims[:-1])};",
-                  '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
+                  '    if (n) kernel_body<<<(unsigned)((n * 32 + 255) / 256), 256>>>(n, ' + args + ');', '}']
         return '\n'.join(lines) + '\n'
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
@@ -991,7 +1046,7 @@ def cuda_source(ins: Instr) -> str:
 # tanh-GELU of a GPT's MLP on 2048x512: slower fused), so there the transcendental stays a numpy call.
 _TRANSCENDENTAL, _SIMD_MIN = ('exp', 'log', 'tanh', 'sin', 'cos', 'pow', 'rpow', 'sqrt'), 1 << 15
 def _simd_wins(ins, lang) -> bool:
-    if lang == 'c' and _vector_math(): return False   # the C loop calls the vector functions too
+    if lang == 'cuda' or (lang == 'c' and _vector_math()): return False   # vector functions in the loop too
     return ins.args[0] in _TRANSCENDENTAL and ins.prim in ('unary', 'scalar', 'ewise', 'ewise_strided') and \
         ins.writes()[0].size >= _SIMD_MIN
 
@@ -1002,7 +1057,14 @@ def _lone_copy(group, lang) -> bool:
     if lang != 'c' or len(group) != 1 or group[0].prim != 'compact': return False
     return group[0].args[1].size >= _COPY_MIN and group[0].args[3][-1] in (0, 1)
 
+# %% ../nbs/21b_compile.ipynb
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
+def _fusible(ins, lang) -> bool:
+    """Whether an instruction may join a fused kernel. On the GPU, 16-bit floats stay the device library's calls
+    (they compute in float32 and round once; a generated kernel would not)."""
+    half = lang == 'cuda' and any(b.dtype in ('float16', 'bfloat16') for b in ins.reads() + ins.writes())
+    return ins.prim in _FUSIBLE and not _simd_wins(ins, lang) and not half
+
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
     group computed."""
@@ -1010,6 +1072,7 @@ def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     if lang == 'numba' or not group or a not in written or a.dtype not in ('float32', 'float64') or o.dtype != a.dtype:
         return False
     n = group[0].writes()[0].size
+    if lang == 'cuda' and (n // R < 1024 or R > 1024): return False   # a GPU thread per row: many short rows only
     return a.size == n and R > 1 and n % R == 0 and (gshape is None or (len(gshape) >= 2 and gshape[-1] == R))
 
 def _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o):
@@ -1052,7 +1115,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     for idx, ins in enumerate(instrs):
         if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
             close(idx, ins); continue
-        if ins.prim not in _FUSIBLE or _simd_wins(ins, lang): close(idx - 1); out.append(ins); continue
+        if not _fusible(ins, lang): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
@@ -1182,7 +1245,7 @@ def _lower_indexed(p, a):
     strided forms."""
     part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
-        return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
+        return part(_NP.reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
         b, m, n, q = a[3:]
         if b == 1: return _product(a[0].reshape(m, n), a[1].reshape(n, q), a[2].reshape(m, q))
@@ -1223,6 +1286,15 @@ def _lower(self: Program, instrs):
         calls.append(_lower_one(ins, P))
     self.calls = calls
     self.arg_copy = [(i, P[b]) for i, b in self.arg_bufs if P.get(b) is not None]
+    self._outputs()
+    # each result is copied out at every replay (a held result is never overwritten by a later call)
+    self.out_specs = [(_view(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset),
+                       d._dtype) for b, d in self.res_bufs]
+
+@patch
+def _outputs(self: Program):
+    "What a replay sets: each replaced state's new value (an array over the program's buffer), and the result."
+    P = self.P
     self.slot_in = [(s, P[s.in_buf]) for s in self.slots if s.in_buf is not None]
     self.slot_out = []
     for s in self.slots:
@@ -1233,9 +1305,6 @@ def _lower(self: Program, instrs):
             if s.attr == 'grad': v = Tensor.make_const(v)
         else: v = s.out_buf if s.attr == 'cached_data' else getattr(s.obj, s.attr)
         self.slot_out.append((s.obj, s.arg, s.attr, v))
-    # each result is copied out at every replay (a held result is never overwritten by a later call)
-    self.out_specs = [(_view(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset),
-                       d._dtype) for b, d in self.res_bufs]
     self.out_tree = _rebuild(self.result, iter([_HOLE] * len(self.res_bufs)))
 
 # %% ../nbs/21b_compile.ipynb
@@ -1250,21 +1319,20 @@ def __call__(self: Program, args, kwargs):
     for s, h in self.slot_in:
         d = s.get(None if s.arg is None else leaves[s.arg])
         if d is None or d._handle is not h:
-            if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
-                now = None if d is None else _meta(d)
-                raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
-                                   f"outside the compiled function (now {now}); call it again "
-                                   "after compile(...).reset()")
+            _check_slot(s, d, h)
             np.copyto(h, d._handle)
-    tok = _ERR.set(_IGNORE) if _ERR is not None else None
-    try:
-        for c in self.calls: c()
-    finally:
-        if tok is not None: _ERR.reset(tok)
+    _run(self.calls)
     for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
     dev, make = self.device, NDArray.make
     outs = [Tensor.make_const(make(v.shape, None, dev, v.copy().reshape(-1), 0, dt)) for v, dt in self.out_specs]
     return _rebuild(self.out_tree, iter(outs))
+def _check_slot(s, d, h):
+    "State replaced outside the program must keep its layout (its new value is copied into the program's buffer)."
+    if d is None or _meta(d) != s.in_meta or d._handle.size != h.size:
+        now = None if d is None else _meta(d)
+        raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
+                           f"outside the compiled function (now {now}); call it again "
+                           "after compile(...).reset()")
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1470,7 +1538,7 @@ class Compiled:
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
-def __call__(self: Compiled, *args, **kwargs):
+def __call__(self: Compiled, *args, **kwargs):  # noqa: F811 (a method)
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
     entries = self.cache.get(key)
     if entries is None:
@@ -1482,8 +1550,6 @@ def __call__(self: Compiled, *args, **kwargs):
     e.calls += 1
     if e.calls <= self.warmup or e.eager: return self.fn(*args, **kwargs)
     dev = self._device(args, kwargs)
-    if not isinstance(dev, NumpyDevice):
-        raise CaptureError(f"compile: replay is implemented for the numpy device only, got {dev}")
     cap = capture(self.fn, args, kwargs, dev)
     self.captures += 1
     e.guard = _Guard(self.fn, cap.modules.values(), cap.optims.values())
@@ -1501,7 +1567,7 @@ def __call__(self: Compiled, *args, **kwargs):
     # the result without its autograd graph: the step's activations go before the program's buffers come
     cap.result = _rebuild(cap.result, iter([Tensor.make_const(t.cached_data) if isinstance(t, Tensor) else t
                                             for t in _leaves(cap.result, [])]))
-    e.program = Program(cap, dev, self.fuse, self.backend)
+    e.program = (Program if isinstance(dev, NumpyDevice) else CudaProgram)(cap, dev, self.fuse, self.backend)
     return cap.result
 
 # %% ../nbs/21b_compile.ipynb
@@ -1509,9 +1575,13 @@ def __call__(self: Compiled, *args, **kwargs):
 #| code-summary: "New programs, warnings"
 @patch
 def _device(self: Compiled, args, kwargs):
+    "The device of the arguments' tensors: one, the numpy or the CUDA device (else a `CaptureError`)."
     from minima.backend_ndarray.device import cpu
-    for a in _leaves((args, kwargs), []): return a.device
-    return cpu()
+    devs = list(dict.fromkeys(a.device for a in _leaves((args, kwargs), []))) or [cpu()]
+    if len(devs) > 1 or devs[0].name not in ('cpu', 'cuda'):
+        raise CaptureError(f"compile: a program runs on one device, the CPU's or the CUDA device; the arguments' "
+                           f"tensors are on {', '.join(map(str, devs))}")
+    return devs[0]
 
 @patch
 def _new_entry(self: Compiled, entries):
@@ -1576,3 +1646,266 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     Use as `step = compile(step)` or as a decorator, `@compile` / `@compile(fuse=False)`."""
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The device library's entry points, exact literals"
+# The device library's C functions a replay calls (chapter 22's `cuda_kernels.cu`) and their parameters: the replay
+# reaches them through pointers handed over at each call, so its library links to nothing but the CUDA runtime.
+_MC = dict(
+    mc_fill='int, void*, int64_t, double, int64_t', mc_h2d='void*, const void*, int64_t',
+    mc_d2d='void*, const void*, int64_t',
+    mc_compact='int, const void*, void*, int, const int64_t*, const int64_t*, int64_t',
+    mc_ewise_setitem='int, const void*, void*, int, const int64_t*, const int64_t*, int64_t',
+    mc_scalar_setitem='int, double, int64_t, void*, int, const int64_t*, const int64_t*, int64_t',
+    mc_ewise='int, int, const void*, const void*, void*, int64_t',
+    mc_scalar='int, int, const void*, double, int64_t, void*, int64_t',
+    mc_unary='int, int, const void*, void*, int64_t',
+    mc_where='int, const void*, const void*, const void*, void*, int64_t',
+    mc_cast='int, int, const void*, void*, int64_t', mc_reduce='int, int, const void*, void*, int64_t, int64_t',
+    mc_matmul='int, int, const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t',
+    mc_gather='int, const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t',
+    mc_scatter_add='int, const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t')
+
+def _c_num(v, ctype='double') -> str:
+    "A number as an exact C literal of type `ctype` (a float in hexadecimal: every bit kept)."
+    if ctype == 'bool': return 'true' if v else 'false'
+    if ctype in ('float', 'double', '_Float16'):
+        v = float(v)
+        lit = 'NAN' if v != v else ('INFINITY' if v > 0 else '-INFINITY') if abs(v) == np.inf else v.hex()
+        return f'(({ctype}){lit})'
+    v = int(v)
+    return f'(({ctype})(-9223372036854775807LL - 1))' if v == -2 ** 63 else f'(({ctype}){v}LL)'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "One instruction as one C call"
+def _cuda_call(ins, B, const):
+    """One instruction as a C expression that returns 0 or an error code: a call of a fused kernel or of the device
+    library's `mc_*` function. `B(buf)` names a buffer's pointer, `const(values)` a static array of int64."""
+    from minima.backend_ndarray.cuda import _DTYPE_CODE as DT, _BIN_CODE, _UN_CODE, MATMUL_ALGOS, _scalar_args
+    p, a = ins.prim, ins.args
+    dt = lambda b: DT[b.dtype]
+    view = lambda: f'{len(a[-3])}, {const(a[-3])}, {const(a[-2])}, {_c_num(a[-1], "int64_t")}'
+    def sc(value, dtype): return ', '.join(map(_c_num, _scalar_args(value, dtype), ('double', 'int64_t')))
+    if p == 'fused':
+        k, spec = a[0], a[4]
+        args = [f'({_CTYPE[v.dtype]}*){B(v)}' if t == 'buf' else _c_num(v, _CTYPE[np.dtype(type(v)).name])
+                if t == 'scalar' else _c_num(v, 'int64_t') for t, v in spec]
+        return f"({k.name}({', '.join(args)}), launched())"
+    if p == 'fill': return f'mc_fill({dt(a[0])}, {B(a[0])}, {a[0].size}, {sc(a[1], a[0].dtype)})'
+    if p == 'compact': return f'mc_compact({dt(a[0])}, {B(a[0])}, {B(a[1])}, {view()})'
+    if p == 'ewise_setitem': return f'mc_ewise_setitem({dt(a[1])}, {B(a[0])}, {B(a[1])}, {view()})'
+    if p == 'scalar_setitem': return f'mc_scalar_setitem({dt(a[2])}, {sc(a[1], a[2].dtype)}, {B(a[2])}, {view()})'
+    if p == 'ewise': return f'mc_ewise({_BIN_CODE[a[0]]}, {dt(a[1])}, {B(a[1])}, {B(a[2])}, {B(a[3])}, {a[3].size})'
+    if p == 'scalar':
+        return f'mc_scalar({_BIN_CODE[a[0]]}, {dt(a[1])}, {B(a[1])}, {sc(a[2], a[1].dtype)}, {B(a[3])}, {a[3].size})'
+    if p == 'unary': return f'mc_unary({_UN_CODE[a[0]]}, {dt(a[1])}, {B(a[1])}, {B(a[2])}, {a[2].size})'
+    if p == 'where': return f'mc_where({dt(a[3])}, {B(a[0])}, {B(a[1])}, {B(a[2])}, {B(a[3])}, {a[3].size})'
+    if p == 'cast': return f'mc_cast({dt(a[0])}, {dt(a[1])}, {B(a[0])}, {B(a[1])}, {a[0].size})'
+    if p in ('reduce_sum', 'reduce_max'):
+        return f"mc_reduce({int(p == 'reduce_max')}, {dt(a[0])}, {B(a[0])}, {B(a[1])}, {a[1].size}, {a[2]})"
+    if p == 'matmul':
+        algo = MATMUL_ALGOS[a[7] if len(a) > 7 else 'auto']
+        return f"mc_matmul({dt(a[0])}, {algo}, {B(a[0])}, {B(a[1])}, {B(a[2])}, {', '.join(map(str, a[3:7]))})"
+    if p in ('gather', 'scatter_add'):
+        return f"mc_{p}({dt(a[0])}, {B(a[0])}, {B(a[1])}, {B(a[2])}, {', '.join(map(str, a[3:7]))})"
+    raise CaptureError(f"compile: the primitive {p} (at {ins.where}, in {ins.origin}) cannot be replayed on the "
+                       "CUDA device yet; leave this step uncompiled (it runs eagerly on the GPU)")
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The replay's source"
+_REPLAY_HEAD = '''#include <cstdint>
+#include <cstdio>
+#include <cmath>
+#include <cuda_runtime.h>
+static char replay_msg[512];
+extern "C" const char* replay_error() { return replay_msg; }
+static int launched() {   // after a fused kernel's launch: 0, or -2 with the runtime's message
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return 0;
+    snprintf(replay_msg, sizeof replay_msg, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+    return -2;
+}
+#define CALL(i, e) do { *at = (i); const int rc_ = (e); if (rc_) return rc_; } while (0)
+'''
+
+def _replay_source(calls, kernels, consts, copies) -> str:
+    """A program's replay in CUDA C: its fused kernels, and `replay(B, F, at)`, which copies the arguments in
+    (`copies`), then makes every call in order and stops at the first error (its index goes to `*at`). `B` holds
+    the buffers' pointers, `F` the device library's functions (in `_MC`'s order)."""
+    lines = [_REPLAY_HEAD]
+    for k in kernels:
+        lines.append(k.source.replace('kernel_body', f'{k.name}_body')
+                     .replace('extern "C" void kernel(', f'static void {k.name}('))
+    lines += [f'typedef int (*{n}_t)({sig});' for n, sig in _MC.items()]
+    lines += [f'#define {n} (({n}_t)F[{j}])' for j, n in enumerate(_MC)]
+    lines += [f'static const int64_t {name}[] = {{{", ".join(map(str, v)) or "0"}}};' for v, name in consts.items()]
+    lines.append('extern "C" int replay(void* const* B, void* const* F, int* at) {')
+    lines += [f'    CALL(-1, mc_d2d({dst}, {src}, {n}));' for dst, src, n in copies]
+    lines += [f'    CALL({i}, {c});' for i, c in enumerate(calls)]
+    return '\n'.join(lines + ['    return 0;', '}']) + '\n'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The toolchain: nvcc, or the CPU emulator"
+def _emulated(dev) -> bool:
+    "Whether the CUDA device runs on the CPU emulator (`tools/cuda_emu`): its library has the emulator's marker."
+    return hasattr(dev.lib, 'emu_todo')
+
+def _emulator_dir():
+    from pathlib import Path
+    d = Path(os.environ.get('MINIMA_CUDA_EMU') or Path(_PKG).parent / 'tools' / 'cuda_emu')
+    if not (d / 'cuda_runtime.h').is_file():
+        raise CaptureError(f"compile: the CUDA device is the CPU emulator, but its headers are not in {d} "
+                           "(set MINIMA_CUDA_EMU to the repository's tools/cuda_emu)")
+    return d
+
+@functools.lru_cache(None)
+def _cuda_toolchain(emulated: bool):
+    """`(command(src, out), suffix, description)`: nvcc for this GPU's architecture, or g++ with the emulator's
+    headers for the emulated device. The description is part of the cache key."""
+    import subprocess
+    from minima.backend_ndarray.cuda import find_nvcc, nvcc_command, driver_probe
+    if emulated:
+        emu = _emulator_dir()
+        ver = subprocess.run(['g++', '--version'], capture_output=True, text=True).stdout.split('\n')[0]
+        heads = ' '.join(hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(emu.glob('*.h')))
+        flags = ['-std=c++20', '-O1', '-shared', '-fPIC', '-w', f'-I{emu}']
+        return (lambda src, out: ['g++', *flags, '-o', str(out), str(src)]), '.cpp', f'emulator {ver} {heads}'
+    nvcc, (cc, why) = find_nvcc(), driver_probe()
+    if nvcc is None or cc is None:
+        raise CaptureError("compile: a program on the CUDA device is built with nvcc, "
+                           f"{'which was not found' if nvcc is None else why}; leave the step uncompiled")
+    ver = subprocess.run([nvcc, '--version'], capture_output=True, text=True).stdout
+    # -fmad=false: a fused kernel rounds a * b + c twice, as eager's two kernels do (the same bits)
+    cmd = lambda src, out: nvcc_command(nvcc, (cc,), out, src) + ['-fmad=false']
+    return cmd, '.cu', f'nvcc {ver} sm_{cc} -fmad=false'
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Building the replay into the kernel cache"
+def _translate(text):
+    "The emulator's translation of kernel launches (`tools/cuda_emu/build.py`)."
+    spec = importlib.util.spec_from_file_location('_minima_cuda_emu_build', _emulator_dir() / 'build.py')
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod.translate(text)
+
+def _replay_library(source, dev):
+    """The library of a replay's source, compiled once into the kernel cache (keyed by the SHA-256 of the source and
+    the toolchain) and, like the C kernels, loaded only if its bytes match the hash recorded when it was built."""
+    import subprocess
+    emulated = _emulated(dev)
+    cmd, suffix, tool = _cuda_toolchain(emulated)
+    key = 'r_' + hashlib.sha256(f'cuda\n{tool}\n{source}'.encode()).hexdigest()
+    lib = os.path.join(cache_dir(), key + '.so')
+    try:
+        with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
+    except OSError: ok = False
+    if not ok:
+        src, tmp = f'{lib[:-3]}.{os.getpid()}{suffix}', f'{lib}.{os.getpid()}.tmp'
+        try:
+            with open(src, 'w') as f: f.write(_translate(source) if emulated else source)
+            r = subprocess.run(cmd(src, tmp), capture_output=True, text=True)
+            if r.returncode:
+                raise CaptureError(f"compile: building the CUDA replay failed:\n{' '.join(map(str, cmd(src, tmp)))}"
+                                   f"\n{r.stderr[-3000:]}")
+            with open(tmp, 'rb') as f: data = f.read()
+            _save(lib, data)
+            _save(lib + '.sha256', hashlib.sha256(data).hexdigest().encode())
+            os.replace(src, lib[:-3] + suffix)   # the source beside it, for reading
+        finally:
+            for p in (src, tmp):
+                if os.path.exists(p): os.remove(p)
+    so = ctypes.CDLL(lib)
+    so.replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    so.replay.restype, so.replay_error.restype = ctypes.c_int, ctypes.c_char_p
+    return so
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The program on the CUDA device"
+def _host_draw(rnd):
+    "A replay's fresh draw as a host array: the declared function runs again."
+    f, a, k, kind = rnd
+    if kind == 'array': return lambda: np.asarray(f(*a, **k))
+    if kind == 'tensor': return lambda: f(*a, **k).cached_data.numpy()
+    def inplace():
+        t = a[0]
+        s = Tensor.make_const(NDArray.make(t.shape, device=t.device, dtype=t.dtype))
+        f(s, *a[1:], **k)
+        return s.cached_data.numpy()
+    return inplace
+
+class CudaProgram(Program):
+    """A program whose buffers live on the CUDA device. Its fused kernels and a `replay` function that makes every
+    call in order are compiled into one library: a replay is one call from Python, whatever the program's length."""
+    def _fusion(self, instrs, liveout, fuse, backend):
+        self.backend = 'cuda'
+        return _fuse(instrs, _needed_after(instrs, liveout), 'cuda') if fuse else instrs
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Lowering to one C function"
+@patch
+def _lower(self: CudaProgram, instrs):
+    """The replay's C source: one call per instruction, each buffer an entry of the pointer table `B`; host data
+    (kept, or drawn afresh before each replay into a staging array) is copied to the device where it was."""
+    P, slot, ptrs, consts, self.draws, calls = self.P, {}, [], {}, [], []
+    def B(x):
+        h = x if isinstance(x, np.ndarray) else P[x]
+        if id(h) not in slot: slot[id(h)] = len(ptrs); ptrs.append(h)
+        return f'B[{slot[id(h)]}]'
+    def const(v): return consts.setdefault(tuple(int(x) for x in v), f'A{len(consts)}')
+    for ins in instrs:
+        if ins.prim != 'from_numpy': calls.append(_cuda_call(ins, B, const)); continue
+        o = ins.args[1]
+        if ins.random is None: host = np.ascontiguousarray(ins.args[0], dtype=o.dtype).reshape(-1)
+        else:
+            host = np.empty(o.size, o.dtype)
+            self.draws.append((_host_draw(ins.random), host))
+        calls.append(f'mc_h2d({B(o)}, {B(host)}, {host.nbytes})')
+    self.arg_set, copies = [], []
+    for i, b in self.arg_bufs:   # the arguments' pointers go into B at each call; the replay copies them in
+        if P.get(b) is None: continue
+        self.arg_set.append((i, len(ptrs))); ptrs.append(None)
+        copies.append((B(b), f'B[{len(ptrs) - 1}]', P[b].nbytes))
+    self.source = _replay_source(calls, self.kernels, consts, copies)
+    self.lib = _replay_library(self.source, self.device)
+    addr = lambda h: None if h is None else h.ctypes.data if isinstance(h, np.ndarray) else h.ptr
+    self.B = (ctypes.c_void_p * max(1, len(ptrs)))(*map(addr, ptrs))
+    self._held, lib = ptrs, self.device.lib   # (the host arrays live as long as the program)
+    self.F = (ctypes.c_void_p * len(_MC))(*[ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in _MC])
+    self._outputs()
+    self.out_specs = [(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset, d._dtype)
+                      for b, d in self.res_bufs]
+
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "The replay: one call"
+@patch
+def __call__(self: CudaProgram, args, kwargs):
+    leaves, dev, Bp = _leaves((args, kwargs), []), self.device, self.B
+    for i, j in self.arg_set:
+        x = leaves[i]
+        Bp[j] = (x.cached_data if isinstance(x, Tensor) else x)._handle.ptr
+    for s, h in self.slot_in:
+        d = s.get(None if s.arg is None else leaves[s.arg])
+        if d is None or d._handle is not h:
+            _check_slot(s, d, h)
+            dev._check(dev.lib.mc_d2d(h.ptr, d._handle.ptr, h.nbytes), 'compiled replay')
+    for draw, host in self.draws: np.copyto(host, draw().reshape(-1)[:host.size], casting='unsafe')
+    at = ctypes.c_int(-1)
+    rc = self.lib.replay(Bp, self.F, ctypes.byref(at))
+    if rc:
+        where = 'copying the arguments in' if at.value < 0 else f'instruction {at.value}: {self.instrs[at.value]!r}'
+        msg = (self.lib.replay_error() if rc == -2 else dev.lib.mc_last_error()).decode()
+        raise RuntimeError(f"compile: the replay on the CUDA device failed at {where}: {msg}")
+    for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
+    outs = []
+    for h, shape, strides, offset, dt in self.out_specs:   # each result copied into a fresh buffer
+        out = dev.alloc(int(np.prod(shape)), dt)
+        dev.compact(h, out, shape, strides, offset)
+        outs.append(Tensor.make_const(NDArray.make(shape, None, dev, out, 0, dt)))
+    return _rebuild(self.out_tree, iter(outs))

@@ -4,17 +4,18 @@
 
 # %% ../../nbs/22_cuda.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, re, shutil, subprocess, threading
+import ctypes, hashlib, os, re, shutil, subprocess, sys, threading
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 import minima.backend_ndarray as _pkg
-from .device import BackendDevice, DTYPES
+from .device import BackendDevice, NumpyDevice, DTYPES
 
 # %% auto 0
-__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'GPU_SKIP', 'CudaUnavailable', 'cache_dir', 'find_nvcc',
-           'nvcc_command', 'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source',
-           'KernelSource', 'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device', 'gpu', 'load_gpu_magic']
+__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'MATMUL_INT8_ALGOS', 'GPU_SKIP', 'CudaUnavailable', 'cache_dir',
+           'find_nvcc', 'nvcc_command', 'build_library', 'driver_probe', 'load_library', 'runtime_probe',
+           'kernel_source', 'KernelSource', 'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device', 'gpu',
+           'load_gpu_magic']
 
 # %% ../../nbs/22_cuda.ipynb
 KERNEL_DIR = Path(_pkg.__file__).parent
@@ -101,8 +102,12 @@ _SIGNATURES = dict(
     mc_scalar_setitem=[_I, _D, _L, _P, _I, _LP, _LP, _L], mc_to_host=[_I, _P, _P, _I, _LP, _LP, _L, _I],
     mc_ewise=[_I, _I, _P, _P, _P, _L], mc_scalar=[_I, _I, _P, _D, _L, _P, _L], mc_unary=[_I, _I, _P, _P, _L],
     mc_where=[_I, _P, _P, _P, _P, _L], mc_cast=[_I, _I, _P, _P, _L], mc_reduce=[_I, _I, _P, _P, _L, _L],
-    mc_matmul=[_I, _I, _P, _P, _P, _L, _L, _L, _L], mc_matmul_int8=[_I, _P, _P, _P, _L, _L, _L],
-    mc_gather=[_I, _P, _P, _P, _L, _L, _L, _L], mc_scatter_add=[_I, _P, _P, _P, _L, _L, _L, _L])
+    mc_matmul=[_I, _I, _P, _P, _P, _L, _L, _L, _L], mc_matmul_int8=[_I, _I, _P, _P, _P, _L, _L, _L],
+    mc_gather=[_I, _P, _P, _P, _L, _L, _L, _L], mc_scatter_add=[_I, _P, _P, _P, _L, _L, _L, _L],
+    mc_softmax_rows=[_I, _P, _P, _L, _L, _I], mc_softmax_rows_bwd=[_I, _P, _P, _P, _L, _L, _I],
+    mc_xent_rows=[_I, _P, _P, _P, _P, _L, _L], mc_xent_rows_bwd=[_I, _P, _P, _P, _P, _L, _L, _D],
+    mc_layer_norm_rows=[_I, _P, _P, _P, _P, _P, _P, _L, _L, _D],
+    mc_layer_norm_rows_bwd=[_I, _P, _P, _P, _P, _P, _P, _P, _P, _L, _L])
 
 def load_library(path) -> ctypes.CDLL:
     "Load a compiled kernel library and declare the signature of each of its C functions."
@@ -151,12 +156,15 @@ _DTYPE_CODE = {n: i for i, n in enumerate(DTYPES)}   # cuda_common.cuh's DType e
 _ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES}
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
-_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}
-MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5}
+_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round',
+                                         'floor', 'erf'))}
+MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5, 'wmma': 6,
+                'wmma1': 7}
+MATMUL_INT8_ALGOS = {'auto': 0, 'dp4a': 1, 'wmma': 2, 'wmma1': 3}
 
 class CudaBuffer:
     "A flat device allocation: pointer `ptr`, `size` elements of `dtype`. It frees itself when garbage-collected."
-    __slots__ = ('ptr', 'size', 'dtype', '_free')
+    __slots__ = ('ptr', 'size', 'dtype', '_free', '__weakref__')
     def __init__(self, ptr: int, size: int, dtype: str, free):
         self.ptr, self.size, self.dtype, self._free = ptr, size, dtype, free
     @property
@@ -168,10 +176,13 @@ class CudaBuffer:
         out = d.alloc(self.size, self.dtype)
         if self.size: d._check(d.lib.mc_d2d(out.ptr, self.ptr, self.nbytes), 'deepcopy')
         return out
-    def __del__(self):
-        try:
-            if self._free is not None: self._free(self.ptr)
-        except Exception: pass  # interpreter shutdown: the process is going away with its device memory
+    def __del__(self, _finalizing=sys.is_finalizing):
+        # While the interpreter finalizes (module-level caches of device arrays die then), the CUDA runtime and a
+        # profiler hooked into it (torch.profiler's CUPTI) may be shutting down, and a call into them can crash the
+        # process at exit (`bench/cuda.py --profile` did): the process is going away with its device memory anyway.
+        if self._free is None or _finalizing(): return
+        try: self._free(self.ptr)
+        except Exception: pass
 
 def _arr(xs): return (ctypes.c_int64 * len(xs))(*xs)
 
@@ -266,6 +277,7 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
     def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
+    def loaded(self) -> bool: "Whether the library is loaded (never probes, never builds)."; return self._ok is True
 
     # elementwise
     def ewise(self, op, a, b, out):
@@ -294,9 +306,11 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
         them)."""
         self._check(self.lib.mc_matmul(_DTYPE_CODE[a.dtype], MATMUL_ALGOS[algo], a.ptr, b.ptr, out.ptr, batch, m, n, p),
                     f'matmul(algo={algo!r})')
-    def matmul_int8(self, a, b, out, m, n, p):
-        "int32 `out` `(m, p)` = int8/uint8 `a` `(m, n)` @ int8 `b` `(n, p)`: chapter 26's `int8_matmul`, with dp4a."
-        self._check(self.lib.mc_matmul_int8(_DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr, m, n, p), 'matmul_int8')
+    def matmul_int8(self, a, b, out, m, n, p, algo='auto'):
+        """int32 `out` `(m, p)` = int8/uint8 `a` `(m, n)` @ int8 `b` `(n, p)`: chapter 26's `int8_matmul`, with dp4a
+        or the tensor cores (`MATMUL_INT8_ALGOS`)."""
+        self._check(self.lib.mc_matmul_int8(MATMUL_INT8_ALGOS[algo], _DTYPE_CODE[a.dtype], a.ptr, b.ptr, out.ptr,
+                                            m, n, p), f'matmul_int8(algo={algo!r})')
     # indexing
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         self._check(self.lib.mc_gather(_DTYPE_CODE[a.dtype], a.ptr, idx.ptr, out.ptr, outer, axis_len, inner, k),
@@ -372,3 +386,126 @@ def load_gpu_magic():
     "Register `%%gpu` in the running IPython; every chapter that measures on a GPU calls this once."
     from IPython import get_ipython
     get_ipython().register_magic_function(gpu, 'cell')
+
+# %% ../../nbs/22_cuda.ipynb
+_ROW_DTYPES = ('float32', 'float16', 'bfloat16')
+def _row_dtype(what, dtype):
+    if dtype not in _ROW_DTYPES:
+        raise TypeError(f"{what}: the fused row kernels take float32, float16 or bfloat16, got {dtype}")
+
+@patch(as_prop=True)
+def fused_rows(self: CudaDevice) -> bool:
+    """Whether ops should call the fused row methods: yes, unless a recorder (chapter 21b) has wrapped this
+    device's primitives, so that a captured step records each of its array operations."""
+    return 'ewise' not in self.__dict__
+
+@patch
+def softmax_rows(self: CudaDevice, a, out, rows, cols, log=False):
+    "`out` = softmax (log-softmax when `log`) of each row of the compact `(rows, cols)` `a`, in one kernel."
+    _row_dtype('softmax_rows', a.dtype)
+    self._check(self.lib.mc_softmax_rows(_DTYPE_CODE[a.dtype], a.ptr, out.ptr, rows, cols, int(log)),
+                'softmax_rows')
+
+@patch
+def softmax_rows_backward(self: CudaDevice, y, g, out, rows, cols, log=False):
+    "`out` = the adjoint of softmax's (log-softmax's) input, from its output `y` and the adjoint `g` of `y`."
+    _row_dtype('softmax_rows_backward', y.dtype)
+    self._check(self.lib.mc_softmax_rows_bwd(_DTYPE_CODE[y.dtype], y.ptr, g.ptr, out.ptr, rows, cols, int(log)),
+                'softmax_rows_backward')
+
+# %% ../../nbs/22_cuda.ipynb
+@patch
+def cross_entropy_rows(self: CudaDevice, z, labels, loss, bad, rows, cols):
+    """`loss[i] = log(sum(exp(z[i]))) - z[i, labels[i]]` for logits `z` `(rows, cols)` and int64 `labels`; the
+    int32 `bad[0]` counts the labels outside `0..cols-1` (their loss is NaN)."""
+    _row_dtype('cross_entropy_rows', z.dtype)
+    self._check(self.lib.mc_xent_rows(_DTYPE_CODE[z.dtype], z.ptr, labels.ptr, loss.ptr, bad.ptr, rows, cols),
+                'cross_entropy_rows')
+
+@patch
+def cross_entropy_rows_backward(self: CudaDevice, z, labels, g, out, rows, cols, scale):
+    "`out = (softmax(z) - onehot(labels)) * g[0] * scale`, the softmax recomputed from `z`, in one kernel."
+    _row_dtype('cross_entropy_rows_backward', z.dtype)
+    self._check(self.lib.mc_xent_rows_bwd(_DTYPE_CODE[z.dtype], z.ptr, labels.ptr, g.ptr, out.ptr, rows, cols,
+                                          float(scale)), 'cross_entropy_rows_backward')
+
+@patch
+def layer_norm_rows(self: CudaDevice, x, w, b, out, mean, rstd, rows, cols, eps):
+    """`out = (x - mean) * rstd * w + b` over each row of `x` `(rows, cols)`; keeps each row's mean and
+    `rstd = 1 / sqrt(var + eps)` in the float32 `mean` and `rstd` `(rows,)`."""
+    _row_dtype('layer_norm_rows', x.dtype)
+    self._check(self.lib.mc_layer_norm_rows(_DTYPE_CODE[x.dtype], x.ptr, w.ptr, b.ptr, out.ptr, mean.ptr, rstd.ptr,
+                                            rows, cols, float(eps)), 'layer_norm_rows')
+
+@patch
+def layer_norm_rows_backward(self: CudaDevice, g, x, w, mean, rstd, dx, dw, db, rows, cols):
+    "The adjoints `dx` `(rows, cols)`, `dw` and `db` `(cols,)` of layer norm, from `g` and the forward's statistics."
+    _row_dtype('layer_norm_rows_backward', x.dtype)
+    self._check(self.lib.mc_layer_norm_rows_bwd(_DTYPE_CODE[x.dtype], g.ptr, x.ptr, w.ptr, mean.ptr, rstd.ptr,
+                                                dx.ptr, dw.ptr, db.ptr, rows, cols), 'layer_norm_rows_backward')
+
+# %% ../../nbs/22_cuda.ipynb
+#| code-fold: true
+def _f32(h, rows, cols): return h.reshape(rows, cols).astype(np.float32)
+
+def _np_softmax_rows(self, a, out, rows, cols, log=False):
+    _row_dtype('softmax_rows', a.dtype.name)
+    with np.errstate(all='ignore'):
+        z = _f32(a, rows, cols); z = z - z.max(1, keepdims=True)
+        e = np.exp(z)
+        out.reshape(rows, cols)[...] = z - np.log(e.sum(1, keepdims=True)) if log else e / e.sum(1, keepdims=True)
+
+def _np_softmax_rows_backward(self, y, g, out, rows, cols, log=False):
+    _row_dtype('softmax_rows_backward', y.dtype.name)
+    y, g = _f32(y, rows, cols), _f32(g, rows, cols)
+    with np.errstate(all='ignore'):
+        dx = g - np.exp(y) * g.sum(1, keepdims=True) if log else y * (g - (g * y).sum(1, keepdims=True))
+    out.reshape(rows, cols)[...] = dx
+
+def _np_xent_softmax(z, rows, cols):
+    m = z.max(1, keepdims=True)
+    e = np.exp(z - m)
+    return m[:, 0], e, e.sum(1)
+
+def _np_cross_entropy_rows(self, z, labels, loss, bad, rows, cols):
+    _row_dtype('cross_entropy_rows', z.dtype.name)
+    z, ok = _f32(z, rows, cols), (labels >= 0) & (labels < cols)
+    with np.errstate(all='ignore'):
+        m, _, s = _np_xent_softmax(z, rows, cols)
+        picked = z[np.arange(rows), np.where(ok, labels, 0)]
+        loss[...] = np.where(ok, m + np.log(s) - picked, np.float32('nan'))
+    bad[0] = int((~ok).sum())
+
+def _np_cross_entropy_rows_backward(self, z, labels, g, out, rows, cols, scale):
+    _row_dtype('cross_entropy_rows_backward', z.dtype.name)
+    with np.errstate(all='ignore'):
+        _, e, s = _np_xent_softmax(_f32(z, rows, cols), rows, cols)
+        p = e / s[:, None]
+        ok = (labels >= 0) & (labels < cols)
+        p[np.arange(rows)[ok], labels[ok]] -= 1
+        out.reshape(rows, cols)[...] = p * np.float32(float(g.reshape(-1)[0]) * scale)
+
+# %% ../../nbs/22_cuda.ipynb
+#| code-fold: true
+def _np_layer_norm_rows(self, x, w, b, out, mean, rstd, rows, cols, eps):
+    _row_dtype('layer_norm_rows', x.dtype.name)
+    x = _f32(x, rows, cols)
+    mu = x.mean(1, dtype=np.float32)
+    d = x - mu[:, None]
+    r = (1 / np.sqrt((d * d).mean(1) + np.float32(eps))).astype(np.float32)
+    out.reshape(rows, cols)[...] = d * r[:, None] * w.astype(np.float32) + b.astype(np.float32)
+    mean[...], rstd[...] = mu, r
+
+def _np_layer_norm_rows_backward(self, g, x, w, mean, rstd, dx, dw, db, rows, cols):
+    _row_dtype('layer_norm_rows_backward', x.dtype.name)
+    g, x = _f32(g, rows, cols), _f32(x, rows, cols)
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    gh = g * w.astype(np.float32)
+    dx.reshape(rows, cols)[...] = (gh - gh.mean(1, keepdims=True)
+                                   - xhat * (gh * xhat).mean(1, keepdims=True)) * rstd[:, None]
+    dw[...], db[...] = (g * xhat).sum(0), g.sum(0)
+
+for _name in ('softmax_rows', 'softmax_rows_backward', 'cross_entropy_rows', 'cross_entropy_rows_backward',
+              'layer_norm_rows', 'layer_norm_rows_backward'):
+    setattr(NumpyDevice, _name, globals()[f'_np_{_name}'])
+NumpyDevice.fused_rows = False   # the reference only: the numpy device's ops keep their composed form

@@ -361,15 +361,22 @@ template <int OP> struct Un {
             else if constexpr (!std::is_signed<T>::value) return (T)(a > 0);
             else return is_nan(a) ? a : (T)((a > 0) - (a < 0));
         }
+        else if constexpr ((OP == OP_ROUND || OP == OP_FLOOR) && !std::is_floating_point<T>::value) return a;
         else if constexpr (std::is_same<T, float>::value) {
-            if constexpr (OP == OP_EXP) return expf(a);
+            if constexpr (OP == OP_ROUND) return rintf(a);   // half to even, as numpy's rint and torch's round
+            else if constexpr (OP == OP_FLOOR) return floorf(a);
+            else if constexpr (OP == OP_ERF) return erff(a);
+            else if constexpr (OP == OP_EXP) return expf(a);
             else if constexpr (OP == OP_LOG) return logf(a);
             else if constexpr (OP == OP_SQRT) return sqrtf(a);
             else if constexpr (OP == OP_SIN) return sinf(a);
             else if constexpr (OP == OP_COS) return cosf(a);
             else return tanhf(a);
         } else {
-            if constexpr (OP == OP_EXP) return exp(a);
+            if constexpr (OP == OP_ROUND) return rint(a);
+            else if constexpr (OP == OP_FLOOR) return floor(a);
+            else if constexpr (OP == OP_ERF) return erf(a);
+            else if constexpr (OP == OP_EXP) return exp(a);
             else if constexpr (OP == OP_LOG) return log(a);
             else if constexpr (OP == OP_SQRT) return sqrt(a);
             else if constexpr (OP == OP_SIN) return sin(a);
@@ -403,6 +410,8 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
         case OP_NEG: return launch_un<T, OP_NEG>(a, out, n, dt);
         case OP_ABS: return launch_un<T, OP_ABS>(a, out, n, dt);
         case OP_SIGN: return launch_un<T, OP_SIGN>(a, out, n, dt);
+        case OP_ROUND: return launch_un<T, OP_ROUND>(a, out, n, dt);
+        case OP_FLOOR: return launch_un<T, OP_FLOOR>(a, out, n, dt);
     }
     if constexpr (std::is_floating_point<typename Wide<T>::type>::value) switch (op) {
         case OP_EXP: return launch_un<T, OP_EXP>(a, out, n, dt);
@@ -411,6 +420,7 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
         case OP_SIN: return launch_un<T, OP_SIN>(a, out, n, dt);
         case OP_COS: return launch_un<T, OP_COS>(a, out, n, dt);
         case OP_TANH: return launch_un<T, OP_TANH>(a, out, n, dt);
+        case OP_ERF: return launch_un<T, OP_ERF>(a, out, n, dt);
     }
     char msg[96];
     snprintf(msg, sizeof msg, "no unary kernel for op %s on this dtype", (op >= 0 && op < OP_NUN) ? UN_NAMES[op] : "?");
@@ -736,11 +746,160 @@ matmul_reg_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restric
     }
 }
 
-// ==== matmul_host ====
-// algo: 0 auto, 1 naive (uncoalesced mapping), 2 naive (coalesced), 3 shared-memory tiles, 4 register-blocked 64x64,
-// 5 register-blocked 128x128. Auto picks the biggest register-blocked tile that still gives every SM a block.
+// ==== matmul_wmma ====
+// Tensor cores through WMMA: a warp multiplies 16x16x16 tiles ("fragments") of float16, bfloat16 or int8 in one
+// instruction sequence, accumulating in float32 (int32 for int8). A block of 8 warps owns a 128 x 128 tile of C;
+// warp (wm, wn) owns 64 x 32 of it: 4 x 2 accumulator fragments. Per step of 32 along n the block stages the A
+// and B tiles in shared memory with 16-byte loads, while the next step's tiles are loaded into registers.
+// The tiles are stored in slabs 16 elements wide (As[k/16][row][k%16], Bs[col/16][k][col%16]) padded to LD
+// elements per row, so that every fragment starts on the 32-byte boundary WMMA asks for, whatever the dtype.
+// Edges are padded with zeros, which add nothing, so any shape works. bfloat16 WMMA needs sm_80, int8 sm_72 and
+// float16 sm_70: the body compiles for sm_80 and later; the host checks the GPU's compute capability.
+#include <mma.h>
 static inline unsigned cdiv(i64 a, i64 b) { return (unsigned)((a + b - 1) / b); }
 static inline unsigned zdim(i64 batch) { return (unsigned)(batch < 65535 ? batch : 65535); }
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 32
+#define TC_THREADS 256
+template <class T> struct TcAcc { typedef float type; };
+template <> struct TcAcc<int8_t> { typedef int type; };
+// MINB: blocks per SM the compiler must leave room for: 2 caps a thread at 128 registers (16 warps per SM to hide
+// latency, a few bytes spilled), 1 lets it keep everything in registers (8 warps per SM); `algo` picks (wmma, wmma1).
+template <class T, class TO, bool VEC, int MINB>
+__global__ void __launch_bounds__(TC_THREADS, MINB) matmul_wmma_kernel(const T* __restrict__ A, const T* __restrict__ B,
+                                                                 TO* __restrict__ C, int m, int n, int p, i64 batch) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    using namespace nvcuda;
+    typedef typename TcAcc<T>::type Acc;
+    constexpr int VW = 16 / sizeof(T), LD = 16 + VW;   // elements per 16-byte vector; padded slab row
+    constexpr int AV = TC_BM * TC_BK / VW / TC_THREADS, BV = TC_BK * TC_BN / VW / TC_THREADS;
+    __shared__ __align__(32) T As[TC_BK / 16][TC_BM][LD];
+    __shared__ __align__(32) T Bs[TC_BN / 16][TC_BK][LD];
+    __shared__ __align__(32) Acc Cs[TC_THREADS / 32][16 * 16];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wm = warp / 4, wn = warp % 4;
+    const int row0 = blockIdx.y * TC_BM, col0 = blockIdx.x * TC_BN;
+    for (i64 bz = blockIdx.z; bz < batch; bz += gridDim.z) {
+        const T* a = A + bz * m * n;
+        const T* b = B + bz * n * p;
+        uint4 ra[AV], rb[BV];
+        auto load = [&](int k0) {   // global -> registers: the A and B tiles at k0, zeros past the edges
+#pragma unroll
+            for (int q = 0; q < AV; ++q) {
+                const int v = tid + q * TC_THREADS, r = v / (TC_BK / VW), kv = (v % (TC_BK / VW)) * VW;
+                const int gr = row0 + r, gk = k0 + kv;
+                if (VEC && gr < m && gk < n) ra[q] = *reinterpret_cast<const uint4*>(a + (i64)gr * n + gk);
+                else {
+                    T t[VW];
+#pragma unroll
+                    for (int e = 0; e < VW; ++e) t[e] = (gr < m && gk + e < n) ? a[(i64)gr * n + gk + e] : zero<T>();
+                    memcpy(&ra[q], t, 16);
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < BV; ++q) {
+                const int v = tid + q * TC_THREADS, k = v / (TC_BN / VW), cv = (v % (TC_BN / VW)) * VW;
+                const int gk = k0 + k, gc = col0 + cv;
+                if (VEC && gk < n && gc < p) rb[q] = *reinterpret_cast<const uint4*>(b + (i64)gk * p + gc);
+                else {
+                    T t[VW];
+#pragma unroll
+                    for (int e = 0; e < VW; ++e) t[e] = (gk < n && gc + e < p) ? b[(i64)gk * p + gc + e] : zero<T>();
+                    memcpy(&rb[q], t, 16);
+                }
+            }
+        };
+        auto stage = [&]() {   // registers -> shared memory slabs
+#pragma unroll
+            for (int q = 0; q < AV; ++q) {
+                const int v = tid + q * TC_THREADS, r = v / (TC_BK / VW), kv = (v % (TC_BK / VW)) * VW;
+                *reinterpret_cast<uint4*>(&As[kv / 16][r][kv % 16]) = ra[q];
+            }
+#pragma unroll
+            for (int q = 0; q < BV; ++q) {
+                const int v = tid + q * TC_THREADS, k = v / (TC_BN / VW), cv = (v % (TC_BN / VW)) * VW;
+                *reinterpret_cast<uint4*>(&Bs[cv / 16][k][cv % 16]) = rb[q];
+            }
+        };
+        wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> acc[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], Acc(0));
+        load(0);
+        stage();
+        __syncthreads();
+        for (int k0 = 0; k0 < n; k0 += TC_BK) {
+            const bool more = k0 + TC_BK < n;
+            if (more) load(k0 + TC_BK);   // in flight while the tensor cores work on this step
+#pragma unroll
+            for (int ks = 0; ks < TC_BK / 16; ++ks) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[4];
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb[2];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(fa[i], &As[ks][wm * 64 + 16 * i][0], LD);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bs[wn * 2 + j][16 * ks][0], LD);
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+            }
+            __syncthreads();
+            if (more) { stage(); __syncthreads(); }
+        }
+        // each fragment goes through the warp's 16 x 16 scratch, then every lane converts and stores 8 outputs
+        TO* c = C + bz * m * p;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::store_matrix_sync(&Cs[warp][0], acc[i][j], 16, wmma::mem_row_major);
+                __syncwarp();
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    const int e = lane * 8 + t, gr = row0 + wm * 64 + 16 * i + e / 16, gc = col0 + wn * 32 + 16 * j + e % 16;
+                    if (gr < m && gc < p) c[(i64)gr * p + gc] = convert<TO>(Cs[warp][e]);
+                }
+                __syncwarp();
+            }
+    }
+#endif
+}
+
+// Tensor cores are there from sm_70, but this library's WMMA kernels need sm_80 (bfloat16): ask the GPU once.
+static int g_tc = -1;
+static bool tensor_cores() {
+    if (g_tc < 0) {
+        int dev = 0, major = 0;
+        g_tc = cudaGetDevice(&dev) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
+        cudaGetLastError();
+    }
+    return g_tc == 1;
+}
+template <class T, class TO>
+static int launch_wmma(const T* a, const T* b, TO* c, int m, int n, int p, i64 batch, int dt, const char* name,
+                       int minb = 2) {
+    if (!tensor_cores()) return fail_msg(name, dt, "the WMMA kernels need a GPU of compute capability 8.0 or later");
+    constexpr int VW = 16 / sizeof(T);
+    // 16-byte loads need every row of A and B to start on a 16-byte boundary
+    const bool vec = n % VW == 0 && p % VW == 0 && ((uintptr_t)a % 16) == 0 && ((uintptr_t)b % 16) == 0;
+    dim3 grid(cdiv(p, TC_BN), cdiv(m, TC_BM), zdim(batch));
+    if (minb == 1) {
+        if (vec) matmul_wmma_kernel<T, TO, true, 1><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+        else matmul_wmma_kernel<T, TO, false, 1><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+    } else {
+        if (vec) matmul_wmma_kernel<T, TO, true, 2><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+        else matmul_wmma_kernel<T, TO, false, 2><<<grid, TC_THREADS>>>(a, b, c, m, n, p, batch);
+    }
+    return check_launch(name, dt);
+}
+
+// ==== matmul_host ====
+// algo: 0 auto, 1 naive (uncoalesced mapping), 2 naive (coalesced), 3 shared-memory tiles, 4 register-blocked 64x64,
+// 5 register-blocked 128x128, 6 tensor cores (WMMA, float16 and bfloat16; 7 the same with one block per SM). Auto takes the tensor cores for the
+// 16-bit floats when the GPU has them, else the biggest register-blocked tile that still gives every SM a block.
 
 template <class T, int BM, int BN, int BK, int TM, int TN>
 static int launch_reg(const T* a, const T* b, T* c, int m, int n, int p, i64 batch, int dt, bool vec) {
@@ -771,6 +930,8 @@ static int matmul_t(int algo, const void* A, const void* B, void* C, i64 batch, 
 
 template <class T>
 static int matmul_launch(int algo, const T* a, const T* b, T* c, i64 batch, int m, int n, int p, int dt) {
+    constexpr bool low = std::is_same<T, f16>::value || std::is_same<T, bf16>::value;
+    if (algo == 0 && low && tensor_cores()) algo = 6;
     if (algo == 0) {
         i64 tiles128 = (i64)cdiv(m, 128) * cdiv(p, 128) * batch, tiles64 = (i64)cdiv(m, 64) * cdiv(p, 64) * batch;
         algo = tiles128 >= sm_count() ? 5 : (tiles64 >= sm_count() / 2 ? 4 : 3);
@@ -796,6 +957,10 @@ static int matmul_launch(int algo, const T* a, const T* b, T* c, i64 batch, int 
         }
         case 4: return launch_reg<T, 64, 64, 16, 4, 4>(a, b, c, m, n, p, batch, dt, vec);
         case 5: return launch_reg<T, 128, 128, 8, 8, 8>(a, b, c, m, n, p, batch, dt, vec);
+        case 6: case 7:
+            if constexpr (low) return launch_wmma<T, T>(a, b, c, m, n, p, batch, dt, "matmul_wmma_kernel", algo == 7 ? 1 : 2);
+            return fail_msg("matmul_wmma_kernel", dt, "the tensor-core matmul takes float16 or bfloat16 "
+                                                      "(int8 goes through matmul_int8)");
     }
     return fail_msg("matmul_kernel", dt, "unknown matmul algorithm");
 }
@@ -890,11 +1055,26 @@ __global__ void __launch_bounds__(256) matmul_int8_kernel(const uint8_t* __restr
     }
 }
 
-extern "C" int mc_matmul_int8(int dta, const void* a, const void* b, void* out, i64 m, i64 n, i64 p) {
+// algo: 0 auto (tensor cores for int8 A when the GPU has them, else dp4a), 1 dp4a, 2 tensor cores (WMMA, int8 A only:
+// the tensor cores multiply signed by signed bytes or unsigned by unsigned, not mixed), 3 the same, one block per SM.
+extern "C" int mc_matmul_int8(int algo, int dta, const void* a, const void* b, void* out, i64 m, i64 n, i64 p) {
     if (dta != DT_I8 && dta != DT_U8) return fail_msg("matmul_int8_kernel", dta, "A must be int8 or uint8");
     if (m <= 0 || p <= 0) return 0;
     if (n > 65793) return fail_msg("matmul_int8_kernel", dta, "n > 65793 could overflow the int32 accumulators");
     if (m > INT_MAX || p > INT_MAX) return fail_msg("matmul_int8_kernel", dta, "a matrix dimension exceeds 2^31");
+    if (algo == 0) algo = (dta == DT_I8 && tensor_cores()) ? 2 : 1;
+    if (algo == 2 || algo == 3) {
+        if (dta != DT_I8) return fail_msg("matmul_int8_wmma_kernel", dta, "the tensor-core int8 matmul takes int8 A "
+                                                                           "(uint8 goes through the dp4a kernel)");
+        if (n == 0) return mc_fill(DT_I32, out, m * p, 0, 0);
+        const i64 band = (i64)65535 * TC_BM;
+        for (i64 r0 = 0; r0 < m; r0 += band)
+            TRY((launch_wmma<int8_t, int32_t>((const int8_t*)a + r0 * n, (const int8_t*)b, (int32_t*)out + r0 * p,
+                                             (int)(m - r0 < band ? m - r0 : band), (int)n, (int)p, 1, dta,
+                                             "matmul_int8_wmma_kernel", algo == 3 ? 1 : 2)));
+        return 0;
+    }
+    if (algo != 1) return fail_msg("matmul_int8_kernel", dta, "unknown int8 matmul algorithm");
     const i64 band = (i64)65535 * I8_BM;   // grid.y is at most 65535: very tall A goes in bands of rows
     for (i64 r0 = 0; r0 < m; r0 += band) {
         const int rows = (int)(m - r0 < band ? m - r0 : band);
@@ -966,4 +1146,323 @@ extern "C" int mc_gather(int dt, const void* a, const void* idx, void* out, i64 
 }
 extern "C" int mc_scatter_add(int dt, const void* a, const void* idx, void* out, i64 outer, i64 axis_len, i64 inner, i64 k) {
     return index_entry(true, dt, a, idx, out, outer, axis_len, inner, k);
+}
+
+// ==== rows ====
+// Fused row kernels: softmax, log-softmax, the softmax cross-entropy and layer norm over the last axis of a compact
+// (rows, cols) array, each one launch. A row belongs to one warp (cols <= 1024: 8 rows per block of 256 threads)
+// or to one block of 512 threads (longer rows). Softmax's first pass is "online": each thread keeps a running max m
+// and a running sum s of exp(x - m), rescaling s when m grows, so one read of the row gives both; the pairs of
+// the threads then combine the same way. A second read (from L1/L2: the row was just read) writes the result.
+// Everything is computed in float32 (16-bit floats are widened on load and rounded once on store).
+#define ROW_WARP_MAX 1024
+#define ROW_BLOCK 512
+struct MS { float m, s; };
+__device__ __forceinline__ MS ms_combine(MS a, MS b) {
+    if (a.m != a.m || b.m != b.m) return MS{NAN, 0.f};   // a NaN anywhere in the row: the row's result is NaN
+    const float m = fmaxf(a.m, b.m);
+    if (m == -INFINITY) return MS{m, 0.f};
+    return MS{m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+__device__ __forceinline__ MS ms_add(MS a, float x) {   // one more element x into the running pair
+    if (x > a.m) return MS{x, a.s * expf(a.m - x) + 1.f};
+    if (x == -INFINITY || a.m != a.m) return a;            // exp(-inf) adds nothing; a NaN stays
+    if (x != x) return MS{x, a.s};
+    return MS{a.m, a.s + expf(x - a.m)};
+}
+// All-reduce over the group that owns a row: a warp (BLOCK == 0) or the whole block. Every thread gets the result.
+template <int BLOCK> __device__ __forceinline__ MS group_ms(MS v) {
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) {
+        MS o{__shfl_xor_sync(0xffffffffu, v.m, k), __shfl_xor_sync(0xffffffffu, v.s, k)};
+        v = ms_combine(v, o);
+    }
+    if constexpr (BLOCK > 0) {
+        __shared__ MS part[BLOCK / 32];
+        __syncthreads();   // the previous row's readers are done with `part`
+        if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+        __syncthreads();
+        v = part[0];
+        for (int w = 1; w < BLOCK / 32; ++w) v = ms_combine(v, part[w]);
+    }
+    return v;
+}
+template <int BLOCK> __device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+    if constexpr (BLOCK > 0) {
+        __shared__ float part[BLOCK / 32];
+        __syncthreads();
+        if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+        __syncthreads();
+        v = 0.f;
+        for (int w = 0; w < BLOCK / 32; ++w) v += part[w];
+    }
+    return v;
+}
+// The rows of this group and the lane of this thread within it: BLOCK == 0, a warp per row; else a block per row.
+#define ROW_LOOP(BLOCK, rows)                                                                                        \
+    const int lane_ = BLOCK ? threadIdx.x : (threadIdx.x & 31), nl_ = BLOCK ? BLOCK : 32;                          \
+    const i64 g0_ = BLOCK ? blockIdx.x : ((i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));               \
+    const i64 gs_ = BLOCK ? gridDim.x : ((i64)gridDim.x * (blockDim.x >> 5));                                        \
+    for (i64 row = g0_; row < rows; row += gs_)
+
+template <class T, int BLOCK>
+__global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, i64 rows, i64 cols, bool log) {
+    ROW_LOOP(BLOCK, rows) {
+        const T* xr = x + row * cols;
+        T* yr = y + row * cols;
+        MS v{-INFINITY, 0.f};
+        for (i64 j = lane_; j < cols; j += nl_) v = ms_add(v, (float)widen(xr[j]));
+        v = group_ms<BLOCK>(v);
+        if (log) {
+            const float sh = v.m + logf(v.s);
+            for (i64 j = lane_; j < cols; j += nl_) yr[j] = convert<T>((float)widen(xr[j]) - sh);
+        } else {
+            const float inv = 1.f / v.s;
+            for (i64 j = lane_; j < cols; j += nl_) yr[j] = convert<T>(expf((float)widen(xr[j]) - v.m) * inv);
+        }
+    }
+}
+// backward from the output y and the upstream gradient g:
+//   softmax:     dx = y * (g - sum(g * y))          log-softmax: dx = g - exp(y) * sum(g)
+template <class T, int BLOCK>
+__global__ void softmax_rows_bwd_kernel(const T* __restrict__ y, const T* __restrict__ g, T* __restrict__ dx,
+                                        i64 rows, i64 cols, bool log) {
+    ROW_LOOP(BLOCK, rows) {
+        const T* yr = y + row * cols; const T* gr = g + row * cols;
+        T* dr = dx + row * cols;
+        float acc = 0.f;
+        for (i64 j = lane_; j < cols; j += nl_) acc += log ? (float)widen(gr[j]) : (float)widen(gr[j]) * (float)widen(yr[j]);
+        acc = group_sum<BLOCK>(acc);
+        for (i64 j = lane_; j < cols; j += nl_) {
+            const float yv = widen(yr[j]), gv = widen(gr[j]);
+            dr[j] = convert<T>(log ? gv - expf(yv) * acc : yv * (gv - acc));
+        }
+    }
+}
+// Softmax cross-entropy of logits z and int64 labels. Forward: loss[row] = log(sum exp(z - m)) + m - z[label], a
+// label outside 0..cols-1 gives NaN and counts in *bad. Backward: dx = (softmax(z) - onehot(label)) * g[0] * scale,
+// the softmax recomputed from z (one more read of the row instead of a stored (rows, cols) probability array).
+template <class T, int BLOCK>
+__global__ void xent_rows_kernel(const T* __restrict__ z, const i64* __restrict__ lab, T* __restrict__ loss,
+                                 int* __restrict__ bad, i64 rows, i64 cols) {
+    ROW_LOOP(BLOCK, rows) {
+        const T* zr = z + row * cols;
+        MS v{-INFINITY, 0.f};
+        for (i64 j = lane_; j < cols; j += nl_) v = ms_add(v, (float)widen(zr[j]));
+        v = group_ms<BLOCK>(v);
+        if (lane_ == 0) {
+            const i64 t = lab[row];
+            if (t < 0 || t >= cols) { atomicAdd(bad, 1); loss[row] = convert<T>(NAN); }
+            else loss[row] = convert<T>(v.m + logf(v.s) - (float)widen(zr[t]));
+        }
+    }
+}
+template <class T, int BLOCK>
+__global__ void xent_rows_bwd_kernel(const T* __restrict__ z, const i64* __restrict__ lab, const T* __restrict__ g,
+                                     T* __restrict__ dx, i64 rows, i64 cols, float scale) {
+    const float gs = (float)widen(g[0]) * scale;
+    ROW_LOOP(BLOCK, rows) {
+        const T* zr = z + row * cols;
+        T* dr = dx + row * cols;
+        MS v{-INFINITY, 0.f};
+        for (i64 j = lane_; j < cols; j += nl_) v = ms_add(v, (float)widen(zr[j]));
+        v = group_ms<BLOCK>(v);
+        const float inv = 1.f / v.s;
+        const i64 t = lab[row];
+        for (i64 j = lane_; j < cols; j += nl_)
+            dr[j] = convert<T>((expf((float)widen(zr[j]) - v.m) * inv - (j == t ? 1.f : 0.f)) * gs);
+    }
+}
+// Layer norm: y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + eps); mean and rstd (float32) are kept for
+// the backward. The variance is a second pass over the row, sum((x - mean)^2): no cancellation, unlike E[x^2]-mean^2.
+template <class T, int BLOCK>
+__global__ void layer_norm_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                       T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
+                                       i64 rows, i64 cols, float eps) {
+    ROW_LOOP(BLOCK, rows) {
+        const T* xr = x + row * cols;
+        T* yr = y + row * cols;
+        float s = 0.f;
+        for (i64 j = lane_; j < cols; j += nl_) s += (float)widen(xr[j]);
+        const float mu = group_sum<BLOCK>(s) / (float)cols;
+        float q = 0.f;
+        for (i64 j = lane_; j < cols; j += nl_) { const float d = (float)widen(xr[j]) - mu; q += d * d; }
+        const float r = rsqrtf(group_sum<BLOCK>(q) / (float)cols + eps);
+        for (i64 j = lane_; j < cols; j += nl_)
+            yr[j] = convert<T>(((float)widen(xr[j]) - mu) * r * (float)widen(w[j]) + (float)widen(b[j]));
+        if (lane_ == 0) { mean[row] = mu; rstd[row] = r; }
+    }
+}
+// dx = (gh - mean(gh) - xhat * mean(gh * xhat)) * rstd, with gh = g * w and xhat = (x - mean) * rstd
+template <class T, int BLOCK>
+__global__ void layer_norm_rows_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ w,
+                                           const float* __restrict__ mean, const float* __restrict__ rstd,
+                                           T* __restrict__ dx, i64 rows, i64 cols) {
+    ROW_LOOP(BLOCK, rows) {
+        const T* gr = g + row * cols; const T* xr = x + row * cols;
+        T* dr = dx + row * cols;
+        const float mu = mean[row], r = rstd[row];
+        float a = 0.f, c = 0.f;
+        for (i64 j = lane_; j < cols; j += nl_) {
+            const float gh = (float)widen(gr[j]) * (float)widen(w[j]);
+            a += gh; c += gh * ((float)widen(xr[j]) - mu) * r;
+        }
+        a = group_sum<BLOCK>(a) / (float)cols;
+        c = group_sum<BLOCK>(c) / (float)cols;
+        for (i64 j = lane_; j < cols; j += nl_) {
+            const float gh = (float)widen(gr[j]) * (float)widen(w[j]);
+            dr[j] = convert<T>((gh - a - ((float)widen(xr[j]) - mu) * r * c) * r);
+        }
+    }
+}
+// dw = sum over rows of g * xhat, db = sum over rows of g: columns, not rows. A block of 32 x 8 threads owns 32
+// columns (a warp reads 32 neighbours of a row: coalesced) and a slice of the rows (grid.y slices); its 8 row
+// lanes add up in shared memory. With several slices, each writes float32 partial sums and a second kernel
+// adds the slices in order (deterministic: no atomics).
+template <class T, bool FINAL>
+__global__ void layer_norm_wb_kernel(const T* __restrict__ g, const T* __restrict__ x, const float* __restrict__ mean,
+                                     const float* __restrict__ rstd, void* __restrict__ dw, void* __restrict__ db,
+                                     i64 rows, i64 cols) {
+    __shared__ float sw[8][33], sb[8][33];
+    const i64 c = (i64)blockIdx.x * 32 + threadIdx.x;
+    float aw = 0.f, ab = 0.f;
+    if (c < cols)
+        for (i64 r = (i64)blockIdx.y * 8 + threadIdx.y; r < rows; r += (i64)gridDim.y * 8) {
+            const float gv = widen(g[r * cols + c]);
+            aw += gv * ((float)widen(x[r * cols + c]) - mean[r]) * rstd[r];
+            ab += gv;
+        }
+    sw[threadIdx.y][threadIdx.x] = aw; sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        for (int k = 1; k < 8; ++k) { aw += sw[k][threadIdx.x]; ab += sb[k][threadIdx.x]; }
+        if (FINAL) { ((T*)dw)[c] = convert<T>(aw); ((T*)db)[c] = convert<T>(ab); }
+        else { ((float*)dw)[blockIdx.y * cols + c] = aw; ((float*)db)[blockIdx.y * cols + c] = ab; }
+    }
+}
+template <class T>
+__global__ void layer_norm_wb_sum_kernel(const float* __restrict__ pw, const float* __restrict__ pb, T* __restrict__ dw,
+                                         T* __restrict__ db, int splits, i64 cols) {
+    for (i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (i64)gridDim.x * blockDim.x) {
+        float aw = 0.f, ab = 0.f;
+        for (int s = 0; s < splits; ++s) { aw += pw[s * cols + c]; ab += pb[s * cols + c]; }
+        dw[c] = convert<T>(aw); db[c] = convert<T>(ab);
+    }
+}
+
+// host side: pick a warp or a block per row, launch, check
+#define ROW_LAUNCH(KERNEL, T, NAME, ...)                                                                             \
+    do {                                                                                                             \
+        if (cols <= ROW_WARP_MAX) KERNEL<T, 0><<<grid_for(rows * 32, 256, 1), 256>>>(__VA_ARGS__);                   \
+        else KERNEL<T, ROW_BLOCK><<<(unsigned)(rows < (i64)sm_count() * 64 ? rows : (i64)sm_count() * 64),          \
+                                    ROW_BLOCK>>>(__VA_ARGS__);                                                       \
+        return check_launch(NAME, dt);                                                                               \
+    } while (0)
+#define ROW_DTYPES(X) X(DT_F32, float) X(DT_F16, f16) X(DT_BF16, bf16)
+#define ROW_CHECK(NAME)                                                                                              \
+    if (rows <= 0) return 0;                                                                                         \
+    if (cols <= 0) return fail_msg(NAME, dt, "rows of length 0");
+
+template <class T> static int softmax_rows_t(const void* x, void* y, i64 rows, i64 cols, int log, int dt) {
+    ROW_LAUNCH(softmax_rows_kernel, T, "softmax_rows_kernel", (const T*)x, (T*)y, rows, cols, log != 0);
+}
+extern "C" int mc_softmax_rows(int dt, const void* x, void* y, i64 rows, i64 cols, int log) {
+    ROW_CHECK("softmax_rows_kernel")
+#define X(code, T) case code: return softmax_rows_t<T>(x, y, rows, cols, log, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("softmax_rows_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
+}
+template <class T> static int softmax_bwd_t(const void* y, const void* g, void* dx, i64 rows, i64 cols, int log, int dt) {
+    ROW_LAUNCH(softmax_rows_bwd_kernel, T, "softmax_rows_bwd_kernel", (const T*)y, (const T*)g, (T*)dx, rows, cols,
+               log != 0);
+}
+extern "C" int mc_softmax_rows_bwd(int dt, const void* y, const void* g, void* dx, i64 rows, i64 cols, int log) {
+    ROW_CHECK("softmax_rows_bwd_kernel")
+#define X(code, T) case code: return softmax_bwd_t<T>(y, g, dx, rows, cols, log, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("softmax_rows_bwd_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
+}
+template <class T> static int xent_t(const void* z, const void* lab, void* loss, int* bad, i64 rows, i64 cols, int dt) {
+    ROW_LAUNCH(xent_rows_kernel, T, "xent_rows_kernel", (const T*)z, (const i64*)lab, (T*)loss, bad, rows, cols);
+}
+// *bad (device int32) is set to the number of labels out of range
+extern "C" int mc_xent_rows(int dt, const void* z, const void* lab, void* loss, void* bad, i64 rows, i64 cols) {
+    CUDA_TRY(cudaMemsetAsync(bad, 0, sizeof(int), 0), "xent_rows_kernel", dt);
+    ROW_CHECK("xent_rows_kernel")
+#define X(code, T) case code: return xent_t<T>(z, lab, loss, (int*)bad, rows, cols, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("xent_rows_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
+}
+template <class T> static int xent_bwd_t(const void* z, const void* lab, const void* g, void* dx, i64 rows, i64 cols,
+                                         float scale, int dt) {
+    ROW_LAUNCH(xent_rows_bwd_kernel, T, "xent_rows_bwd_kernel", (const T*)z, (const i64*)lab, (const T*)g, (T*)dx,
+               rows, cols, scale);
+}
+extern "C" int mc_xent_rows_bwd(int dt, const void* z, const void* lab, const void* g, void* dx, i64 rows, i64 cols,
+                                double scale) {
+    ROW_CHECK("xent_rows_bwd_kernel")
+#define X(code, T) case code: return xent_bwd_t<T>(z, lab, g, dx, rows, cols, (float)scale, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("xent_rows_bwd_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
+}
+template <class T> static int ln_t(const void* x, const void* w, const void* b, void* y, void* mean, void* rstd,
+                                   i64 rows, i64 cols, float eps, int dt) {
+    ROW_LAUNCH(layer_norm_rows_kernel, T, "layer_norm_rows_kernel", (const T*)x, (const T*)w, (const T*)b, (T*)y,
+               (float*)mean, (float*)rstd, rows, cols, eps);
+}
+extern "C" int mc_layer_norm_rows(int dt, const void* x, const void* w, const void* b, void* y, void* mean, void* rstd,
+                                  i64 rows, i64 cols, double eps) {
+    ROW_CHECK("layer_norm_rows_kernel")
+#define X(code, T) case code: return ln_t<T>(x, w, b, y, mean, rstd, rows, cols, (float)eps, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("layer_norm_rows_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
+}
+template <class T> static int ln_wb_t(const void* g, const void* x, const float* mean, const float* rstd, void* dw,
+                                      void* db, i64 rows, i64 cols, int dt) {
+    // enough row slices to give every SM a few blocks, each slice at least 64 rows
+    const unsigned cb = cdiv(cols, 32);
+    i64 splits = ((i64)sm_count() * 4 + cb - 1) / cb, most = (rows + 63) / 64;
+    if (splits > most) splits = most;
+    if (splits > 65535) splits = 65535;
+    if (splits < 1) splits = 1;
+    if (splits == 1) {
+        layer_norm_wb_kernel<T, true><<<dim3(cb, 1), dim3(32, 8)>>>((const T*)g, (const T*)x, mean, rstd, dw, db, rows, cols);
+        return check_launch("layer_norm_wb_kernel", dt);
+    }
+    float* part = nullptr;
+    CUDA_TRY(cudaMallocAsync((void**)&part, sizeof(float) * 2 * splits * cols, 0), "layer_norm_wb_kernel", dt);
+    layer_norm_wb_kernel<T, false><<<dim3(cb, (unsigned)splits), dim3(32, 8)>>>((const T*)g, (const T*)x, mean, rstd,
+                                                                               part, part + splits * cols, rows, cols);
+    int rc = check_launch("layer_norm_wb_kernel", dt);
+    if (rc == 0) {
+        layer_norm_wb_sum_kernel<T><<<grid_for(cols, 256, 1), 256>>>(part, part + splits * cols, (T*)dw, (T*)db,
+                                                                     (int)splits, cols);
+        rc = check_launch("layer_norm_wb_sum_kernel", dt);
+    }
+    cudaFreeAsync(part, 0);
+    return rc;
+}
+template <class T> static int ln_bwd_t(const void* g, const void* x, const void* w, const void* mean, const void* rstd,
+                                       void* dx, void* dw, void* db, i64 rows, i64 cols, int dt) {
+    auto dx_launch = [&]() -> int {
+        ROW_LAUNCH(layer_norm_rows_bwd_kernel, T, "layer_norm_rows_bwd_kernel", (const T*)g, (const T*)x, (const T*)w,
+                   (const float*)mean, (const float*)rstd, (T*)dx, rows, cols);
+    };
+    TRY(dx_launch());
+    return ln_wb_t<T>(g, x, (const float*)mean, (const float*)rstd, dw, db, rows, cols, dt);
+}
+extern "C" int mc_layer_norm_rows_bwd(int dt, const void* g, const void* x, const void* w, const void* mean,
+                                      const void* rstd, void* dx, void* dw, void* db, i64 rows, i64 cols) {
+    ROW_CHECK("layer_norm_rows_bwd_kernel")
+#define X(code, T) case code: return ln_bwd_t<T>(g, x, w, mean, rstd, dx, dw, db, rows, cols, dt);
+    switch (dt) { ROW_DTYPES(X) }
+#undef X
+    return fail_msg("layer_norm_rows_bwd_kernel", dt, "unsupported dtype (float32, float16 and bfloat16 have one)");
 }

@@ -336,3 +336,42 @@ register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
             [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), (4,), (4,), ns=(4,)),
              case((2, 3, 4), (3, 4), (3, 4), ns=(3, 4), eps=1e-3), case((1, 6), (6,), (6,), ns=(6,)),
              case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)], op=LayerNormOp);
+
+# %% ../../nbs/15_attention.ipynb
+from fastcore.basics import patch
+from .softmax_family import fused_rows_device
+_ln_compute, _ln_gradient = LayerNormOp.compute, LayerNormOp.gradient
+
+@patch
+def compute(self: LayerNormOp, x: NDArray, w: NDArray, b: NDArray):
+    if not (fused_rows_device(x, -1) and w.dtype == b.dtype == x.dtype): return _ln_compute(self, x, w, b)
+    D, dev = prod(w.shape), x.device
+    N, xc = x.size // D, x.compact()
+    y = NDArray.make(x.shape, device=dev, dtype=x.dtype)
+    mean, rstd = (NDArray.make((N,), device=dev, dtype='float32') for _ in range(2))
+    dev.layer_norm_rows(xc._handle, w.compact()._handle, b.compact()._handle, y._handle, mean._handle, rstd._handle,
+                        N, D, self.eps)
+    self.save('rows', xc, mean, rstd)
+    return y
+
+@patch
+def gradient(self: LayerNormOp, out_grad, node):
+    if not isinstance(self.saved[0], str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
+    (_, xc, mean, rstd), (x, w, b) = self.saved, node.inputs
+    D, dev = prod(w.shape), xc.device
+    g = out_grad.cached_data.astype(xc.dtype).compact()
+    dx, dw, db = (NDArray.make(t.shape, device=dev, dtype=xc.dtype) for t in (x, w, b))
+    dev.layer_norm_rows_backward(g._handle, xc._handle, w.cached_data.compact()._handle, mean._handle, rstd._handle,
+                                 dx._handle, dw._handle, db._handle, xc.size // D, D)
+    return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
+
+_sdpa_vjp_composed = _sdpa_vjp
+def _sdpa_vjp(q, k, v, p, g, scale, keep):
+    "`_sdpa_vjp`, with the softmax's adjoint `p * (gp - rowsum(gp * p))` in one kernel where the device has it."
+    if isinstance(p, Tensor) or not fused_rows_device(p, -1): return _sdpa_vjp_composed(q, k, v, p, g, scale, keep)
+    a = p if keep is None else p * keep
+    gv, gp = _swap(a) @ g, g @ _swap(v)
+    if keep is not None: gp = gp * keep
+    pc, gp, gs = p.compact(), gp.astype(p.dtype).compact(), NDArray.make(p.shape, device=p.device, dtype=p.dtype)
+    p.device.softmax_rows_backward(pc._handle, gp._handle, gs._handle, p.size // p.shape[-1], p.shape[-1], False)
+    return (gs @ k) * scale, (_swap(gs) @ q) * scale, gv, gs

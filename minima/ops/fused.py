@@ -253,3 +253,33 @@ def _sce_inputs(rng, shapes):
 register_op('softmax_cross_entropy', softmax_cross_entropy, lambda T, z, y: T.nn.functional.cross_entropy(z, y),
             [case((6, 4), (6,)), case((1, 3), (1,)), case((5, 7), (5,))], op=SoftmaxCrossEntropy,
             make_inputs=_sce_inputs, grad=(0,));
+
+# %% ../../nbs/08c_fused_ops.ipynb
+from fastcore.basics import patch
+from .softmax_family import fused_rows_device
+_sce_compute, _sce_gradient = SoftmaxCrossEntropy.compute, SoftmaxCrossEntropy.gradient
+
+@patch
+def compute(self: SoftmaxCrossEntropy, z: NDArray, y: NDArray):
+    if not fused_rows_device(z, 1): return _sce_compute(self, z, y)
+    (N, C), dev = z.shape, z.device
+    _class_ids(C, dev)   # the composed path's cached constant, made now: a capture of this step (which takes
+                         # the composed path) then records the same work the first time as the second
+    zc, yc = z.compact(), y.compact()
+    loss, bad = NDArray.make((N,), device=dev, dtype=z.dtype), NDArray.make((1,), device=dev, dtype='int32')
+    dev.cross_entropy_rows(zc._handle, yc._handle, loss._handle, bad._handle, N, C)
+    if bad.numpy()[0]: _bad_label(self.name, y, C)
+    self.save('rows', zc, yc)   # the logits and labels: the backward recomputes the softmax
+    return loss.sum() / N
+
+@patch
+def gradient(self: SoftmaxCrossEntropy, out_grad, node):
+    if not isinstance(self.saved[0], str): return _sce_gradient(self, out_grad, node)
+    _, zc, yc = self.saved
+    N, C = zc.shape
+    if not is_grad_enabled():
+        g, out = out_grad.cached_data.astype(zc.dtype).compact(), NDArray.make(zc.shape, device=zc.device, dtype=zc.dtype)
+        zc.device.cross_entropy_rows_backward(zc._handle, yc._handle, g._handle, out._handle, N, C, 1.0 / N)
+        return Tensor.make_const(out), None
+    z, onehot = node.inputs[0], (yc.reshape((N, 1)) == _class_ids(C, zc.device)).astype(zc.dtype)
+    return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None

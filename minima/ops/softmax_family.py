@@ -5,12 +5,12 @@
 # %% ../../nbs/07_ops_softmax.ipynb 4
 from __future__ import annotations
 import numbers
-from ..autograd import Tensor, TensorOp, NDArray
+from ..autograd import Tensor, TensorOp, NDArray, tensor_method
 from ..backend_ndarray.ndarray import normalize_axes
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['SoftmaxOp', 'softmax', 'LogSoftmaxOp', 'log_softmax']
+__all__ = ['SoftmaxOp', 'softmax', 'LogSoftmaxOp', 'log_softmax', 'fused_rows_device']
 
 # %% ../../nbs/07_ops_softmax.ipynb
 def _shifted(a: NDArray, axis):
@@ -72,5 +72,47 @@ def log_softmax(a, axis=-1, *, dim=None) -> Tensor:
 register_op('log_softmax', lambda a, axis=-1: log_softmax(a, axis), lambda T, a, axis=-1: T.log_softmax(a, dim=axis), _CASES, op=LogSoftmaxOp)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-Tensor.softmax = lambda self, axis=-1, *, dim=None: softmax(self, axis, dim=dim)
-Tensor.log_softmax = lambda self, axis=-1, *, dim=None: log_softmax(self, axis, dim=dim)
+tensor_method()(softmax)
+tensor_method()(log_softmax)
+
+# %% ../../nbs/07_ops_softmax.ipynb
+from fastcore.basics import patch
+from ..autograd import is_grad_enabled
+_ROW_DTYPES = ('float32', 'float16', 'bfloat16')
+
+def fused_rows_device(a: NDArray, axis):
+    "`a`'s device when it runs a row operation over `axis` of `a` as one fused kernel (chapter 22), else None."
+    dev = a.device
+    if getattr(dev, 'fused_rows', False) and a.ndim and a.size and axis % a.ndim == a.ndim - 1 \
+       and a.dtype in _ROW_DTYPES: return dev
+    return None
+
+def _rows(a: NDArray): return a.size // a.shape[-1], a.shape[-1]
+
+def _softmax_rows(a: NDArray, log: bool) -> NDArray:
+    a, out = a.compact(), NDArray.make(a.shape, device=a.device, dtype=a.dtype)
+    a.device.softmax_rows(a._handle, out._handle, *_rows(a), log)
+    return out
+
+def _softmax_rows_backward(y: NDArray, g: NDArray, log: bool) -> NDArray:
+    y, g, out = y.compact(), g.astype(y.dtype).compact(), NDArray.make(y.shape, device=y.device, dtype=y.dtype)
+    y.device.softmax_rows_backward(y._handle, g._handle, out._handle, *_rows(y), log)
+    return out
+
+# %% ../../nbs/07_ops_softmax.ipynb
+def _fuse_rows(op, log):
+    "Route `op`'s compute and plain backward through the fused row kernels where the device has them."
+    compute, gradient = op.compute, op.gradient
+    def fused_compute(self, a: NDArray):
+        if fused_rows_device(a, self.axis): return _softmax_rows(a, log)
+        return compute(self, a)
+    def fused_gradient(self, out_grad, node):
+        y = node.cached_data
+        if not is_grad_enabled() and fused_rows_device(y, self.axis):
+            return Tensor.make_const(_softmax_rows_backward(y, out_grad.cached_data, log))
+        return gradient(self, out_grad, node)   # create_graph=True: the composed gradient, differentiable again
+    op.compute, op.gradient = fused_compute, fused_gradient
+    fused_compute.__doc__, fused_gradient.__doc__ = compute.__doc__, gradient.__doc__
+
+_fuse_rows(SoftmaxOp, log=False)
+_fuse_rows(LogSoftmaxOp, log=True)

@@ -5,7 +5,7 @@ import itertools, re
 from pathlib import Path
 import numpy as np, pytest
 import minima
-from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, cpu
+from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, cpu
 from minima.backend_ndarray.cuda import cuda_device, kernel_source, KERNEL_DIR, MATMUL_ALGOS, CudaDevice
 CUDA_DTYPES = CudaDevice.dtypes   # the kernels' dtypes; the others are refused (tests/backend/test_device_conformance.py)
 
@@ -35,6 +35,22 @@ def put(d, a):
 def get(d, h, n): return d.to_numpy(h, (n,), (1,), 0)
 
 # ---- without a GPU: clean degradation
+
+def test_buffers_are_not_freed_while_the_interpreter_finalizes():
+    """A device array that lives until exit (in a module-level cache) must not call into the CUDA runtime while the
+    interpreter finalizes: the runtime, or torch.profiler's CUPTI hooked into it, may be gone (`bench/cuda.py
+    --profile` crashed at exit). One freed at run time still frees."""
+    import subprocess, sys
+    code = """if True:
+        import os, sys
+        from minima.backend_ndarray.cuda import CudaBuffer
+        def free(p, w=os.write, fin=sys.is_finalizing): w(1, b'finalizing %d\\n' % p if fin() else b'freed %d\\n' % p)
+        keep = CudaBuffer(1, 4, 'float32', free)   # a module global: it dies while the interpreter finalizes
+        CudaBuffer(2, 4, 'float32', free)          # garbage at once: freed
+    """
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split('\n')[:-1] == ['freed 2'], r.stdout
 
 def test_probe_never_raises():
     assert isinstance(DEV.enabled(), bool) and minima.cuda() is DEV and DEV.name == 'cuda'
@@ -206,6 +222,11 @@ def test_reduce_max_nan_and_bool():
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int64'])
 def test_matmul_every_algo(algo, dtype):
     rng = np.random.default_rng(8)
+    if algo.startswith('wmma'):   # the tensor cores multiply 16-bit floats (and int8, through matmul_int8) only
+        with pytest.raises(RuntimeError, match=rf'matmul_wmma_kernel\[{dtype}\]: the tensor-core matmul takes float16'):
+            DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
+                       algo=algo)
+        return
     for batch, m, n, p in [(1, 1, 1, 1), (2, 5, 7, 3), (3, 33, 65, 17), (1, 128, 64, 256), (2, 131, 36, 132),
                            (1, 300, 257, 129), (70000, 2, 3, 2)]:
         if batch > 1000 and (EMULATED or algo not in ('auto', 'naive')): continue   # grid.z loop: batch > 65535
@@ -338,7 +359,14 @@ def test_matmul_small_dtypes_every_algo(algo, dtype):
     """float16/bfloat16 matmul accumulates in float32 and rounds once: within one rounding of the exact product
     plus float32's accumulation error; int32 is exact."""
     rng = np.random.default_rng(21)
+    if algo.startswith('wmma') and dtype == 'int32':
+        with pytest.raises(RuntimeError, match=r'matmul_wmma_kernel\[int32\]: the tensor-core matmul takes float16'):
+            DEV.matmul(put(DEV, np.ones((2, 2), dtype)), put(DEV, np.ones((2, 2), dtype)), DEV.alloc(4, dtype), 1, 2, 2, 2,
+                       algo=algo)
+        return
     for batch, m, n, p in SHAPES:
+        # the emulator runs each tensor-core tile once per lane of the warp: its biggest case alone costs a minute
+        if EMULATED and algo in ('wmma', 'wmma1', 'auto') and m * n * p > 3_000_000: continue
         a, b = sample(rng, (batch, m, n), dtype), sample(rng, (batch, n, p), dtype)
         o = DEV.alloc(batch * m * p, dtype)
         DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
@@ -348,6 +376,39 @@ def test_matmul_small_dtypes_every_algo(algo, dtype):
         if dtype == 'int32': assert np.array_equal(got, want), (algo, batch, m, n, p); continue
         tol = RTOL[dtype] / 2 * np.abs(want) + 2 * n * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 1e-7
         assert np.all(np.abs(got - want) <= tol), (algo, batch, m, n, p, np.abs(got - want).max())
+
+@gpu
+@pytest.mark.parametrize('dtype', ['float16', 'bfloat16'])
+def test_matmul_wmma_exact_small_integers(dtype):
+    """The tensor-core kernel on small integers: every product and partial sum is exact in float32 and the result
+    fits the 16-bit float exactly, so it must equal the integer product bit for bit, at the tile edges (vectorised
+    loads when n and p are multiples of 8, element loads otherwise), batched; and `auto` takes it."""
+    rng = np.random.default_rng(23)
+    for batch, m, n, p in [(1, 16, 16, 16), (2, 5, 7, 3), (1, 128, 64, 136), (2, 130, 40, 24), (1, 33, 48, 129)]:
+        a, b = rng.integers(-2, 3, (batch, m, n)).astype(dtype), rng.integers(-2, 3, (batch, n, p)).astype(dtype)
+        want = a.astype(np.int64) @ b.astype(np.int64)
+        for algo in ('wmma', 'auto'):
+            o = DEV.alloc(batch * m * p, dtype)
+            DEV.matmul(put(DEV, a), put(DEV, b), o, batch, m, n, p, algo=algo)
+            got = DEV.to_numpy(o, (batch, m, p), (m * p, p, 1), 0).astype(np.float64)
+            assert np.array_equal(got, want), (dtype, algo, batch, m, n, p)
+
+@gpu
+def test_matmul_int8_wmma_exact():
+    "The int8 tensor-core kernel: int8 @ int8 -> int32 exactly, extreme codes and edges included; uint8 is refused."
+    rng = np.random.default_rng(24)
+    for m, n, p in [(1, 1, 1), (5, 7, 3), (64, 32, 64), (130, 48, 20), (3, 0, 2), (2, 300, 5)]:
+        a, b = rng.integers(-128, 128, (m, n)).astype('int8'), rng.integers(-128, 128, (n, p)).astype('int8')
+        if m * n: a.flat[0] = -128; a.flat[-1] = 127
+        if n * p: b.flat[0] = -128; b.flat[-1] = -128
+        for algo in ('wmma', 'wmma1', 'auto'):   # auto takes the tensor cores for int8 A
+            o = DEV.alloc(m * p, 'int32')
+            DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p, algo=algo)
+            got = DEV.to_numpy(o, (m, p), (p, 1), 0)
+            assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64)), (m, n, p)
+    with pytest.raises(RuntimeError, match=r'matmul_int8_wmma_kernel\[uint8\]: the tensor-core int8 matmul takes int8 A'):
+        DEV.matmul_int8(put(DEV, np.zeros((1, 4), 'uint8')), put(DEV, np.zeros((4, 1), 'int8')), DEV.alloc(1, 'int32'),
+                        1, 4, 1, algo='wmma')
 
 @gpu
 @pytest.mark.parametrize('adt', ['int8', 'uint8'])
@@ -361,13 +422,13 @@ def test_matmul_int8_exact(adt):
         if m * n: a.flat[0] = lo; a.flat[-1] = hi - 1             # the extreme codes
         if n * p: b.flat[0] = -128; b.flat[-1] = 127
         o = DEV.alloc(m * p, 'int32')
-        DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p)
+        DEV.matmul_int8(put(DEV, a), put(DEV, b), o, m, n, p, algo='dp4a')
         got = DEV.to_numpy(o, (m, p), (p, 1), 0)
         assert got.dtype == np.int32 and np.array_equal(got, a.astype(np.int64) @ b.astype(np.int64)), (m, n, p)
     # the largest k whose uint8 x int8 sums cannot overflow int32, at the extremes: 65793 * 255 * -128 > -2**31
     n = 65793
     a, b = np.full((2, n), 255 if adt == 'uint8' else -128, adt), np.full((n, 3), -128, 'int8')
-    o = DEV.alloc(6, 'int32'); DEV.matmul_int8(put(DEV, a), put(DEV, b), o, 2, n, 3)
+    o = DEV.alloc(6, 'int32'); DEV.matmul_int8(put(DEV, a), put(DEV, b), o, 2, n, 3, algo='dp4a')
     assert np.array_equal(DEV.to_numpy(o, (2, 3), (3, 1), 0), a.astype(np.int64) @ b.astype(np.int64))
     with pytest.raises(RuntimeError, match=r'matmul_int8_kernel\[.*\]: n > 65793 could overflow'):
         DEV.matmul_int8(put(DEV, np.zeros((1, n + 1), adt)), put(DEV, np.zeros((n + 1, 1), 'int8')),
@@ -412,3 +473,113 @@ def test_deepcopy_copies_on_the_device():
     assert b.device is a.device and b._handle.ptr != a._handle.ptr and np.array_equal(b.numpy(), a.numpy())
     a[:] = 0
     assert np.array_equal(b.numpy(), np.arange(6, dtype='float32'))
+
+# ---- the ops on the fused row kernels (chapter 22): one kernel per pass, forward and backward against torch
+def host(t):
+    "A Tensor's values as a numpy array, wherever it lives (a GPU tensor's numpy() refuses, as torch's)."
+    return t.detach().cpu().numpy()
+
+def _spy(monkeypatch, names):
+    "Count the calls of the device's fused row methods (an instance attribute each: the device stays fused)."
+    calls = {n: 0 for n in names}
+    for n in names:
+        real = getattr(DEV, n)
+        def f(*a, _n=n, _real=real): calls[_n] += 1; return _real(*a)
+        monkeypatch.setattr(DEV, n, f, raising=False)
+    return calls
+
+@gpu
+@pytest.mark.parametrize('shape', [(4, 7), (2, 3, 40), (3, 1100)])
+@pytest.mark.parametrize('log', [False, True])
+def test_softmax_ops_fused_against_torch(shape, log, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['softmax_rows', 'softmax_rows_backward'])
+    rng = np.random.default_rng(30)
+    x, g = (3 * rng.standard_normal(shape)).astype('float32'), rng.standard_normal(shape).astype('float32')
+    X = minima.Tensor(x, device='cuda', requires_grad=True)
+    Y = (minima.log_softmax if log else minima.softmax)(X, -1)
+    Y.backward(minima.Tensor(g, device='cuda'))
+    tx = torch.tensor(x.astype('float64'), requires_grad=True)
+    ty = (torch.log_softmax if log else torch.softmax)(tx, -1)
+    ty.backward(torch.tensor(g.astype('float64')))
+    assert Y.dtype == 'float32' and Y.device == DEV
+    np.testing.assert_allclose(host(Y), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(host(X.grad), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert calls == {'softmax_rows': 1, 'softmax_rows_backward': 1}
+    # another axis, and the gradient of the gradient: the composed path, same answers
+    Z = minima.softmax(X, 0).sum()
+    assert calls['softmax_rows'] == 1 and np.allclose(Z.item(), torch.softmax(tx, 0).sum().item(), rtol=1e-5)
+
+@gpu
+@pytest.mark.parametrize('N,C', [(6, 5), (3, 1500)])
+def test_cross_entropy_fused_against_torch(N, C, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['cross_entropy_rows', 'cross_entropy_rows_backward'])
+    rng = np.random.default_rng(31)
+    z, y = (2 * rng.standard_normal((N, C))).astype('float32'), rng.integers(0, C, N)
+    Z = minima.Tensor(z, device='cuda', requires_grad=True)
+    loss = minima.nn.CrossEntropyLoss()(Z, minima.Tensor(y, device='cuda'))
+    gv = float(rng.standard_normal())
+    loss.backward(minima.Tensor(np.float32(gv), device='cuda'))
+    tz = torch.tensor(z.astype('float64'), requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tz, torch.tensor(y))
+    tl.backward(torch.tensor(gv, dtype=torch.float64))
+    assert loss.shape == () and loss.dtype == 'float32'
+    assert abs(loss.item() - tl.item()) <= 1e-5 * max(1, abs(tl.item()))
+    np.testing.assert_allclose(host(Z.grad), tz.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert calls == {'cross_entropy_rows': 1, 'cross_entropy_rows_backward': 1}
+    with pytest.raises(ValueError, match=f'label {C} is out of range for {C} classes'):
+        minima.ops.softmax_cross_entropy(Z, minima.Tensor(np.full(N, C), device='cuda'))
+    # create_graph: the composed adjoint, differentiable again (matches torch's double backward)
+    Z.grad = None
+    loss = minima.ops.softmax_cross_entropy(Z, minima.Tensor(y, device='cuda'))
+    (gz,) = minima.autograd.grad(loss, [Z], create_graph=True)
+    (gz * gz).sum().backward()
+    tz.grad = None
+    (tg,) = torch.autograd.grad(torch.nn.functional.cross_entropy(tz, torch.tensor(y)), [tz], create_graph=True)
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(host(Z.grad), tz.grad.numpy(), rtol=1e-3, atol=1e-7)
+
+@gpu
+@pytest.mark.parametrize('shape,ns', [((5, 8), (8,)), ((2, 3, 4), (3, 4)), ((2, 1200), (1200,)), ((300, 6), (6,))])
+def test_layer_norm_fused_against_torch(shape, ns, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['layer_norm_rows', 'layer_norm_rows_backward'])
+    rng = np.random.default_rng(32)
+    x, g = (rng.standard_normal(shape) * 2 + 1).astype('float32'), rng.standard_normal(shape).astype('float32')
+    w, b = rng.standard_normal(ns).astype('float32'), rng.standard_normal(ns).astype('float32')
+    X, W, B = (minima.Tensor(a, device='cuda', requires_grad=True) for a in (x, w, b))
+    Y = minima.nn.functional.layer_norm(X, ns, W, B)
+    Y.backward(minima.Tensor(g, device='cuda'))
+    tx, tw, tb = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx, ns, tw, tb)
+    ty.backward(torch.tensor(g.astype('float64')))
+    np.testing.assert_allclose(host(Y), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for got, want in ((X, tx), (W, tw), (B, tb)):
+        np.testing.assert_allclose(host(got.grad), want.grad.numpy(), rtol=1e-4, atol=2e-5 * np.sqrt(shape[0]))
+    assert calls == {'layer_norm_rows': 1, 'layer_norm_rows_backward': 1}
+
+@gpu
+def test_fused_rows_step_aside_while_recording():
+    "A recorder (chapter 21b) wraps the device's primitives as instance attributes: the fused methods step aside."
+    assert DEV.fused_rows
+    DEV.ewise = DEV.ewise   # what a Recorder's __enter__ does to every primitive
+    try: assert not DEV.fused_rows
+    finally: del DEV.ewise
+    assert DEV.fused_rows and not cpu().fused_rows
+
+@gpu
+@pytest.mark.parametrize('causal', [False, True])
+def test_attention_backward_takes_the_fused_softmax_adjoint(causal, monkeypatch):
+    import torch
+    calls = _spy(monkeypatch, ['softmax_rows_backward'])
+    rng = np.random.default_rng(33)
+    q, k, v, g = (rng.standard_normal((2, 3, 5, 4)).astype('float32') for _ in range(4))
+    Q, K, Vt = (minima.Tensor(a, device='cuda', requires_grad=True) for a in (q, k, v))
+    out = minima.nn.functional.scaled_dot_product_attention(Q, K, Vt, is_causal=causal)
+    out.backward(minima.Tensor(g, device='cuda'))
+    tq, tk, tv = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal).backward(torch.tensor(g.astype('float64')))
+    for got, want in ((Q, tq), (K, tk), (Vt, tv)):
+        np.testing.assert_allclose(host(got.grad), want.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert calls == {'softmax_rows_backward': 1}

@@ -1,5 +1,6 @@
 """The backend contract, checked primitive by primitive against numpy on every device.
 A new device passes this file unchanged (it is parametrized over `conftest.DEVICES`)."""
+import math
 import numpy as np, pytest
 from minima.backend_ndarray import (BackendDevice, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, get_device, NDArray)
 from conftest import DEVICES
@@ -126,8 +127,10 @@ def test_unary(dev, op, dtype, rng):
     d = get_device(dev)
     x = sample(rng, (41,), dtype)
     if op in ('log', 'sqrt'): x = np.abs(x) + 0.1
+    if op == 'round': x[:6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]   # ties go to the even neighbour
     o = d.alloc(41, dtype); d.unary(op, put(d, x), o)
-    f = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh, abs=np.abs, sign=np.sign)[op]
+    f = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh, abs=np.abs,
+             sign=np.sign, round=np.rint, floor=np.floor, erf=np.vectorize(math.erf))[op]
     np.testing.assert_allclose(d.to_numpy(o, (41,), (1,), 0), f(x), rtol=2e-6 if dtype == 'float32' else 1e-12, atol=1e-7)
 
 def test_where(dev, rng):
@@ -233,3 +236,104 @@ def test_promotion_on_device(dev, rng):
                     assert got.dtype == str(want.dtype).replace('torch.', ''), (da, db, zero_d)
                     w = (want.float() if want.dtype == torch.bfloat16 else want).numpy()
                     np.testing.assert_allclose(got.numpy().astype('float64'), w.astype('float64'), rtol=_rtol(got.dtype))
+
+# ---- the optional fused row methods (chapter 22): every device that has them, against torch in float64
+ROW_DTYPES = ['float32', 'float16', 'bfloat16']
+ROW_TOL = {'float32': 2e-5, 'float16': 4e-3, 'bfloat16': 3e-2}
+ROW_SHAPES = [(1, 1), (5, 7), (9, 40), (3, 1500)]   # a warp per row (up to 1024 columns), a block per row beyond
+
+def rows_dev(dev):
+    d = get_device(dev)
+    if not hasattr(d, 'softmax_rows'): pytest.skip(f'{d.name} has no fused row methods')
+    return d
+
+def rows_get(d, h, shape, dtype='float32'):
+    return d.to_numpy(h, shape, tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape))), 0).astype('float64')
+
+def close(got, want, dtype, what):
+    tol = ROW_TOL[dtype] * max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+    np.testing.assert_allclose(got, want, rtol=ROW_TOL[dtype], atol=tol, err_msg=what)
+
+@pytest.mark.parametrize('dtype', ROW_DTYPES)
+@pytest.mark.parametrize('rows,cols', ROW_SHAPES)
+def test_fused_softmax_rows(dev, dtype, rows, cols, rng):
+    torch = pytest.importorskip('torch')
+    d = rows_dev(dev)
+    x = (3 * rng.standard_normal((rows, cols))).astype(dtype)
+    g = rng.standard_normal((rows, cols)).astype(dtype)
+    for log in (False, True):
+        o = d.alloc(rows * cols, dtype)
+        d.softmax_rows(put(d, x), o, rows, cols, log)
+        tx = torch.tensor(x.astype('float64'))
+        want = (torch.log_softmax if log else torch.softmax)(tx, -1).numpy()
+        close(rows_get(d, o, (rows, cols)), want, dtype, f'forward log={log}')
+        # backward from the device's own output y: dx = g - exp(y) sum(g), or y (g - sum(g y))
+        y, g64 = rows_get(d, o, (rows, cols)), g.astype('float64')
+        want = g64 - np.exp(y) * g64.sum(1, keepdims=True) if log else y * (g64 - (g64 * y).sum(1, keepdims=True))
+        dx = d.alloc(rows * cols, dtype)
+        d.softmax_rows_backward(o, put(d, g), dx, rows, cols, log)
+        close(rows_get(d, dx, (rows, cols)), want, dtype, f'backward log={log}')
+
+def test_fused_softmax_rows_extremes(dev):
+    "Rows of -inf with one finite value, huge values (no overflow), and NaN (the row becomes NaN, as in torch)."
+    d = rows_dev(dev)
+    x = np.array([[-np.inf, 0.0, -np.inf, -np.inf], [1e30, 1e30, -1e30, 0.0], [0.0, np.nan, 1.0, 2.0]], 'float32')
+    o = d.alloc(12, 'float32'); d.softmax_rows(put(d, x), o, 3, 4)
+    got = rows_get(d, o, (3, 4))
+    assert np.array_equal(got[0], [0, 1, 0, 0]) and np.allclose(got[1], [0.5, 0.5, 0, 0]) and np.isnan(got[2]).all()
+
+@pytest.mark.parametrize('dtype', ROW_DTYPES)
+@pytest.mark.parametrize('rows,cols', ROW_SHAPES)
+def test_fused_cross_entropy_rows(dev, dtype, rows, cols, rng):
+    torch = pytest.importorskip('torch')
+    d = rows_dev(dev)
+    z = (2 * rng.standard_normal((rows, cols))).astype(dtype)
+    lab = rng.integers(0, cols, rows).astype('int64')
+    loss, bad = d.alloc(rows, dtype), d.alloc(1, 'int32')
+    d.cross_entropy_rows(put(d, z), put(d, lab), loss, bad, rows, cols)
+    tz = torch.tensor(z.astype('float64'), requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tz, torch.tensor(lab), reduction='none')
+    close(rows_get(d, loss, (rows,)), tl.detach().numpy(), dtype, 'loss')
+    assert d.to_numpy(bad, (1,), (1,), 0)[0] == 0
+    gval = np.array([rng.standard_normal()], dtype)
+    tl.sum().backward()
+    want = tz.grad.numpy() * float(gval[0]) / rows
+    dz = d.alloc(rows * cols, dtype)
+    d.cross_entropy_rows_backward(put(d, z), put(d, lab), put(d, gval), dz, rows, cols, 1.0 / rows)
+    close(rows_get(d, dz, (rows, cols)), want, dtype, 'backward')
+
+def test_fused_cross_entropy_bad_labels(dev):
+    d = rows_dev(dev)
+    z = np.zeros((4, 3), 'float32'); lab = np.array([0, 3, -1, 2], 'int64')
+    loss, bad = d.alloc(4, 'float32'), d.alloc(1, 'int32')
+    d.cross_entropy_rows(put(d, z), put(d, lab), loss, bad, 4, 3)
+    got = rows_get(d, loss, (4,))
+    assert d.to_numpy(bad, (1,), (1,), 0)[0] == 2 and np.isnan(got[1:3]).all() and np.allclose(got[[0, 3]], np.log(3))
+
+@pytest.mark.parametrize('dtype', ROW_DTYPES)
+@pytest.mark.parametrize('rows,cols', ROW_SHAPES + [(300, 5)])
+def test_fused_layer_norm_rows(dev, dtype, rows, cols, rng):
+    torch = pytest.importorskip('torch')
+    d = rows_dev(dev)
+    x = (rng.standard_normal((rows, cols)) * 2 + 1).astype(dtype)
+    w, b = rng.standard_normal(cols).astype(dtype), rng.standard_normal(cols).astype(dtype)
+    g = rng.standard_normal((rows, cols)).astype(dtype)
+    y, mean, rstd = d.alloc(rows * cols, dtype), d.alloc(rows, 'float32'), d.alloc(rows, 'float32')
+    X, W = put(d, x), put(d, w)
+    d.layer_norm_rows(X, W, put(d, b), y, mean, rstd, rows, cols, 1e-5)
+    tx, tw, tb = (torch.tensor(a.astype('float64'), requires_grad=True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx, (cols,), tw, tb, 1e-5)
+    close(rows_get(d, y, (rows, cols)), ty.detach().numpy(), dtype, 'forward')
+    ty.backward(torch.tensor(g.astype('float64')))
+    dx, dw, db = d.alloc(rows * cols, dtype), d.alloc(cols, dtype), d.alloc(cols, dtype)
+    d.layer_norm_rows_backward(put(d, g), X, W, mean, rstd, dx, dw, db, rows, cols)
+    # a row of one element (or a constant row) has xhat = 0 and rstd = 1/sqrt(eps): dx is 0 up to float32 rounding
+    close(rows_get(d, dx, (rows, cols)), tx.grad.numpy(), dtype, 'dx')
+    close(rows_get(d, dw, (cols,)), tw.grad.numpy(), dtype, 'dw')
+    close(rows_get(d, db, (cols,)), tb.grad.numpy(), dtype, 'db')
+
+def test_fused_rows_refuse_other_dtypes(dev):
+    d = rows_dev(dev)
+    h = put(d, np.zeros((2, 3)))
+    with pytest.raises(TypeError, match='softmax_rows: the fused row kernels take float32, float16 or bfloat16, got float64'):
+        d.softmax_rows(h, d.alloc(6, 'float64'), 2, 3)

@@ -16,15 +16,15 @@ def cnn(drop):
 
 def sgd(ps): return optim.SGD(ps, lr=0.05, momentum=0.9)
 
-def train(make, shape, compiled, steps=50, drop=0.3, backend='c', make_opt=sgd):
+def train(make, shape, compiled, steps=50, drop=0.3, backend='c', make_opt=sgd, device='cpu'):
     "Losses and final parameters (and buffers) of `steps` optimizer steps, eager or compiled, from one seed."
     init.manual_seed(0)
-    m = make(drop)
+    m = make(drop).to(device)
     opt = make_opt(m.parameters())
     lossf = nn.CrossEntropyLoss()
     rng = np.random.default_rng(1)
-    xs = [mi.Tensor(rng.standard_normal(shape).astype('float32'), requires_grad=False) for _ in range(3)]
-    ys = [mi.Tensor(rng.integers(0, 5, shape[0])) for _ in range(3)]
+    xs = [mi.Tensor(rng.standard_normal(shape).astype('float32'), requires_grad=False, device=device) for _ in range(3)]
+    ys = [mi.Tensor(rng.integers(0, 5, shape[0]), device=device) for _ in range(3)]
     def step(x, y):
         opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
         return loss
@@ -55,17 +55,17 @@ def test_adam_capturable_compiled_matches_eager():
     np.testing.assert_allclose(lc, le, rtol=1e-6, atol=1e-6)
     for a, b in zip(sc, se): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
-def train_gpt(compiled, steps=50, B=3, T=8, V=11):
+def train_gpt(compiled, steps=50, B=3, T=8, V=11, device='cpu'):
     "A tiny GPT with dropout 0.1 everywhere (embeddings, attention output, MLP), AdamW: losses and parameters."
     init.manual_seed(0)
     # bias=False: the key projection's bias has a zero gradient in exact arithmetic (softmax ignores a constant
     # added to every score), so in float32 it is rounding noise, which Adam normalises into full-size steps
-    m = nn.GPT(V, T, n_layer=2, n_head=2, n_embd=16, dropout=0.1, bias=False)
+    m = nn.GPT(V, T, n_layer=2, n_head=2, n_embd=16, dropout=0.1, bias=False).to(device)
     opt = optim.AdamW(m.parameters(), lr=3e-3, capturable=True)
     lossf = nn.CrossEntropyLoss()
     rng = np.random.default_rng(1)
-    xs = [mi.Tensor(rng.integers(0, V, (B, T)), requires_grad=False) for _ in range(2)]
-    ys = [mi.Tensor(rng.integers(0, V, B * T), requires_grad=False) for _ in range(2)]
+    xs = [mi.Tensor(rng.integers(0, V, (B, T)), requires_grad=False, device=device) for _ in range(2)]
+    ys = [mi.Tensor(rng.integers(0, V, B * T), requires_grad=False, device=device) for _ in range(2)]
     def step(x, y):
         opt.zero_grad(); loss = lossf(m(x).reshape((B * T, V)), y); loss.backward(); opt.step()
         return loss

@@ -1,23 +1,22 @@
 """`minima.compile` against eager for each silent-wrong or crash item of the fourth torch audit (SW3-SW7, C1, C2, C4,
 M27): returned tensors are fresh, every hyperparameter, module attribute, closure tensor and `requires_grad` flag a
 step reads is guarded, a compiled forward takes an eager backward."""
-import warnings
 import numpy as np
 import pytest
 import minima as mi
 from minima import nn, optim, init
 
-def data(n=8, d=6, k=3, seed=1):
+def data(n=8, d=6, k=3, seed=1, device='cpu'):
     rng = np.random.default_rng(seed)
-    x = mi.Tensor(rng.standard_normal((n, d)).astype('float32'), requires_grad=False)
-    return x, mi.Tensor(rng.integers(0, k, n))
+    x = mi.Tensor(rng.standard_normal((n, d)).astype('float32'), requires_grad=False, device=device)
+    return x, mi.Tensor(rng.integers(0, k, n), device=device)
 
-def run(compiled, make_opt, steps=8, after=None, seed=0):
+def run(compiled, make_opt, steps=8, after=None, seed=0, device='cpu'):
     "Losses and parameters of `steps` SGD-like steps; `after(i, model, opt)` runs after step i (a change)."
     init.manual_seed(seed)
-    m = nn.Sequential(nn.Linear(6, 7), nn.ReLU(), nn.Linear(7, 3))
+    m = nn.Sequential(nn.Linear(6, 7), nn.ReLU(), nn.Linear(7, 3)).to(device)
     opt, lossf = make_opt(m.parameters()), nn.CrossEntropyLoss()
-    x, y = data()
+    x, y = data(device=device)
     def step(x, y):
         opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
         return loss
@@ -28,9 +27,9 @@ def run(compiled, make_opt, steps=8, after=None, seed=0):
         if after is not None: after(i, m, opt)
     return np.array([float(l.detach().numpy()) for l in losses]), [p.detach().numpy().copy() for p in m.parameters()], f
 
-def same(make_opt, after=None, steps=8, tol=1e-5):
-    le, pe, _ = run(False, make_opt, steps, after)
-    lc, pc, f = run(True, make_opt, steps, after)
+def same(make_opt, after=None, steps=8, tol=1e-5, device='cpu'):
+    le, pe, _ = run(False, make_opt, steps, after, device=device)
+    lc, pc, f = run(True, make_opt, steps, after, device=device)
     np.testing.assert_allclose(lc, le, rtol=tol, atol=tol)
     for a, b in zip(pc, pe): np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
     return f
@@ -192,15 +191,15 @@ def test_c4_clip_grad_norm_inside_the_step():
     assert f.program is not None
 
 @pytest.mark.parametrize('norm_type', [2.0, 1.0, 3.0, float('inf')])
-def test_c4_clip_grad_norm_returns_a_fresh_norm_and_clips_only_when_above(norm_type):
+def test_c4_clip_grad_norm_returns_a_fresh_norm_and_clips_only_when_above(norm_type, device='cpu'):
     """The standard step: zero_grad, backward, clip, step, returning (loss, norm); the batch alternates between one
     whose norm is above `max_norm` and one below it, so the program must decide on the device, call by call."""
     rng = np.random.default_rng(3)
-    xs = [mi.Tensor(rng.standard_normal((8, 6)).astype('float32') * s) for s in (0.05, 5.0)]
-    y = mi.Tensor(rng.integers(0, 3, 8))
+    xs = [mi.Tensor(rng.standard_normal((8, 6)).astype('float32') * s, device=device) for s in (0.05, 5.0)]
+    y = mi.Tensor(rng.integers(0, 3, 8), device=device)
     def run_(compiled):
         init.manual_seed(0)
-        m = nn.Sequential(nn.Linear(6, 7), nn.ReLU(), nn.Linear(7, 3))
+        m = nn.Sequential(nn.Linear(6, 7), nn.ReLU(), nn.Linear(7, 3)).to(device)
         opt, lossf = optim.SGD(m.parameters(), lr=0.3, momentum=0.9), nn.CrossEntropyLoss()
         def step(x, y):
             opt.zero_grad(); loss = lossf(m(x), y); loss.backward()
@@ -336,3 +335,17 @@ def test_guard_quick_check_after_equal_value_rebinding():
         opt.param_groups[0]['lr'] = float(str(opt.param_groups[0]['lr']))   # equal value, new object
     f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
     assert f.captures == 2
+
+def test_device_method_a_capture_cannot_record_is_refused():
+    "A device method outside the recorded primitives (the int8 product) would be left out of the program: refused."
+    from minima.compile import CaptureError
+    d = mi.cpu()
+    a, b, out = d.alloc(8, 'int8'), d.alloc(8, 'int8'), d.alloc(4, 'int32')
+    a[:], b[:] = 1, 2
+    def step(x):
+        d.matmul_int8(a, b, out, 2, 4, 2)
+        return x * 2.0
+    f = mi.compile(step)
+    x = mi.Tensor(np.ones(3, 'float32'))
+    f(x)
+    with pytest.raises(CaptureError, match='matmul_int8 on the cpu device'): f(x)

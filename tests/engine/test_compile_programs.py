@@ -40,18 +40,19 @@ def program(seed):
 class Counter:
     n = 0
 
-def run(plan, compiled):
+def run(plan, compiled, device='cpu'):
     r = np.random.default_rng(plan['seed'])
     init.manual_seed(plan['seed'])
     kind, m = make_model(r)
+    m.to(device)
     opt, lossf = make_opt(r, m.parameters()), nn.CrossEntropyLoss()
     sched = [None, lambda: optim.lr_scheduler.StepLR(opt, plan['every'], gamma=0.5),
              lambda: optim.lr_scheduler.ExponentialLR(opt, 0.9)][plan['sched']]
     sched = sched() if sched else None
     d = np.random.default_rng(100 + plan['seed'])
     shape = (1, 4, 4) if kind == 'cnn' else (6,)
-    batches = [(mi.Tensor(d.standard_normal((n,) + shape).astype('float32'), requires_grad=False),
-                mi.Tensor(d.integers(0, 4, n))) for n in ((5, 7) if plan['shapes'] else (5, 5))]
+    batches = [(mi.Tensor(d.standard_normal((n,) + shape).astype('float32'), requires_grad=False, device=device),
+                mi.Tensor(d.integers(0, 4, n), device=device)) for n in ((5, 7) if plan['shapes'] else (5, 5))]
     ran = Counter()
     def step(x, y):
         ran.n += 1   # the Python body ran (eagerly or capturing), not a replay
@@ -86,10 +87,10 @@ def run(plan, compiled):
     return np.array([flat(o) for o in losses]), [p.detach().numpy() for p in m.parameters()], f
 
 @pytest.mark.parametrize('seed', range(N_PROGRAMS))
-def test_random_training_program(seed):
+def test_random_training_program(seed, device='cpu'):
     plan = program(seed)
-    le, pe, _ = run(plan, False)
-    lc, pc, f = run(plan, True)
+    le, pe, _ = run(plan, False, device)
+    lc, pc, f = run(plan, True, device)
     np.testing.assert_allclose(lc, le, rtol=2e-5, atol=2e-5, err_msg=str(plan))
     for a, b in zip(pc, pe): np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5, err_msg=str(plan))
     assert f.replays >= N_STEPS // 5, (plan, f.replays)

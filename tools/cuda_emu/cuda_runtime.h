@@ -33,6 +33,9 @@ struct dim3 {
     constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+#define MINIMA_CUDA_EMU 1
+inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -59,7 +62,7 @@ typedef void* cudaStream_t;
 typedef void* cudaEvent_t;
 typedef void* cudaMemPool_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75 };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
 struct cudaDeviceProp { char name[256]; int major, minor, multiProcessorCount; };
 
@@ -87,12 +90,15 @@ inline cudaError_t cudaFree(void* p) {
 inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
 inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
 inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(d, s, n, k); }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 // 2 SMs by default keeps emulated grids small; EMU_SMS=132 reproduces an H100's launch geometry
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+// and it reports compute capability 9 (an sm_90 GPU) so that the tensor-core paths run (tools/cuda_emu/mma.h)
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+    if (a == cudaDevAttrComputeCapabilityMajor) { *v = 9; return cudaSuccess; }
     const char* s = getenv("EMU_SMS"); *v = s ? atoi(s) : 2; return cudaSuccess;
 }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
@@ -173,6 +179,7 @@ template <class T> inline T shfl_xor(T v, int mask) {
 }  // namespace emu
 
 #define __syncthreads() emu::yield()
+#define __syncwarp(...) emu::yield()   // coarser than a warp barrier: every thread of the block
 #define __shfl_xor_sync(mask, v, lanemask) emu::shfl_xor((v), (lanemask))
 #define EMU_LAUNCH(grid, block, ...) emu::launch(dim3(grid), dim3(block), [&] { __VA_ARGS__; })
 
