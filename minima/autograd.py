@@ -146,9 +146,7 @@ class Tensor(Value):
     def size(self) -> int: "The number of elements."; return self.cached_data.size
     def __len__(self): return len(self.cached_data)
 
-    def numpy(self, *, force=False) -> np.ndarray:
-        "The values as a numpy array that shares the tensor's memory, as torch's."
-        return _numpy(self, force)
+    def numpy(self, *, force=False): "The values, sharing the memory (as torch's)."; return _numpy(self, force)
     def item(self): "A one-element tensor's value, a Python number."; return self.cached_data.item()
     def tolist(self): "The values as (nested) Python lists."; return self.cached_data.numpy().tolist()
     def __array__(self, dtype=None, copy=None): return _array(self, dtype, copy)
@@ -156,8 +154,7 @@ class Tensor(Value):
         extra = '' if self.device == cpu() else f', device={self.device}'
         if self.op is not None: extra += f', op={type(self.op).__name__}'
         elif self.requires_grad: extra += ', requires_grad=True'
-        values = np.array2string(self.cached_data.numpy(), separator=', ', prefix='minima.Tensor(')
-        return f"minima.Tensor({values}, dtype={self.dtype}{extra})"
+        return f"minima.Tensor({np.array2string(self.cached_data.numpy(), separator=', ', prefix='minima.Tensor(')}, dtype={self.dtype}{extra})"
     def __str__(self): return str(self.cached_data.numpy())
     def __bool__(self):
         if self.size != 1: raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous")
