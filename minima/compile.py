@@ -1884,7 +1884,7 @@ def _lower(self: CudaProgram, instrs):
 #| code-fold: true
 #| code-summary: "The replay: one call"
 @patch
-def __call__(self: CudaProgram, args, kwargs):
+def __call__(self: CudaProgram, args, kwargs):  # noqa: F811 (a method)
     leaves, dev, Bp = _leaves((args, kwargs), []), self.device, self.B
     for i, j in self.arg_set:
         x = leaves[i]
