@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ndarray.ipynb 4
 from __future__ import annotations
-import functools, math, numbers
+import functools, math, numbers, operator
 import numpy as np
 from fastcore.basics import patch
 from .device import DTYPES, cpu, default_device, get_device
@@ -58,10 +58,11 @@ def scalar_dtype(x) -> str:
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
-    if isinstance(axes, numbers.Integral): axes = (axes,)
+    if axes.__class__ is int or isinstance(axes, numbers.Integral): axes = (axes,)
     out = []
     for ax in axes:
-        if not isinstance(ax, numbers.Integral): raise TypeError(f"{op}: axis must be an int, got {ax!r}")
+        if ax.__class__ is not int and not isinstance(ax, numbers.Integral):
+            raise TypeError(f"{op}: axis must be an int, got {ax!r}")
         a = ax + max(ndim, 1) if ax < 0 else ax   # a 0-d array accepts axis 0 and -1, as torch
         if not 0 <= a < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
             raise ValueError(f"{op}: axis {ax} is out of range for an array with {ndim} dimensions")
@@ -94,7 +95,10 @@ assert weak_result_dtype('float16', 'float64') == 'float16'
 assert result_dtype('bfloat16', 'float16') == 'float32' and result_dtype('bfloat16', 'int64') == 'bfloat16'
 
 # %% ../../nbs/20_ndarray.ipynb
-def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
+_PY_SCALARS = frozenset((int, float, bool))
+def _scalar_ok(x):
+    if x.__class__ in _PY_SCALARS: return True   # the usual case, before the slower abstract-class test
+    return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
@@ -135,11 +139,13 @@ class NDArray:
         return a
 
 # %% ../../nbs/20_ndarray.ipynb
-NDArray.shape = property(lambda self: self._shape)
-NDArray.strides = property(lambda self: self._strides)
-NDArray.offset = property(lambda self: self._offset)
-NDArray.device = property(lambda self: self._device)
-NDArray.dtype = property(lambda self: self._dtype)
+# read-only views of the slots; `attrgetter` runs in C, so reading `a.shape` costs no Python call (a lambda would:
+# these are read a thousand times per decoded token)
+NDArray.shape = property(operator.attrgetter('_shape'), doc="The size of each axis (a tuple).")
+NDArray.strides = property(operator.attrgetter('_strides'), doc="The step of each axis, in elements.")
+NDArray.offset = property(operator.attrgetter('_offset'), doc="Where element 0 sits in the handle.")
+NDArray.device = property(operator.attrgetter('_device'), doc="The device that holds the handle.")
+NDArray.dtype = property(operator.attrgetter('_dtype'), doc="The dtype's name, e.g. 'float32'.")
 NDArray.ndim = property(lambda self: len(self._shape))
 NDArray.size = property(lambda self: prod(self._shape))
 NDArray.version = property(lambda self: self._ver[0],
@@ -179,6 +185,7 @@ def to(self: NDArray, device) -> 'NDArray':
 @patch
 def astype(self: NDArray, dtype) -> 'NDArray':
     "A compact copy converted to `dtype` (the array itself when nothing changes)."
+    if dtype.__class__ is str and dtype == self._dtype: return self   # the usual case: no conversion asked
     dtype = as_dtype(dtype)
     if dtype == self._dtype: return self
     a = self.compact()
@@ -204,7 +211,7 @@ def _is_compact(self) -> bool:
 
 def _compact(self) -> NDArray:
     "A compact array with the same values: `self` when already compact, else a gathered copy."
-    if _is_compact(self): return self
+    if self._c or _is_compact(self): return self
     out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
     if out.size: self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
     return out
@@ -221,39 +228,39 @@ def _reshape(self, *new_shape) -> NDArray:
     "A view with `new_shape` (one entry may be -1); copies first only if the array is not compact."
     if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
         new_shape = tuple(new_shape[0])
-    new_shape = tuple(int(s) for s in new_shape)
+    new_shape, size = tuple(map(int, new_shape)), prod(self._shape)
     if new_shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
     if -1 in new_shape:
         known = prod(s for s in new_shape if s != -1)
-        if known == 0 or self.size % known:
+        if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
-                             f"(size {self.size}) into {new_shape}")
-        new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
-    if any(s < 0 for s in new_shape) or prod(new_shape) != self.size:
-        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
+                             f"(size {size}) into {new_shape}")
+        new_shape = tuple(size // known if s == -1 else s for s in new_shape)
+    if (new_shape and min(new_shape) < 0) or prod(new_shape) != size:
+        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {size}) "
                          f"into {new_shape}")
     if new_shape == self._shape: return self
-    a = self.compact()
+    a = self if self._c else self.compact()
     return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
 
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
-    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) \
-            or len(axes) != self.ndim:
-        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes "
+    nd = len(self._shape)
+    if len(axes) != nd or sorted(a % nd for a in axes) != list(range(nd)):
+        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {nd} axes "
                          f"of shape {self._shape}")
-    axes = [a % self.ndim for a in axes]
-    return self.as_strided(tuple(self._shape[a] for a in axes),
-                           tuple(self._strides[a] for a in axes))
+    axes = [a % nd for a in axes]
+    return self.as_strided(tuple(map(self._shape.__getitem__, axes)),
+                           tuple(map(self._strides.__getitem__, axes)))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _broadcast_to(self, new_shape) -> NDArray:
     "A view of shape `new_shape` where every broadcast axis has stride 0."
     new_shape = tuple(new_shape)
     if new_shape == self._shape: return self
-    nd, od = len(new_shape), self.ndim
+    nd, od = len(new_shape), len(self._shape)
     if nd < od:
         raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
     strides = [0] * (nd - od)
@@ -357,7 +364,8 @@ def _check_int_pow(dt, exponent):
 # %% ../../nbs/20_ndarray.ipynb
 def _prep(self, other, op):
     if other._shape == self._shape and other._dtype == self._dtype \
-            and other._device == self._device and (op != 'div' or is_float_dtype(self._dtype)):
+            and (other._device is self._device or other._device == self._device) \
+            and (op != 'div' or self._dtype in _FLOATS):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
         if other._device != self._device:
@@ -387,15 +395,22 @@ _FLOATS = frozenset(('float32', 'float64', 'float16', 'bfloat16'))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _binary(op):
+    out_bool = op in _CMP
     def f(self, other):
         if isinstance(other, NDArray):
+            if self._c and other._c and self._shape == other._shape and self._dtype == other._dtype \
+                    and self._device is other._device and self._dtype in _FLOATS:
+                # the hot path, from cached facts: compact float arrays of one shape, dtype and device
+                out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else self._dtype)
+                if prod(self._shape): self._device.ewise(op, self._handle, other._handle, out._handle)
+                return out
             a, b, shape, dt = _prep(self, other, op)
             if dt == 'bool' and op == 'pow':
                 raise TypeError("pow: not implemented for two bool operands (as in torch)")
             if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
-            out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
-            if out.size:
-                if a.is_compact() and b.is_compact():
+            out = NDArray.make(shape, device=self._device, dtype='bool' if out_bool else dt)
+            if prod(shape):
+                if (a._c or a.is_compact()) and (b._c or b.is_compact()):
                     self._device.ewise(op, a._handle, b._handle, out._handle)
                 else:  # broadcast or strided operands: the device reads the views (or gathers them)
                     self._device.ewise_strided(op, a._handle, a._strides, a._offset,
@@ -405,9 +420,9 @@ def _binary(op):
         dt = _scalar_op_dtype(self, other, op)
         if dt == 'bool' and op == 'pow':
             return _binary(op)(self.astype('int64'), other).astype('bool')
-        a = self.astype(dt).compact()
-        out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
-        if out.size: self._device.scalar(op, a._handle, other, out._handle)
+        a = self if self._c and dt == self._dtype else self.astype(dt).compact()
+        out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else dt)
+        if prod(self._shape): self._device.scalar(op, a._handle, other, out._handle)
         return out
     f.__name__ = op
     return f
@@ -509,20 +524,20 @@ NDArray.where, NDArray.fill = staticmethod(_where), _fill
 
 # %% ../../nbs/20_ndarray.ipynb
 def _reduce(self, axes, keepdims, kind):
-    axes = normalize_axes(axes, self.ndim, kind)
-    keep = tuple(i for i in range(self.ndim) if i not in axes)
-    out_shape = tuple(self._shape[i] for i in keep)
-    r = prod(self._shape[i] for i in axes)
+    nd, shape = len(self._shape), self._shape
+    axes = normalize_axes(axes, nd, kind)
+    keep = tuple(i for i in range(nd) if i not in axes)
+    out_shape = tuple(map(shape.__getitem__, keep))
+    r = prod(map(shape.__getitem__, axes))
     if kind == 'max' and r == 0:
         raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
-    a = (self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim))
-         else self)
-    dt = self._dtype if kind == 'max' or is_float_dtype(self._dtype) else 'int64'
+    a = self.permute(keep + axes) if axes != tuple(range(nd - len(axes), nd)) else self
+    dt = self._dtype if kind == 'max' or self._dtype in _FLOATS else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
-    if out.size:
+    if prod(out_shape):
         if r == 0: out.fill(0)
-        elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
+        elif not (a._c or a.is_compact()):   # reduce the strided view directly (the default gathers it first)
             self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset,
                                         out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
@@ -568,8 +583,8 @@ def _matmul_2d(self, other) -> NDArray:
     "`(m, n) @ (n, p)` of one float dtype: the common case, without the general bookkeeping."
     (m, n), p = self._shape, other._shape[1]
     out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
-    if not out.size: return out
-    if self.is_compact() and other.is_compact():
+    if not (m and p): return out
+    if (self._c or self.is_compact()) and (other._c or other.is_compact()):
         self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
     else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
         self._device.matmul_strided(self._handle, self._strides, self._offset,
@@ -581,11 +596,11 @@ def _matmul_2d(self, other) -> NDArray:
 def _matmul(self, other) -> NDArray:
     "numpy-style matmul with broadcast batch dimensions."
     if not isinstance(other, NDArray): return NotImplemented
-    if self._device != other._device:
+    if self._device is not other._device and self._device != other._device:
         raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
-    if self.ndim == 2 and other.ndim == 2 and self._dtype == other._dtype and self._shape[1] == other._shape[0] \
-            and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
-        return _matmul_2d(self, other)
+    if len(self._shape) == 2 and len(other._shape) == 2 and self._dtype == other._dtype \
+            and self._shape[1] == other._shape[0] and self._shape[1] and self._dtype in _FLOATS:
+        return _matmul_2d(self, other)   # the common case, without the general bookkeeping
     if self.ndim == 0 or other.ndim == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} "
                          f"and {other._shape}")
