@@ -178,19 +178,22 @@ def _view(h, shape, strides, offset):
         return h[offset:offset + (shape[0] * strides[0] if shape else 1)].reshape(shape)
     isz = h.itemsize
     # ~0.5 us:
-    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))
+    byte_strides = tuple(map(isz.__mul__, strides))
+    try: return np.ndarray(shape, h.dtype, h, offset * isz, byte_strides)
     except (ValueError, TypeError):
         # numpy's own bounds check disagrees (empty views): the general, slower path
-        return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
+        return _as_strided(h[offset:], shape=shape, strides=byte_strides)
 
 # The 16-bit floats are stored in 16 bits but summed in float32, as torch's CPU kernels do: a bfloat16
 # accumulator stops growing at 256 when it adds ones (its 8 bits of precision).
 _LOW_FLOATS = frozenset(('float16', 'bfloat16'))
-def _wide(x): return x.astype(np.float32) if x.dtype.name in _LOW_FLOATS else x
+# as numpy dtypes: `x.dtype in _LOW` is a hash lookup, while `x.dtype.name` runs Python code in numpy
+_LOW = frozenset((np.dtype('float16'), np.dtype(ml_dtypes.bfloat16)))
+def _wide(x): return x.astype(np.float32) if x.dtype in _LOW else x
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
-    if ufunc is np.add and a.dtype.name in _LOW_FLOATS:
+    if ufunc is np.add and a.dtype in _LOW:
         out[...] = np.add.reduce(_wide(a).reshape(-1, r), axis=1); return
     # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for
     # 32k rows), so for a handful of columns we combine whole columns instead: r - 1
@@ -220,14 +223,14 @@ class _NumpyViews:
     @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):
         nd, v = len(shape), _view(a, shape, strides, offset)
-        if kind == 'sum' and a.dtype.name in _LOW_FLOATS:
+        if kind == 'sum' and a.dtype in _LOW:
             out.reshape(tuple(shape[:nd - k]))[...] = np.sum(_wide(v), axis=tuple(range(nd - k, nd))); return
         (np.sum if kind == 'sum' else np.max)(v, axis=tuple(range(nd - k, nd)), out=out.reshape(tuple(shape[:nd - k])))
     @_quiet
     def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
         # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
         va, vb = _view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset)
-        if out.dtype.name in _LOW_FLOATS: out.reshape(m, p)[...] = np.matmul(_wide(va), _wide(vb)); return
+        if out.dtype in _LOW: out.reshape(m, p)[...] = np.matmul(_wide(va), _wide(vb)); return
         np.matmul(va, vb, out=out.reshape(m, p))
 
 # %% ../../nbs/21_numpy_device.ipynb
@@ -260,7 +263,7 @@ class NumpyDevice(_NumpyViews, BackendDevice):
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
     @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
-        if out.dtype.name in _LOW_FLOATS:   # float32 products and sums, rounded once (torch's CPU matmul)
+        if out.dtype in _LOW:   # float32 products and sums, rounded once (torch's CPU matmul)
             out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n), _wide(b).reshape(batch, n, p))
             return
         np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ndarray.ipynb 4
 from __future__ import annotations
-import functools, math, numbers, operator
+import functools, itertools, math, numbers, operator
 import numpy as np
 from fastcore.basics import patch
 from .device import DTYPES, cpu, default_device, get_device
@@ -73,7 +73,7 @@ def normalize_axes(axes, ndim, op='reduce'):
 def broadcast_shapes(*shapes, op='broadcast'):
     "numpy's broadcasting rule: align trailing axes; each pair must match or contain a 1."
     first = shapes[0]
-    if all(s == first for s in shapes): return tuple(first)
+    if shapes.count(first) == len(shapes): return tuple(first)   # all equal (`count` compares in C)
     return _broadcast_shapes(tuple(map(tuple, shapes)), op)
 
 @functools.lru_cache(maxsize=4096)
@@ -193,8 +193,12 @@ def astype(self: NDArray, dtype) -> 'NDArray':
     self._device.cast(a._handle, out._handle)
     return out
 
+_NP_COMMON = {np.dtype(n): d for n, d in [('float32', 'float32'), ('float64', 'float32'),
+                                               ('int64', 'int64'), ('bool', 'bool')]}
 def _default_dtype_of(a: np.ndarray) -> str:
     "numpy input -> minima dtype: float64 becomes float32 (needle's default), the 16-bit floats and minima's ints stay."
+    dt = _NP_COMMON.get(a.dtype)
+    if dt is not None: return dt   # the common dtypes, without numpy's (Python-level) subtype tests
     if a.dtype == np.bool_: return 'bool'
     if np.issubdtype(a.dtype, np.integer): return a.dtype.name if a.dtype.name in DTYPES else 'int64'
     if a.dtype.name in ('float16', 'bfloat16'): return a.dtype.name
@@ -247,11 +251,11 @@ def _reshape(self, *new_shape) -> NDArray:
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
-    nd = len(self._shape)
-    if len(axes) != nd or sorted(a % nd for a in axes) != list(range(nd)):
-        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {nd} axes "
+    nd, given = len(self._shape), axes
+    if len(axes) == nd and sorted(axes) != list(range(nd)): axes = [a % nd for a in axes]   # negative axes
+    if len(axes) != nd or sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute: {tuple(given)} is not a permutation of the {nd} axes "
                          f"of shape {self._shape}")
-    axes = [a % nd for a in axes]
     return self.as_strided(tuple(map(self._shape.__getitem__, axes)),
                            tuple(map(self._strides.__getitem__, axes)))
 
@@ -352,8 +356,8 @@ _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _pair_dtype(a, b) -> str:
     "torch's rule for two arrays: a 0-d array is weak against one with dimensions (table above)."
-    if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
-    if b.ndim == 0: return weak_result_dtype(a._dtype, b._dtype)
+    if (not a._shape) == (not b._shape): return _PROMOTE[a._dtype, b._dtype]
+    if not b._shape: return weak_result_dtype(a._dtype, b._dtype)
     return weak_result_dtype(b._dtype, a._dtype)
 
 def _check_int_pow(dt, exponent):
@@ -526,7 +530,7 @@ NDArray.where, NDArray.fill = staticmethod(_where), _fill
 def _reduce(self, axes, keepdims, kind):
     nd, shape = len(self._shape), self._shape
     axes = normalize_axes(axes, nd, kind)
-    keep = tuple(i for i in range(nd) if i not in axes)
+    keep = tuple(itertools.filterfalse(axes.__contains__, range(nd)))   # the axes not reduced
     out_shape = tuple(map(shape.__getitem__, keep))
     r = prod(map(shape.__getitem__, axes))
     if kind == 'max' and r == 0:
@@ -601,11 +605,12 @@ def _matmul(self, other) -> NDArray:
     if len(self._shape) == 2 and len(other._shape) == 2 and self._dtype == other._dtype \
             and self._shape[1] == other._shape[0] and self._shape[1] and self._dtype in _FLOATS:
         return _matmul_2d(self, other)   # the common case, without the general bookkeeping
-    if self.ndim == 0 or other.ndim == 0:
+    nd_a, nd_b = len(self._shape), len(other._shape)
+    if nd_a == 0 or nd_b == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} "
                          f"and {other._shape}")
-    a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self
-    b = other.reshape(other._shape[0], 1) if other.ndim == 1 else other
+    a = self.reshape(1, self._shape[0]) if nd_a == 1 else self
+    b = other.reshape(other._shape[0], 1) if nd_b == 1 else other
     m, n = a._shape[-2:]
     n2, p = b._shape[-2:]
     if n != n2:
@@ -615,7 +620,7 @@ def _matmul(self, other) -> NDArray:
     dt = result_dtype(a._dtype, b._dtype)
     if dt == 'bool': dt = 'int64'
     a, b = a.astype(dt), b.astype(dt)
-    if b.ndim == 2 and a.ndim > 2:  # fold the batch into the rows of a
+    if len(b._shape) == 2 and len(a._shape) > 2:  # fold the batch into the rows of a
         rows = prod(a._shape[:-1])
         out = NDArray.make((rows, p), device=a._device, dtype=dt)
         if out.size: a._device.matmul(a.compact()._handle, b.compact()._handle, out._handle, 1, rows, n, p)
@@ -628,8 +633,8 @@ def _matmul(self, other) -> NDArray:
         if out.size:
             if n == 0: out.fill(0)
             else: a._device.matmul(a2._handle, b2._handle, out._handle, nb, m, n, p)
-    if self.ndim == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
-    if other.ndim == 1: out = out.reshape(out._shape[:-1])
+    if nd_a == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
+    if nd_b == 1: out = out.reshape(out._shape[:-1])
     return out
 NDArray.__matmul__ = NDArray.matmul = _matmul
 
