@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_autograd.ipynb 18
 from __future__ import annotations
-import numbers, threading, weakref
+import numbers, operator, threading, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
@@ -74,31 +74,37 @@ class Value:
     def make_const(cls, data, requires_grad=False):
         "A leaf holding `data` (an NDArray or a tuple of them)."
         v = cls.__new__(cls)
-        v._init(None, (), cached_data=data, requires_grad=requires_grad)
+        v.op, v.inputs, v.cached_data, v.requires_grad = None, (), data, requires_grad
+        if cls is not Value: v.grad, v._retain = None, False   # what `Tensor._init` adds, without its two calls
         return v
 
 # %% ../nbs/01_autograd.ipynb
-@patch(cls_method=True)
-def make_from_op(cls: Value, op: Op, inputs):
-    out = cls
+def _make_from_op(cls, op: Op, inputs):
+    out, needs_grad = cls, False
     for x in inputs:
         if not isinstance(x, Value):
             raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
+        if x.requires_grad: needs_grad = True
         r = x._result_classes
         if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
-    data = op.compute(*[x.cached_data for x in inputs])
+    data = op.compute(*map(_DATA, inputs))
     if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
     v = out.__new__(out)
     v.cached_data = data
-    if _GRAD.on and any(x.requires_grad for x in inputs):
+    if needs_grad and _GRAD.on:
         if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
-        try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
-        except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
+        try:   # the versions the op saw (chapter 01c), inlined
+            vers = [data._ver[0]]
+            for x in inputs: vers.append(x.cached_data._ver[0])
+            v._vers = tuple(vers)
+        except AttributeError: v._vers = _versions(v)   # a tuple of tensors
     else:
         v.op, v.inputs, v.requires_grad = None, (), False
     if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
     return v
+_DATA = operator.attrgetter('cached_data')
+Value.make_from_op = classmethod(_make_from_op)
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
@@ -127,10 +133,11 @@ class Tensor(Value):
         Value._init(self, op, inputs, cached_data=cached_data, requires_grad=requires_grad)
         self.grad, self._retain = None, False
 
-    shape = property(lambda self: self.cached_data.shape)
-    dtype = property(lambda self: self.cached_data.dtype)
-    device = property(lambda self: self.cached_data.device)
-    ndim = property(lambda self: self.cached_data.ndim)
+    # read through C-level getters (`operator.attrgetter`): no Python call per read, and ops read them often
+    shape = property(operator.attrgetter('cached_data.shape'), doc="The size of each axis (a tuple).")
+    dtype = property(operator.attrgetter('cached_data.dtype'), doc="The dtype's name, e.g. 'float32'.")
+    device = property(operator.attrgetter('cached_data.device'), doc="The device that holds the data.")
+    ndim = property(lambda self: len(self.cached_data.shape), doc="The number of axes.")
     size = property(lambda self: self.cached_data.size)
     def __len__(self): return len(self.cached_data)
 
