@@ -49,6 +49,8 @@ def weak_result_dtype(strong: str, weak: str) -> str:
 
 def scalar_dtype(x) -> str:
     "The dtype a Python (or numpy) number stands for in promotion: bool, int64, or float32 (torch's default)."
+    if x.__class__ is float: return 'float32'   # the usual cases first: `isinstance` of the abstract
+    if x.__class__ is int: return 'int64'       # number classes below runs Python code
     if isinstance(x, (bool, np.bool_)): return 'bool'
     if isinstance(x, (numbers.Integral, np.integer)): return 'int64'
     if isinstance(x, (numbers.Real, np.floating)): return 'float32'
@@ -97,7 +99,7 @@ assert result_dtype('bfloat16', 'float16') == 'float32' and result_dtype('bfloat
 # %% ../../nbs/20_ndarray.ipynb
 _PY_SCALARS = frozenset((int, float, bool))
 def _scalar_ok(x):
-    if x.__class__ in _PY_SCALARS: return True   # the usual case, before the slower abstract-class test
+    if x.__class__ in _PY_SCALARS or isinstance(x, np.generic): return True   # before the slow abstract-class test
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
 class NDArray:
@@ -173,7 +175,7 @@ def __array__(self: NDArray, dtype=None, copy=None):
     return self.numpy() if dtype is None else self.numpy().astype(dtype)
 @patch
 def item(self: NDArray):
-    if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
+    if prod(self._shape) != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
     return self._device.to_numpy(self._handle, (), (), self._offset).item()
 @patch
 def to(self: NDArray, device) -> 'NDArray':
@@ -217,7 +219,7 @@ def _compact(self) -> NDArray:
     "A compact array with the same values: `self` when already compact, else a gathered copy."
     if self._c or _is_compact(self): return self
     out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
-    if out.size: self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
+    if prod(self._shape): self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
     return out
 
 def _as_strided(self, shape, strides) -> NDArray:
@@ -291,16 +293,20 @@ NDArray.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))
 def _view_for_index(self, idx):
     "(shape, strides, offset) of the basic-indexing view `self[idx]`."
     if not isinstance(idx, tuple): idx = (idx,)
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1:
+    n_new = n_ell = 0
+    for i in idx:   # a plain loop: a generator would cost a Python frame on every index
+        if i is None: n_new += 1
+        elif i is Ellipsis: n_ell += 1
+    n_real, nd = len(idx) - n_new - n_ell, len(self._shape)
+    if n_ell > 1:
         raise IndexError("getitem: an index can only have a single ellipsis")
-    if n_real > self.ndim:
+    if n_real > nd:
         raise IndexError(f"getitem: too many indices ({n_real}) for an array with "
-                         f"{self.ndim} dimensions")
-    if Ellipsis in idx:
+                         f"{nd} dimensions")
+    if n_ell:
         k = idx.index(Ellipsis)
-        idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
-    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+        idx = idx[:k] + (slice(None),) * (nd - n_real) + idx[k + 1:]
+    else: idx = idx + (slice(None),) * (nd - n_real)
     shape, strides, offset, ax = [], [], self._offset, 0
     for i in idx:
         if i is None: shape.append(1); strides.append(0); continue
@@ -311,7 +317,8 @@ def _view_for_index(self, idx):
             length = max(0, (stop - start + (step - (1 if step > 0 else -1))) // step)
             shape.append(length); strides.append(st * step)
             if length: offset += start * st
-        elif isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_)):
+        elif i.__class__ is int or (isinstance(i, (numbers.Integral, np.integer))
+                                    and not isinstance(i, (bool, np.bool_))):
             j = int(i) + n if i < 0 else int(i)
             if not 0 <= j < n:
                 raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} "
@@ -333,16 +340,16 @@ def _getitem(self, idx) -> NDArray:
 def _setitem(self, idx, other):
     """Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version. A broadcast view
     is read-only, as in numpy."""
-    if self.size and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+    if 0 in self._strides and prod(self._shape) and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
         raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
                          "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
     self._ver[0] += 1
     if isinstance(other, NDArray):
-        if other.device != self._device:
+        if other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"setitem: value is on {other.device} but the array is on {self._device}")
         if prod(shape) == 0: return
-        src = other.astype(self._dtype).broadcast_to(shape).compact()
+        src = (other if other._dtype == self._dtype else other.astype(self._dtype)).broadcast_to(shape).compact()
         self._device.ewise_setitem(src._handle, self._handle, shape, strides, offset)
     elif _scalar_ok(other):
         if prod(shape): self._device.scalar_setitem(prod(shape), other, self._handle, shape, strides, offset)
@@ -389,6 +396,8 @@ def _no_bool_sub(op, *dtypes):
                         "`.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
+    if self._dtype in _FLOATS and (other.__class__ is float or other.__class__ is int):
+        return self._dtype   # the usual case: a float array and a Python number (no check below can fail)
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
         weak_result_dtype(self._dtype, scalar_dtype(other))
     if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
@@ -470,9 +479,9 @@ def _inplace(op):
     def f(self, other):
         """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to
         `a`'s shape and is cast to `a`'s dtype (float64 into float32 is fine; a float result into integers is not)."""
-        if isinstance(other, NDArray) and other._device != self._device:
+        if isinstance(other, NDArray) and other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
-        fast = self.is_compact() and (
+        fast = (self._c or self.is_compact()) and (
             (isinstance(other, NDArray) and other._dtype == self._dtype) or
             (_scalar_ok(other) and (is_float_dtype(self._dtype) or
                                     (isinstance(other, (int, np.integer)) and op != 'div'))))
