@@ -149,22 +149,22 @@ _NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.s
 # numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
 # numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
 # half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
-# so every arithmetic primitive runs inside `_quiet`.
+# so every arithmetic primitive runs inside `_quiet` (the four hottest inline its two calls, saving its frame).
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
-except ImportError: _ERR = None   # another numpy: the public, slower context manager
+except ImportError:   # another numpy: its public (slower) error state, behind the same two calls
+    class _SetErr:
+        def set(self, _): return np.seterr(all='ignore')
+        def reset(self, old): np.seterr(**old)
+    _ERR, _IGNORE = _SetErr(), None
 
 def _quiet(f):
     "Run the device method `f` with numpy's floating-point warnings off."
-    if _ERR is None:
-        def g(*args):
-            with np.errstate(all='ignore'): return f(*args)
-    else:
-        def g(*args):
-            tok = _ERR.set(_IGNORE)
-            try: return f(*args)
-            finally: _ERR.reset(tok)
+    def g(*args):
+        tok = _ERR.set(_IGNORE)
+        try: return f(*args)
+        finally: _ERR.reset(tok)
     g.__name__, g.__doc__ = f.__name__, f.__doc__
     return g
 
@@ -241,18 +241,22 @@ class NumpyDevice(_NumpyViews, BackendDevice):
     def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
     def from_numpy(self, a, out): out[:] = a.reshape(-1)
     def fill(self, out, value): out.fill(value)
-    @_quiet
     def ewise(self, op, a, b, out):
-        _NP_EWISE[op](a, b, out=out)
-    @_quiet
+        tok = _ERR.set(_IGNORE)   # `_quiet`, inlined
+        try: _NP_EWISE[op](a, b, out=out)
+        finally: _ERR.reset(tok)
     def scalar(self, op, a, value, out):
         try: v = np.asarray(value, dtype=a.dtype)
         except OverflowError: v = np.asarray(value).astype(a.dtype)   # -1 into uint8 wraps to 255, as in torch
-        if op in _SCALAR_REFLECTED: _SCALAR_REFLECTED[op](v, a, out=out)
-        else: _NP_EWISE[op](a, v, out=out)
-    @_quiet
+        tok = _ERR.set(_IGNORE)
+        try:
+            if op in _SCALAR_REFLECTED: _SCALAR_REFLECTED[op](v, a, out=out)
+            else: _NP_EWISE[op](a, v, out=out)
+        finally: _ERR.reset(tok)
     def unary(self, op, a, out):
-        _NP_UNARY[op](a, out=out)
+        tok = _ERR.set(_IGNORE)
+        try: _NP_UNARY[op](a, out=out)
+        finally: _ERR.reset(tok)
     @_quiet
     def where(self, cond, a, b, out): np.copyto(out, np.where(cond, a, b))
     @_quiet
@@ -261,12 +265,14 @@ class NumpyDevice(_NumpyViews, BackendDevice):
     def reduce_sum(self, a, out, reduce_size): _reduce_rows(np.add, a, out, reduce_size)
     @_quiet
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
-    @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
-        if out.dtype in _LOW:   # float32 products and sums, rounded once (torch's CPU matmul)
-            out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n), _wide(b).reshape(batch, n, p))
-            return
-        np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
+        tok = _ERR.set(_IGNORE)
+        try:
+            if out.dtype in _LOW:   # float32 products and sums, rounded once (torch's CPU matmul)
+                out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n),
+                                                          _wide(b).reshape(batch, n, p))
+            else: np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
+        finally: _ERR.reset(tok)
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         np.take(a.reshape(outer, axis_len, inner), idx, axis=1, out=out.reshape(outer, k, inner))
     def scatter_add(self, a, idx, out, outer, axis_len, inner, k):
