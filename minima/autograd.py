@@ -137,7 +137,7 @@ class Tensor(Value):
     shape = property(operator.attrgetter('cached_data.shape'), doc="The size of each axis (a tuple).")
     dtype = property(operator.attrgetter('cached_data.dtype'), doc="The dtype's name, e.g. 'float32'.")
     device = property(operator.attrgetter('cached_data.device'), doc="The device that holds the data.")
-    ndim = property(lambda self: len(self.cached_data.shape), doc="The number of axes.")
+    ndim = property(operator.attrgetter('cached_data.ndim'), doc="The number of axes.")
     size = property(lambda self: self.cached_data.size)
     def __len__(self): return len(self.cached_data)
 

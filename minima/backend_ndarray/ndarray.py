@@ -104,7 +104,7 @@ def _scalar_ok(x):
 
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
-    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver')
+    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver', '_nd')
     __array_priority__ = 1000
 
     def __init__(self, other, device=None, dtype=None):
@@ -123,6 +123,7 @@ class NDArray:
     def _init_from(self, o):
         self._shape, self._strides, self._offset = o._shape, o._strides, o._offset
         self._device, self._handle, self._dtype, self._c, self._ver = o._device, o._handle, o._dtype, o._c, o._ver
+        self._nd = o._nd
 
     @staticmethod
     def make(shape, strides=None, device=None, handle=None, offset=0, dtype='float32', ver=None):
@@ -130,6 +131,7 @@ class NDArray:
         a = NDArray.__new__(NDArray)
         a._ver = [0] if ver is None else ver
         a._shape = tuple(shape)
+        a._nd = len(a._shape)   # kept, so that `ndim` is read in C like the other properties
         a._strides = compact_strides(a._shape) if strides is None else tuple(strides)
         a._offset = offset
         a._device = default_device() if device is None else device
@@ -148,7 +150,7 @@ NDArray.strides = property(operator.attrgetter('_strides'), doc="The step of eac
 NDArray.offset = property(operator.attrgetter('_offset'), doc="Where element 0 sits in the handle.")
 NDArray.device = property(operator.attrgetter('_device'), doc="The device that holds the handle.")
 NDArray.dtype = property(operator.attrgetter('_dtype'), doc="The dtype's name, e.g. 'float32'.")
-NDArray.ndim = property(lambda self: len(self._shape))
+NDArray.ndim = property(operator.attrgetter('_nd'), doc="The number of axes.")
 NDArray.size = property(lambda self: prod(self._shape))
 NDArray.version = property(lambda self: self._ver[0],
                            doc="How many in-place writes the buffer (any view of it) has seen.")
@@ -238,7 +240,7 @@ def _reshape(self, *new_shape) -> NDArray:
     if new_shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
     if -1 in new_shape:
-        known = prod(s for s in new_shape if s != -1)
+        known = -prod(new_shape)   # the product of the other sizes (there is one -1)
         if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
                              f"(size {size}) into {new_shape}")
@@ -385,8 +387,11 @@ def _prep(self, other, op):
         shape = self._shape if other._shape == self._shape else \
             broadcast_shapes(self._shape, other._shape, op=op)
         dt = _pair_dtype(self, other)
-        if op == 'div' and not is_float_dtype(dt): dt = 'float32'
-        return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
+        if op == 'div' and dt not in _FLOATS: dt = 'float32'
+        a = self if self._dtype == dt else self.astype(dt)
+        b = other if other._dtype == dt else other.astype(dt)
+        return (a if a._shape == shape else a.broadcast_to(shape)), \
+            (b if b._shape == shape else b.broadcast_to(shape)), shape, dt
     raise TypeError(f"{op}: unsupported operand of type {type(other).__name__}")
 
 def _no_bool_sub(op, *dtypes):
@@ -555,7 +560,10 @@ def _reduce(self, axes, keepdims, kind):
                                         out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
-    if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
+    if keepdims:
+        kept = list(shape)
+        for i in axes: kept[i] = 1
+        out = out.reshape(tuple(kept))
     return out
 
 # %% ../../nbs/20_ndarray.ipynb
