@@ -215,11 +215,11 @@ class _NumpyViews:
         _view(out, shape, strides, offset)[...] = a.reshape(shape)
     def scalar_setitem(self, size, value, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = value
-    @_quiet
     def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
         va, vb = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset)
-        o = out.reshape(tuple(shape))
-        _NP_EWISE[op](va, vb, out=o)
+        tok = _ERR.set(_IGNORE)   # `_quiet`, inlined (a hot primitive: every broadcast)
+        try: _NP_EWISE[op](va, vb, out=out.reshape(tuple(shape)))
+        finally: _ERR.reset(tok)
     @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):
         nd, v = len(shape), _view(a, shape, strides, offset)

@@ -60,7 +60,7 @@ def scalar_dtype(x) -> str:
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
-    if axes.__class__ is int or isinstance(axes, numbers.Integral): axes = (axes,)
+    if axes.__class__ is int or (axes.__class__ is not tuple and isinstance(axes, numbers.Integral)): axes = (axes,)
     out = []
     for ax in axes:
         if ax.__class__ is not int and not isinstance(ax, numbers.Integral):
@@ -244,7 +244,8 @@ def _reshape(self, *new_shape) -> NDArray:
         if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
                              f"(size {size}) into {new_shape}")
-        new_shape = tuple(size // known if s == -1 else s for s in new_shape)
+        i = new_shape.index(-1)
+        new_shape = new_shape[:i] + (size // known,) + new_shape[i + 1:]
     if (new_shape and min(new_shape) < 0) or prod(new_shape) != size:
         raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {size}) "
                          f"into {new_shape}")
@@ -381,7 +382,7 @@ def _prep(self, other, op):
             and (op != 'div' or self._dtype in _FLOATS):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
-        if other._device != self._device:
+        if other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices "
                                f"({self._device} and {other._device})")
         shape = self._shape if other._shape == self._shape else \
@@ -434,6 +435,10 @@ def _binary(op):
                     self._device.ewise_strided(op, a._handle, a._strides, a._offset,
                                                b._handle, b._strides, b._offset, out._handle, shape)
             return out
+        if (other.__class__ is float or other.__class__ is int) and self._dtype in _FLOATS and self._c:
+            out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else self._dtype)
+            if prod(self._shape): self._device.scalar(op, self._handle, other, out._handle)
+            return out   # the hot path: a compact float array and a Python number (as `_scalar_op_dtype` decides)
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
         if dt == 'bool' and op == 'pow':
