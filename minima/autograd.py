@@ -408,9 +408,11 @@ class TensorTuple(Value):
         self.grad, self._retain = None, False
     def __len__(self): return len(self.cached_data)
     def __getitem__(self, i):
-        if not isinstance(i, numbers.Integral): raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
-        if not -len(self) <= i < len(self): raise IndexError(f"TensorTuple: index {i} out of range for {len(self)} tensors")
-        return TupleGetItem(i % len(self))(self)
+        if i.__class__ is not int and not isinstance(i, numbers.Integral):
+            raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"TensorTuple: index {i} out of range for {n} tensors")
+        return TupleGetItem(i % n)(self)
     def __iter__(self): return (self[i] for i in range(len(self)))
     def tuple(self): return tuple(self)
     def __repr__(self): return f"minima.TensorTuple({', '.join(repr(t) for t in self)})"

@@ -251,7 +251,9 @@ def _reshape(self, *new_shape) -> NDArray:
                          f"into {new_shape}")
     if new_shape == self._shape: return self
     a = self if self._c else self.compact()
-    return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
+    out = NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
+    out._c = True   # row-major over the whole of a compact handle: compact by construction
+    return out
 
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
@@ -386,8 +388,8 @@ def _prep(self, other, op):
             raise RuntimeError(f"{op}: arrays are on different devices "
                                f"({self._device} and {other._device})")
         shape = self._shape if other._shape == self._shape else \
-            broadcast_shapes(self._shape, other._shape, op=op)
-        dt = _pair_dtype(self, other)
+            _broadcast_shapes((self._shape, other._shape), op)   # the cached rule, called directly
+        dt = self._dtype if self._dtype == other._dtype else _pair_dtype(self, other)
         if op == 'div' and dt not in _FLOATS: dt = 'float32'
         a = self if self._dtype == dt else self.astype(dt)
         b = other if other._dtype == dt else other.astype(dt)
