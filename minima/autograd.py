@@ -569,7 +569,11 @@ def _check_versions(node):
                                "retain_graph=True in the first backward() or grad() call to go through it again")
         return
     try:
-        if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
+        same = vers[0] == node.cached_data._ver[0]   # the usual case: nothing changed (a loop: no frame)
+        for i, x in enumerate(node.inputs):
+            if not same: break
+            same = vers[i + 1] == x.cached_data._ver[0]
+        if same: return
     except AttributeError: pass
     what = [(-1, node)] if op.saves_output else []
     what += [(i, node.inputs[i]) for i in (range(len(node.inputs)) if op.saved_inputs is None else op.saved_inputs)]

@@ -52,7 +52,9 @@ def scalar_dtype(x) -> str:
     if x.__class__ is float: return 'float32'   # the usual cases first: `isinstance` of the abstract
     if x.__class__ is int: return 'int64'       # number classes below runs Python code
     if isinstance(x, (bool, np.bool_)): return 'bool'
-    if isinstance(x, (numbers.Integral, np.integer)): return 'int64'
+    if isinstance(x, np.integer): return 'int64'
+    if isinstance(x, np.floating): return 'float32'
+    if isinstance(x, numbers.Integral): return 'int64'
     if isinstance(x, (numbers.Real, np.floating)): return 'float32'
     raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}: minima has no complex dtypes")
 
@@ -404,7 +406,8 @@ def _no_bool_sub(op, *dtypes):
                         "`.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
-    if self._dtype in _FLOATS and (other.__class__ is float or other.__class__ is int):
+    if self._dtype in _FLOATS and other.__class__ is not bool and \
+            isinstance(other, (float, int, np.floating, np.integer)):
         return self._dtype   # the usual case: a float array and a Python number (no check below can fail)
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
         weak_result_dtype(self._dtype, scalar_dtype(other))
@@ -460,7 +463,7 @@ def _rscalar(op):
             raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
-        if out.size: self._device.scalar(op, a._handle, other, out._handle)
+        if prod(self._shape): self._device.scalar(op, a._handle, other, out._handle)
         return out
     return f
 
@@ -471,7 +474,7 @@ def _unary(op):
             raise TypeError(f"{op}: expected a floating dtype (float32 or float64), got {self._dtype}")
         a = self.compact()
         out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
-        if out.size: self._device.unary(op, a._handle, out._handle)
+        if prod(self._shape): self._device.unary(op, a._handle, out._handle)
         return out
     f.__name__ = op
     return f
@@ -502,7 +505,7 @@ def _inplace(op):
                 raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
                                  f"keep shape {self._shape}")
             self._ver[0] += 1
-            if self.size:
+            if prod(self._shape):
                 b = other.broadcast_to(self._shape)
                 if b.is_compact(): self._device.ewise(op, self._handle, b._handle, self._handle)
                 else: self._device.ewise_strided(op, self._handle, self._strides, 0, b._handle, b._strides, b._offset,
@@ -510,7 +513,7 @@ def _inplace(op):
             return self
         if fast:
             self._ver[0] += 1
-            if self.size: self._device.scalar(op, self._handle, other, self._handle)
+            if prod(self._shape): self._device.scalar(op, self._handle, other, self._handle)
             return self
         res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
         if res is NotImplemented: return NotImplemented
@@ -537,7 +540,7 @@ def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     c = cond.astype('bool').broadcast_to(shape).compact()
     a2, b2 = a.astype(dt).broadcast_to(shape).compact(), b.astype(dt).broadcast_to(shape).compact()
     out = NDArray.make(shape, device=a._device, dtype=dt)
-    if out.size: a._device.where(c._handle, a2._handle, b2._handle, out._handle)
+    if prod(shape): a._device.where(c._handle, a2._handle, b2._handle, out._handle)
     return out
 
 def _fill(self, value):
@@ -680,7 +683,7 @@ def _take(self, indices, axis=0) -> NDArray:
     if idx._device != self._device: idx = idx.to(self._device)
     outer, inner, k = prod(self._shape[:ax]), prod(self._shape[ax + 1:]), idx.size
     out = NDArray.make(self._shape[:ax] + idx._shape + self._shape[ax + 1:], device=self._device, dtype=self._dtype)
-    if out.size: self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
+    if prod(out._shape): self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
     return out
 
 def _scatter_add(self, indices, axis, shape) -> NDArray:
