@@ -228,7 +228,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
         for node in reversed(order):
             gs = adj.pop(id(node), None)
             if gs is None: continue
-            g = _sum_grads(gs)
+            g = gs[0] if len(gs) == 1 else _sum_grads(gs)
             if _HOOKS and id(node) in _HOOKS:   # one truth test per node when no hook is registered
                 for h in list(_HOOKS[id(node)].values()):
                     r = h(g)
