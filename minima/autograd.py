@@ -92,7 +92,9 @@ def _make_from_op(cls, op: Op, inputs):
     v = out.__new__(out)
     v.cached_data = data
     if needs_grad and _GRAD.on:
-        if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
+        if _SNAPS:   # only after an in-place change with a graph (chapters 01c, 18), and only for a view input
+            for x in inputs:
+                if x.op is not None and x.op.__class__ in _VIEW_OPS: _refresh_views(inputs); break
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
         try:   # the versions the op saw (chapter 01c), inlined
             vers = [data._ver[0]]
