@@ -75,7 +75,7 @@ class Value:
         "A leaf holding `data` (an NDArray or a tuple of them)."
         v = cls.__new__(cls)
         v.op, v.inputs, v.cached_data, v.requires_grad = None, (), data, requires_grad
-        if cls is not Value: v.grad, v._retain = None, False   # what `Tensor._init` adds, without its two calls
+        if cls is not Value: v.grad, v._retain = None, False   # as `Tensor._init` (no call)
         return v
 
 # %% ../nbs/01_autograd.ipynb
@@ -92,7 +92,7 @@ def _make_from_op(cls, op: Op, inputs):
     v = out.__new__(out)
     v.cached_data = data
     if needs_grad and _GRAD.on:
-        if _SNAPS:   # only after an in-place change with a graph (chapters 01c, 18), and only for a view input
+        if _SNAPS:   # after an in-place change with a graph (chapters 01c, 18), for a view input
             for x in inputs:
                 if x.op is not None and x.op.__class__ in _VIEW_OPS: _refresh_views(inputs); break
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
@@ -135,10 +135,10 @@ class Tensor(Value):
         Value._init(self, op, inputs, cached_data=cached_data, requires_grad=requires_grad)
         self.grad, self._retain = None, False
 
-    # read through C-level getters (`operator.attrgetter`): no Python call per read, and ops read them often
-    shape = property(operator.attrgetter('cached_data.shape'), doc="The size of each axis (a tuple).")
-    dtype = property(operator.attrgetter('cached_data.dtype'), doc="The dtype's name, e.g. 'float32'.")
-    device = property(operator.attrgetter('cached_data.device'), doc="The device that holds the data.")
+    # C-level getters (`operator.attrgetter`): no Python call per read, and ops read them often
+    shape = property(operator.attrgetter('cached_data.shape'), doc="The size of each axis.")
+    dtype = property(operator.attrgetter('cached_data.dtype'), doc="The dtype's name.")
+    device = property(operator.attrgetter('cached_data.device'), doc="The device of the data.")
     ndim = property(operator.attrgetter('cached_data.ndim'), doc="The number of axes.")
     size = property(lambda self: self.cached_data.size)
     def __len__(self): return len(self.cached_data)
@@ -571,7 +571,7 @@ def _check_versions(node):
                                "retain_graph=True in the first backward() or grad() call to go through it again")
         return
     try:
-        same = vers[0] == node.cached_data._ver[0]   # the usual case: nothing changed (a loop: no frame)
+        same = vers[0] == node.cached_data._ver[0]   # the usual case: nothing changed (no frame)
         for i, x in enumerate(node.inputs):
             if not same: break
             same = vers[i + 1] == x.cached_data._ver[0]

@@ -408,9 +408,9 @@ def flame_chart(events, ax=None, title=None, min_label_frac=0.04):
 
 # %% ../nbs/23_profiler.ipynb
 def python_calls(fn, warmup=2, by_function=False):
-    """How many Python function calls one `fn()` makes (not counting `fn` itself), after `warmup` calls that fill
-    the caches: exact and repeatable, unlike a time. `by_function=True`: a `collections.Counter` of them by
-    `file:function` instead."""
+    """How many Python function calls one `fn()` makes (not counting `fn` itself), after `warmup` calls
+    that fill the caches: exact and repeatable, unlike a time. `by_function=True`: a `collections.Counter`
+    of them by `file:function` instead."""
     import collections
     for _ in range(warmup): fn()
     codes, prev = [], sys.getprofile()

@@ -149,7 +149,7 @@ _NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.s
 # numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
 # numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
 # half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
-# so every arithmetic primitive runs inside `_quiet` (the four hottest inline its two calls, saving its frame).
+# so every arithmetic primitive runs inside `_quiet` (the hottest inline its two calls).
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
@@ -187,7 +187,7 @@ def _view(h, shape, strides, offset):
 # The 16-bit floats are stored in 16 bits but summed in float32, as torch's CPU kernels do: a bfloat16
 # accumulator stops growing at 256 when it adds ones (its 8 bits of precision).
 _LOW_FLOATS = frozenset(('float16', 'bfloat16'))
-# as numpy dtypes: `x.dtype in _LOW` is a hash lookup, while `x.dtype.name` runs Python code in numpy
+# as numpy dtypes: `x.dtype in _LOW` is a hash lookup; `x.dtype.name` runs Python code in numpy
 _LOW = frozenset((np.dtype('float16'), np.dtype(ml_dtypes.bfloat16)))
 def _wide(x): return x.astype(np.float32) if x.dtype in _LOW else x
 
@@ -271,7 +271,8 @@ class NumpyDevice(_NumpyViews, BackendDevice):
             if out.dtype in _LOW:   # float32 products and sums, rounded once (torch's CPU matmul)
                 out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n),
                                                           _wide(b).reshape(batch, n, p))
-            else: np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
+            else: np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p),
+                            out=out.reshape(batch, m, p))
         finally: _ERR.reset(tok)
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         np.take(a.reshape(outer, axis_len, inner), idx, axis=1, out=out.reshape(outer, k, inner))

@@ -39,6 +39,7 @@ def _promote(a, b):
     return np.promote_types(a, b).name                                # one kind: the narrowest dtype that holds both
 _PROMOTE = {(a, b): _promote(a, b) for a in _KIND for b in _KIND}
 
+# %% ../../nbs/20_ndarray.ipynb
 def result_dtype(a: str, b: str) -> str:
     "torch's `promote_types`: the dtype of a binary op between two arrays with dimensions of dtypes `a` and `b`."
     return _PROMOTE[a, b]
@@ -49,8 +50,8 @@ def weak_result_dtype(strong: str, weak: str) -> str:
 
 def scalar_dtype(x) -> str:
     "The dtype a Python (or numpy) number stands for in promotion: bool, int64, or float32 (torch's default)."
-    if x.__class__ is float: return 'float32'   # the usual cases first: `isinstance` of the abstract
-    if x.__class__ is int: return 'int64'       # number classes below runs Python code
+    if x.__class__ is float: return 'float32'   # the usual cases first: `isinstance` of
+    if x.__class__ is int: return 'int64'       # the abstract number classes runs Python code
     if isinstance(x, (bool, np.bool_)): return 'bool'
     if isinstance(x, np.integer): return 'int64'
     if isinstance(x, np.floating): return 'float32'
@@ -62,7 +63,8 @@ def scalar_dtype(x) -> str:
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
-    if axes.__class__ is int or (axes.__class__ is not tuple and isinstance(axes, numbers.Integral)): axes = (axes,)
+    if axes.__class__ is int or (axes.__class__ is not tuple and isinstance(axes, numbers.Integral)):
+        axes = (axes,)
     out = []
     for ax in axes:
         if ax.__class__ is not int and not isinstance(ax, numbers.Integral):
@@ -101,9 +103,10 @@ assert result_dtype('bfloat16', 'float16') == 'float32' and result_dtype('bfloat
 # %% ../../nbs/20_ndarray.ipynb
 _PY_SCALARS = frozenset((int, float, bool))
 def _scalar_ok(x):
-    if x.__class__ in _PY_SCALARS or isinstance(x, np.generic): return True   # before the slow abstract-class test
+    if x.__class__ in _PY_SCALARS or isinstance(x, np.generic): return True   # before the ABC test
     return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
+# %% ../../nbs/20_ndarray.ipynb
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
     __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver', '_nd')
@@ -145,9 +148,9 @@ class NDArray:
         return a
 
 # %% ../../nbs/20_ndarray.ipynb
-# read-only views of the slots; `attrgetter` runs in C, so reading `a.shape` costs no Python call (a lambda would:
-# these are read a thousand times per decoded token)
-NDArray.shape = property(operator.attrgetter('_shape'), doc="The size of each axis (a tuple).")
+# read-only views of the slots; `attrgetter` runs in C, so reading `a.shape` costs no Python call
+# (a lambda would: they are read a thousand times per decoded token)
+NDArray.shape = property(operator.attrgetter('_shape'), doc="The size of each axis.")
 NDArray.strides = property(operator.attrgetter('_strides'), doc="The step of each axis, in elements.")
 NDArray.offset = property(operator.attrgetter('_offset'), doc="Where element 0 sits in the handle.")
 NDArray.device = property(operator.attrgetter('_device'), doc="The device that holds the handle.")
@@ -179,7 +182,8 @@ def __array__(self: NDArray, dtype=None, copy=None):
     return self.numpy() if dtype is None else self.numpy().astype(dtype)
 @patch
 def item(self: NDArray):
-    if prod(self._shape) != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
+    if prod(self._shape) != 1:
+        raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
     return self._device.to_numpy(self._handle, (), (), self._offset).item()
 @patch
 def to(self: NDArray, device) -> 'NDArray':
@@ -191,7 +195,7 @@ def to(self: NDArray, device) -> 'NDArray':
 @patch
 def astype(self: NDArray, dtype) -> 'NDArray':
     "A compact copy converted to `dtype` (the array itself when nothing changes)."
-    if dtype.__class__ is str and dtype == self._dtype: return self   # the usual case: no conversion asked
+    if dtype.__class__ is str and dtype == self._dtype: return self   # the usual case: no change
     dtype = as_dtype(dtype)
     if dtype == self._dtype: return self
     a = self.compact()
@@ -199,8 +203,9 @@ def astype(self: NDArray, dtype) -> 'NDArray':
     self._device.cast(a._handle, out._handle)
     return out
 
-_NP_COMMON = {np.dtype(n): d for n, d in [('float32', 'float32'), ('float64', 'float32'),
-                                               ('int64', 'int64'), ('bool', 'bool')]}
+# %% ../../nbs/20_ndarray.ipynb
+_NP_COMMON = {np.dtype('float32'): 'float32', np.dtype('float64'): 'float32',   # numpy -> minima
+              np.dtype('int64'): 'int64', np.dtype('bool'): 'bool'}
 def _default_dtype_of(a: np.ndarray) -> str:
     "numpy input -> minima dtype: float64 becomes float32 (needle's default), the 16-bit floats and minima's ints stay."
     dt = _NP_COMMON.get(a.dtype)
@@ -223,7 +228,8 @@ def _compact(self) -> NDArray:
     "A compact array with the same values: `self` when already compact, else a gathered copy."
     if self._c or _is_compact(self): return self
     out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
-    if prod(self._shape): self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
+    if prod(self._shape):
+        self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
     return out
 
 def _as_strided(self, shape, strides) -> NDArray:
@@ -261,7 +267,8 @@ def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
     nd, given = len(self._shape), axes
-    if len(axes) == nd and sorted(axes) != list(range(nd)): axes = [a % nd for a in axes]   # negative axes
+    if len(axes) == nd and sorted(axes) != list(range(nd)):
+        axes = [a % nd for a in axes]   # negative axes count from the end
     if len(axes) != nd or sorted(axes) != list(range(nd)):
         raise ValueError(f"permute: {tuple(given)} is not a permutation of the {nd} axes "
                          f"of shape {self._shape}")
@@ -347,7 +354,8 @@ def _getitem(self, idx) -> NDArray:
 def _setitem(self, idx, other):
     """Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version. A broadcast view
     is read-only, as in numpy."""
-    if 0 in self._strides and prod(self._shape) and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+    if 0 in self._strides and prod(self._shape) and \
+            any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
         raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
                          "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
@@ -356,7 +364,8 @@ def _setitem(self, idx, other):
         if other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"setitem: value is on {other.device} but the array is on {self._device}")
         if prod(shape) == 0: return
-        src = (other if other._dtype == self._dtype else other.astype(self._dtype)).broadcast_to(shape).compact()
+        src = other if other._dtype == self._dtype else other.astype(self._dtype)
+        src = src.broadcast_to(shape).compact()
         self._device.ewise_setitem(src._handle, self._handle, shape, strides, offset)
     elif _scalar_ok(other):
         if prod(shape): self._device.scalar_setitem(prod(shape), other, self._handle, shape, strides, offset)
@@ -408,7 +417,7 @@ def _no_bool_sub(op, *dtypes):
 def _scalar_op_dtype(self, other, op) -> str:
     if self._dtype in _FLOATS and other.__class__ is not bool and \
             isinstance(other, (float, int, np.floating, np.integer)):
-        return self._dtype   # the usual case: a float array and a Python number (no check below can fail)
+        return self._dtype   # the usual case: a float array and a number (no check below can fail)
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
         weak_result_dtype(self._dtype, scalar_dtype(other))
     if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
@@ -422,11 +431,11 @@ def _binary(op):
     out_bool = op in _CMP
     def f(self, other):
         if isinstance(other, NDArray):
-            if self._c and other._c and self._shape == other._shape and self._dtype == other._dtype \
-                    and self._device is other._device and self._dtype in _FLOATS:
-                # the hot path, from cached facts: compact float arrays of one shape, dtype and device
-                out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else self._dtype)
-                if prod(self._shape): self._device.ewise(op, self._handle, other._handle, out._handle)
+            shape, dt, dev = self._shape, self._dtype, self._device
+            if self._c and other._c and shape == other._shape and dt == other._dtype and dt in _FLOATS \
+                    and dev is other._device:   # the hot path, decided from cached facts
+                out = NDArray.make(shape, device=dev, dtype='bool' if out_bool else dt)
+                if prod(shape): dev.ewise(op, self._handle, other._handle, out._handle)
                 return out
             a, b, shape, dt = _prep(self, other, op)
             if dt == 'bool' and op == 'pow':
@@ -440,10 +449,11 @@ def _binary(op):
                     self._device.ewise_strided(op, a._handle, a._strides, a._offset,
                                                b._handle, b._strides, b._offset, out._handle, shape)
             return out
-        if (other.__class__ is float or other.__class__ is int) and self._dtype in _FLOATS and self._c:
+        if (other.__class__ is float or other.__class__ is int) and self._c and self._dtype in _FLOATS:
+            # the hot path: a compact float array and a Python number (`_scalar_op_dtype` agrees)
             out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else self._dtype)
             if prod(self._shape): self._device.scalar(op, self._handle, other, out._handle)
-            return out   # the hot path: a compact float array and a Python number (as `_scalar_op_dtype` decides)
+            return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
         if dt == 'bool' and op == 'pow':
@@ -455,6 +465,7 @@ def _binary(op):
     f.__name__ = op
     return f
 
+# %% ../../nbs/20_ndarray.ipynb
 def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
@@ -565,7 +576,7 @@ def _reduce(self, axes, keepdims, kind):
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
     if prod(out_shape):
         if r == 0: out.fill(0)
-        elif not (a._c or a.is_compact()):   # reduce the strided view directly (the default gathers it first)
+        elif not (a._c or a.is_compact()):   # reduce the strided view (the default gathers it)
             self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset,
                                         out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
@@ -638,8 +649,7 @@ def _matmul(self, other) -> NDArray:
                          f"and {other._shape}")
     a = self.reshape(1, self._shape[0]) if nd_a == 1 else self
     b = other.reshape(other._shape[0], 1) if nd_b == 1 else other
-    m, n = a._shape[-2:]
-    n2, p = b._shape[-2:]
+    (m, n), (n2, p) = a._shape[-2:], b._shape[-2:]
     if n != n2:
         raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) "
                          f"!= {n2} (dim -2 of the second)")
@@ -683,7 +693,8 @@ def _take(self, indices, axis=0) -> NDArray:
     if idx._device != self._device: idx = idx.to(self._device)
     outer, inner, k = prod(self._shape[:ax]), prod(self._shape[ax + 1:]), idx.size
     out = NDArray.make(self._shape[:ax] + idx._shape + self._shape[ax + 1:], device=self._device, dtype=self._dtype)
-    if prod(out._shape): self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
+    if prod(out._shape):
+        self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
     return out
 
 def _scatter_add(self, indices, axis, shape) -> NDArray:
