@@ -579,10 +579,11 @@ _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', e
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
 _PY = dict(_EW, pow='np.power({}, {})', maximum='np.maximum({}, {})', minimum='np.minimum({}, {})',
            neg='(-{})', exp='np.exp({})', log='np.log({})', sqrt='np.sqrt({})', sin='np.sin({})', cos='np.cos({})',
-           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})')
+           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})',
+           round='np.rint({})', floor='np.floor({})', erf='math.erf({})')
 _C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})', neg='(-{})', exp='exp({})',
           log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
-          sign='SIGN({})', where='({0} ? {1} : {2})')
+          sign='SIGN({})', where='({0} ? {1} : {2})', round='rint({})', floor='floor({})', erf='erf({})')
 _REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
 _FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided', 'compact')
 _CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
@@ -896,7 +897,7 @@ def _codegen(shape, members, outs, lang='numba'):
 #| code-summary: "The numba loop around the body"
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
-    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
+    lines = ['import math', 'import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
     if nd == 1: lines += ['    for i0 in range(d0):', '        k = i0']; ind = '        '
     else:
         lines.append('    k = 0')

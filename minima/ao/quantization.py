@@ -245,11 +245,10 @@ def _quantize(x: Tensor, scale, zero_point, dtype, axis=None) -> QTensor:
     inv = out._bcast(inv, x.ndim)
     a = x.cached_data
     v = a * NDArray(inv, device=a.device).broadcast_to(a.shape)
-    r = v.numpy()   # the device contract has no rounding primitive: round on the host (np.rint: ties to even)
-    zp = out._bcast(out.zero_point, x.ndim)
-    q = np.rint(r + zp) if axis is None else np.rint(r) + zp
-    q = np.clip(q, lo, hi).astype(_STORAGE[dtype])
-    out.q = NDArray(q, device=x.device, dtype=_STORAGE[dtype])
+    zp = NDArray(out._bcast(out.zero_point.astype(np.float64), x.ndim), device=a.device).broadcast_to(a.shape)
+    # on the device: `round` is the contract's rint (ties to even); the sums in float64, as fbgemm's are exact
+    q = (v.astype('float64') + zp).round() if axis is None else v.round().astype('float64') + zp
+    out.q = q.maximum(float(lo)).minimum(float(hi)).astype(_STORAGE[dtype])
     return out
 
 def quantize_per_tensor(input: Tensor, scale: float, zero_point: int, dtype: str) -> QTensor:

@@ -151,7 +151,7 @@ _DTYPE_CODE = {n: i for i, n in enumerate(DTYPES)}   # cuda_common.cuh's DType e
 _ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES}
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
-_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}
+_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round', 'floor', 'erf'))}
 MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5}
 
 class CudaBuffer:

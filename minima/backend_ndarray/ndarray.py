@@ -497,7 +497,7 @@ NDArray.__radd__, NDArray.__rmul__ = NDArray.__add__, NDArray.__mul__
 NDArray.__rsub__, NDArray.__rtruediv__, NDArray.__rpow__ = _rscalar('rsub'), _rscalar('rdiv'), _rscalar('rpow')
 NDArray.maximum, NDArray.minimum = _binary('maximum'), _binary('minimum')
 NDArray.__hash__ = object.__hash__
-for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'): setattr(NDArray, _op, _unary(_op))
+for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round', 'floor', 'erf'): setattr(NDArray, _op, _unary(_op))
 NDArray.__neg__ = _unary('neg')
 
 # %% ../../nbs/20_ndarray.ipynb

@@ -1242,8 +1242,10 @@ class Round(TensorOp):
     "Round half to even, as torch (and numpy); piecewise constant, so the gradient is 0."
     saved_inputs, saves_output = (), False
     def __init__(self, decimals=0): self.decimals = decimals
-    def compute(self, a: NDArray):   # on the host, as floor_divide: no device primitive rounds
-        return NDArray(np.round(a.numpy(), self.decimals).astype(a.dtype), device=a.device, dtype=a.dtype)
+    def compute(self, a: NDArray):   # numpy's algorithm: scale by 10**decimals, rint (the device's), scale back
+        d = self.decimals
+        if d == 0: return a.round()
+        return (a * 10 ** d).round() / 10 ** d if d > 0 else (a / 10 ** -d).round() * 10 ** -d
     def gradient(self, out_grad, node): return out_grad * 0
 
 def round(input, decimals=0) -> Tensor:

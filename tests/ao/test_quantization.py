@@ -242,3 +242,22 @@ def test_fake_quantize_module_observes_then_rounds():
     assert np.abs(y.numpy() - x.numpy()).max() <= s[0] / 2 * (1 + 1e-4)
     y.sum().backward()
     assert np.array_equal(x.grad.numpy(), np.ones(50, 'float32'))   # nothing clamped: the range is the data's
+
+
+def test_quantize_rounds_on_the_device_without_a_host_copy(monkeypatch):
+    "Quantizing keeps the data on its device: `round` is a device primitive, so no NDArray goes through numpy."
+    import minima as mi
+    from minima.backend_ndarray import NDArray
+    from minima.ao.quantization import quantize_per_tensor, quantize_per_channel
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 7)).astype('float32') * 3
+    x[0, :4] = [0.5, 1.5, -0.5, 2.5]          # ties: half to even, as torch
+    want_t = torch.quantize_per_tensor(torch.tensor(x), 1.0, 3, torch.quint8).int_repr().numpy()
+    want_c = torch.quantize_per_channel(torch.tensor(x), torch.tensor([0.1] * 6, dtype=torch.float64),
+                                        torch.tensor([-1, 0, 1, 2, -3, 5]), 0, torch.qint8).int_repr().numpy()
+    t = mi.tensor(x)
+    def no_host(*a, **k): raise AssertionError('an NDArray was copied to the host while quantizing')
+    monkeypatch.setattr(NDArray, 'numpy', no_host)
+    qt, qc = quantize_per_tensor(t, 1.0, 3, 'quint8'), quantize_per_channel(t, [0.1] * 6, [-1, 0, 1, 2, -3, 5], 0, 'qint8')
+    monkeypatch.undo()
+    assert np.array_equal(qt.q.numpy(), want_t) and np.array_equal(qc.q.numpy(), want_c)

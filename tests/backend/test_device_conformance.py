@@ -1,5 +1,6 @@
 """The backend contract, checked primitive by primitive against numpy on every device.
 A new device passes this file unchanged (it is parametrized over `conftest.DEVICES`)."""
+import math
 import numpy as np, pytest
 from minima.backend_ndarray import (BackendDevice, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, get_device, NDArray)
 from conftest import DEVICES
@@ -126,8 +127,10 @@ def test_unary(dev, op, dtype, rng):
     d = get_device(dev)
     x = sample(rng, (41,), dtype)
     if op in ('log', 'sqrt'): x = np.abs(x) + 0.1
+    if op == 'round': x[:6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]   # ties go to the even neighbour
     o = d.alloc(41, dtype); d.unary(op, put(d, x), o)
-    f = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh, abs=np.abs, sign=np.sign)[op]
+    f = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos, tanh=np.tanh, abs=np.abs,
+             sign=np.sign, round=np.rint, floor=np.floor, erf=np.vectorize(math.erf))[op]
     np.testing.assert_allclose(d.to_numpy(o, (41,), (1,), 0), f(x), rtol=2e-6 if dtype == 'float32' else 1e-12, atol=1e-7)
 
 def test_where(dev, rng):
