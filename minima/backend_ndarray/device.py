@@ -163,6 +163,7 @@ def _np_erf(a, out):
 _NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos,
                  tanh=np.tanh, abs=np.abs, sign=np.sign, round=np.rint, floor=np.floor, erf=_np_erf)
 
+# %% ../../nbs/21_numpy_device.ipynb
 # numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
 # numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
 # half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
