@@ -412,13 +412,15 @@ def python_calls(fn, warmup=2, by_function=False):
     that fill the caches: exact and repeatable, unlike a time. `by_function=True`: a `collections.Counter`
     of them by `file:function` instead."""
     import collections
+    if sys.getprofile() is not None:   # one profile function per thread: we would replace it
+        raise RuntimeError("python_calls: another profiler (sys.setprofile) is running in this thread")
     for _ in range(warmup): fn()
-    codes, prev = [], sys.getprofile()
+    codes = []
     def count(frame, event, arg):
         if event == 'call': codes.append(frame.f_code)
     sys.setprofile(count)
     try: fn()
-    finally: sys.setprofile(prev)
+    finally: sys.setprofile(None)
     if codes and codes[0] is getattr(fn, '__code__', None): codes = codes[1:]
     if not by_function: return len(codes)
     return collections.Counter(f"{os.path.basename(c.co_filename)}:{c.co_name}" for c in codes)

@@ -3,7 +3,7 @@ step and one decoded token, counted with `sys.setprofile` (deterministic, unlike
 wrappers added to every op, or work done for hooks, versions or views when there are none, fails here. The bounds sit
 a few percent above the counts of 2026-11-28 (before the lean dispatch: 25, 35, 22, 122, 1698, 8409 and 5387); raise
 one only with a reason written beside it. Also: the fast paths answer as the general ones do."""
-import warnings
+import sys, warnings
 import numpy as np, pytest
 import minima as mi
 from minima import nn, optim, init
@@ -20,6 +20,10 @@ def test_python_calls_counts_python_frames():
     def top(): return mid() + len([1, 2])   # a builtin is not a Python frame
     assert python_calls(top) == 3   # mid, leaf, leaf (top itself is not counted)
     assert python_calls(lambda: None) == 0
+    sys.setprofile(lambda *a: None)
+    try:
+        with pytest.raises(RuntimeError, match='another profiler'): python_calls(top)
+    finally: sys.setprofile(None)
 
 
 @pytest.fixture(scope='module')
