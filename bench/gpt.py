@@ -12,7 +12,7 @@
 The rows go with the machine (CPU, load, date, commit) to bench/results/gpt_DATE.json. `--profile` prints the cProfile
 top functions of minima's training step instead. Never gates CI.
 """
-import argparse, math, time
+import argparse, time
 import numpy as np
 
 from _common import blas_threads, machine, profile, timeit_pair, write_results

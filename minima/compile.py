@@ -378,9 +378,13 @@ class _Slot:
         v = getattr(self.obj if obj is None else obj, self.attr)
         return v if self.attr == 'cached_data' or v is None else v.cached_data
 
-_ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None)
-_NP_EWISE, _NP_UNARY, _REFL = _devmod._NP_EWISE, _devmod._NP_UNARY, _devmod._SCALAR_REFLECTED
-_view = _devmod._view
+_NP = _devmod.NumpyDevice   # what its primitives compute, declared on the device
+_NP_EWISE, _NP_UNARY, _REFL, _view = _NP.EWISE, _NP.UNARY, _NP.SCALAR_REFLECTED, _NP.view
+
+@_NP.quiet
+def _run(calls):
+    "Run a replay's calls with numpy's floating-point warnings off, as the device's primitives run."
+    for c in calls: c()
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1181,7 +1185,7 @@ def _lower_indexed(p, a):
     strided forms."""
     part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
-        return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
+        return part(_NP.reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
         b, m, n, q = a[3:]
         if b == 1: return _product(a[0].reshape(m, n), a[1].reshape(n, q), a[2].reshape(m, q))
@@ -1255,11 +1259,7 @@ def __call__(self: Program, args, kwargs):
                                    f"outside the compiled function (now {now}); call it again "
                                    "after compile(...).reset()")
             np.copyto(h, d._handle)
-    tok = _ERR.set(_IGNORE) if _ERR is not None else None
-    try:
-        for c in self.calls: c()
-    finally:
-        if tok is not None: _ERR.reset(tok)
+    _run(self.calls)
     for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
     dev, make = self.device, NDArray.make
     outs = [Tensor.make_const(make(v.shape, None, dev, v.copy().reshape(-1), 0, dt)) for v, dt in self.out_specs]
@@ -1469,7 +1469,7 @@ class Compiled:
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
-def __call__(self: Compiled, *args, **kwargs):
+def __call__(self: Compiled, *args, **kwargs):  # noqa: F811 (a method)
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
     entries = self.cache.get(key)
     if entries is None:

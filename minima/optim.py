@@ -1027,7 +1027,7 @@ def scale_fn(self: CyclicLR, x) -> float:
     return self.gamma ** x
 
 @patch
-def get_lr(self: CyclicLR):
+def get_lr(self: CyclicLR):  # noqa: F811 (a method)
     cycle = math.floor(1 + self.last_epoch / self.total_size)
     x = 1.0 + self.last_epoch / self.total_size - cycle
     frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
@@ -1038,7 +1038,7 @@ def get_lr(self: CyclicLR):
     return [b + (m - b) * frac * scale for b, m in zip(self.base_lrs, self.max_lrs)]
 
 @patch
-def state_dict(self: CyclicLR) -> dict:
+def state_dict(self: CyclicLR) -> dict:  # noqa: F811 (a method)
     return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'scale_fn_custom')}
 
 # %% ../nbs/11_optim.ipynb

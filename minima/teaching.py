@@ -5,7 +5,6 @@
 # %% ../nbs/40_teaching.ipynb 3
 from __future__ import annotations
 import ast, builtins, importlib, importlib.util, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -322,7 +321,8 @@ def _exercise(u, P):
         for p in [p for p in _PROBES.values() if p.unit == u.name]: p.run(P, **p.inputs(np.random.default_rng(0)))
         return
     for s in [s for s in T.REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]:
-        T._check_op(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)   # what a check cell runs
+        # what a check cell runs
+        T.run_checks(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)
 
 # %% ../nbs/40_teaching.ipynb
 def _unit_deps(units) -> dict:
@@ -911,9 +911,9 @@ def _trace(spec, c, arrs, diff, M):
     orig, calls = vars(Value)['make_from_op'], []
     def record(cls, op, inputs):
         v = orig.__get__(None, cls)(op, inputs); calls.append((op, tuple(inputs), v)); return v
-    xs = T._mi_inputs(arrs, diff, 'float32', None)
+    xs = T.minima_inputs(arrs, diff, 'float32', None)
     Value.make_from_op = classmethod(record)
-    try: ys = T._as_list(spec.fn(*xs, **c.kwargs))
+    try: ys = T.as_list(spec.fn(*xs, **c.kwargs))
     finally: Value.make_from_op = orig
     refs, consts = {id(x): ('x', i) for i, x in enumerate(xs)}, []
     def ref(t):
@@ -960,21 +960,21 @@ def _op_question(s, c, ci, u, lent_names, seed, M):
     import numpy as np, torch, zlib
     from minima import testing as T
     rng = np.random.default_rng([seed, zlib.crc32(s.name.encode()), ci])
-    arrs = T._make_inputs(s, c, rng)
-    diff = list(T._diff_idx(s, arrs))
+    arrs = T.case_inputs(s, c, rng)
+    diff = list(T.diff_positions(s, arrs))
     graph = _trace(s, c, arrs, diff, M)
     names = {type(op).__name__ for op, _ in graph['nodes']}
     if u.name not in names: return None
-    ts = T._t_inputs(torch, arrs, diff, 'float32', 'cpu')
-    tys = T._as_list(s.torch_fn(torch, *ts, **c.kwargs))
+    ts = T.torch_inputs(torch, arrs, diff, 'float32', 'cpu')
+    tys = T.as_list(s.torch_fn(torch, *ts, **c.kwargs))
     floating = bool(diff) and all(ty.dtype.is_floating_point for ty in tys)
     q = dict(kind='op', graph=graph, arrs=arrs, diff=diff, gs=[], gs64=[], hs=[],
              backward=floating and 'backward' not in s.skip,
              second=floating and s.smooth and 'second' not in s.skip and not (names - {u.name}) & lent_names)
-    if q['backward']: q['gs'] = [T._randn(rng, ty.shape, 'float32') for ty in tys]
+    if q['backward']: q['gs'] = [T.normal_array(rng, ty.shape, 'float32') for ty in tys]
     if q['second']:
-        q['gs64'] = [T._randn(rng, ty.shape) for ty in tys]
-        q['hs'] = [T._randn(rng, arrs[i].shape) for i in diff]
+        q['gs64'] = [T.normal_array(rng, ty.shape) for ty in tys]
+        q['hs'] = [T.normal_array(rng, arrs[i].shape) for i in diff]
     return q, ts, tys, floating and s.smooth
 
 # %% ../nbs/40_teaching.ipynb
@@ -1009,8 +1009,8 @@ def _torch_second(torch, s, c, arrs, diff, gs, hs):
     "torch's gradient of <grad <f(x), g>, h>, as `check_op` computes it."
     import numpy as np
     from minima import testing as T
-    ts = T._t_inputs(torch, arrs, diff, 'float64', 'cpu')
-    tys = T._as_list(s.torch_fn(torch, *ts, **c.kwargs))
+    ts = T.torch_inputs(torch, arrs, diff, 'float64', 'cpu')
+    tys = T.as_list(s.torch_fn(torch, *ts, **c.kwargs))
     tg1 = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g) for g in gs], create_graph=True,
                               allow_unused=True)
     pairs = [(g, torch.from_numpy(h)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
@@ -1663,7 +1663,7 @@ def _(torch, ids):
 class _Ring:
     "p ranks as threads, each with an mpi4py-like communicator whose `Sendrecv` meets its neighbours'."
     def __init__(self, p):
-        import queue, threading
+        import queue
         self.p, self.q = p, [[queue.Queue() for _ in range(p)] for _ in range(p)]
         self.sent = [0] * p
     def comm(self, r):

@@ -4,10 +4,9 @@
 
 # %% ../nbs/18b_torch_scripts.ipynb 4
 from __future__ import annotations
-import collections, contextlib, importlib, importlib.abc, importlib.machinery, os, runpy, sys, types, warnings
+import collections, contextlib, importlib, importlib.abc, importlib.machinery, os, runpy, sys, types
 import numpy as np
-from fastcore.basics import patch
-from .autograd import Tensor, no_grad
+from .autograd import Tensor
 from .backend_ndarray import device as _dev
 from .ops import movement as _mv
 from .ops import torch_face as _tf

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy, functools
 import numpy as np
 from fastcore.basics import patch
-from ..autograd import Tensor, TensorOp
+from ..autograd import Tensor
 from ..backend_ndarray.ndarray import NDArray
 from ..backend_ndarray.device import BackendDevice, NumpyDevice
 from ..nn.modules import Module, Linear, Sequential, Conv2d, ReLU, MaxPool2d, Flatten
@@ -340,7 +340,7 @@ class DynamicQuantizedLinear(Module):
 
 # %% ../../nbs/26_quantization.ipynb
 @patch
-def forward(self: DynamicQuantizedLinear, x: Tensor) -> Tensor:
+def forward(self: DynamicQuantizedLinear, x: Tensor) -> Tensor:  # noqa: F811 (a method)
     "y = s_x s_w [(q_x - z_x) q_w^T] + b, with q_x q_w^T in integers and z_x sum_k q_w[j, k] subtracted after."
     a = x.detach().cached_data
     lead = a.shape[:-1]
@@ -415,7 +415,7 @@ class _Weights:
 
 # %% ../../nbs/26_quantization.ipynb
 @patch
-def forward(self: DynamicQuantizedLSTM, input, hx=None):
+def forward(self: DynamicQuantizedLSTM, input, hx=None):  # noqa: F811 (a method)
     "`output, (h_n, c_n)` as `nn.LSTM`'s, for a batched `(T, B, n)` input (`(B, T, n)` with batch_first)."
     x = input.transpose((0, 1)) if self.batch_first else input
     T, B, H, D = x.shape[0], x.shape[1], self.hidden_size, 1 + self.bidirectional

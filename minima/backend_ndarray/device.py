@@ -5,9 +5,9 @@
 # %% ../../nbs/21_numpy_device.ipynb 4
 from __future__ import annotations
 from abc import ABC, abstractmethod, update_abstractmethods
-import functools, math
+import math
 import numpy as np
-import ml_dtypes   # registers numpy's `bfloat16` dtype (chapter 24)
+import ml_dtypes  # noqa: F401  (registers numpy's `bfloat16` dtype, chapter 24)
 from fastcore.basics import patch
 
 # %% auto 0
@@ -255,6 +255,8 @@ class _NumpyViews:
 class NumpyDevice(_NumpyViews, BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
+    EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED   # compile reads (21b)
+    view, reduce_rows, quiet = staticmethod(_view), staticmethod(_reduce_rows), staticmethod(_quiet)
     def enabled(self): return True
     def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
     def from_numpy(self, a, out): out[:] = a.reshape(-1)

@@ -5,7 +5,7 @@
 # %% ../../nbs/30_needle.ipynb 3
 #| code-fold: true
 from __future__ import annotations
-import gc, math, sys, types
+import gc, importlib, math, types
 import numpy as np
 import minima.autograd as _ag
 import minima.backend_ndarray as _mnd
@@ -22,12 +22,16 @@ from ..ops import BatchNormOp
 from ..ops.recurrent import cell_step
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
-    "A module `minima.needle.<name>`: minima's `base` module's public names, then needle's `objs`."
-    doc = f"needle's `{name}`: minima's `{base.__name__}` with needle's changes."
-    m = types.ModuleType(f'minima.needle.{name}', doc)
+    """The module `minima.needle.<name>`, a file that imports needle's objects from here (so that
+    an editor finds them), filled with minima's `base` module's public names, then needle's `objs`
+    and `named`."""
+    m = importlib.import_module(f'minima.needle.{name}')
     m.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith('_')})
     m.__dict__.update({o.__name__: o for o in objs}, **named)
-    sys.modules[m.__name__] = m
+    api = {k for k in getattr(base, '__all__', dir(base))
+           if not isinstance(getattr(base, k, None), types.ModuleType)}   # its API, not its imports
+    api |= {o.__name__ for o in objs} | set(named)
+    m.__all__ = sorted(k for k in api if not k.startswith('_'))
     return m
 
 # %% auto 0

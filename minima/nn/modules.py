@@ -10,9 +10,9 @@ from fastcore.basics import patch
 import numpy as np
 import minima.init as init
 from .. import ops
-from ..autograd import Tensor, TensorOp, is_grad_enabled
+from ..autograd import Tensor, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
-from ..ops.fused import SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy
+from ..ops.fused import SoftmaxCrossEntropy, LinearOp, batch_norm
 from ..ops.layers import conv_padding, int_pair
 from ..ops.nn_extras import single_int
 from . import functional as F
@@ -67,6 +67,10 @@ class Module:
         if not hooks: return self.forward(*args, **kwargs)   # the usual case: one dict lookup
         return _call_with_hooks(self, hooks, args, kwargs)   # section "Hooks" below
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
+    def save(self, path): "Save the state to `path` (.npz): `save` below."; return save(self, path)
+    def load(self, path, strict=True):
+        "Load the state from `path` (.npz), with `load` below."
+        return load(self, path, strict)
 
     def extra_repr(self) -> str: return ''
     def __repr__(self):
@@ -339,10 +343,7 @@ def load_state_dict(self: Module, state, strict: bool = True, assign: bool = Fal
         else: t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
     return _IncompatibleKeys(missing, unexpected)
 
-@patch
-def save(self: Module, path): "Save the state to `path` (.npz)."; return save(self, path)
-@patch
-def load(self: Module, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
+
 
 # %% ../../nbs/10_nn.ipynb
 import contextlib, secrets, zipfile
@@ -810,32 +811,8 @@ class MSELoss(Module):
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
 import warnings
+from ..ops.nn_extras import BackwardGate, GatePick, GateSide   # the gate's ops (chapter 10b)
 
-class _Pick(TensorOp):
-    "The `i`-th tensor of a gated side, unchanged (the same storage); backward stores its gradient for the gate."
-    saved_inputs, saves_output = (), False
-    def __init__(self, side, i): self.side, self.i = side, i
-    def compute(self, gate): return self.side.tensors[self.i].cached_data
-    def gradient(self, out_grad, node):
-        self.side.grads[self.i] = out_grad
-        g = node.inputs[0]
-        return Tensor.make_const(NDArray.make((), device=g.device, dtype=g.dtype).fill(0))
-
-class _Gate(TensorOp):
-    "One node that all tensors of one side of a call pass through; backward reaches it once, with all their gradients."
-    saved_inputs, saves_output = (), False
-    def __init__(self, side): self.side = side
-    def compute(self, *arrays): return NDArray.make((), device=arrays[0].device, dtype=arrays[0].dtype).fill(0)
-    def gradient(self, out_grad, node):
-        side = self.side
-        grads, side.grads = side.grads, [None] * len(side.tensors)   # ready for another backward (retain_graph)
-        return tuple(side.fire(grads))
-
-class _Side:
-    def __init__(self, tensors, fire): self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)
-
-# %% ../../nbs/10_nn.ipynb
-#| code-fold: true
 def _check_hook_grads(what, got, n, like):
     "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
     if not isinstance(got, (tuple, list)): got = (got,)
@@ -856,9 +833,9 @@ class _BackwardHooks:
         "Route the tensors among `values` that require grad through one gate: (new values, positions, tensors)."
         pos = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
         if not pos: return values, None, []
-        side = _Side([values[i] for i in pos], fire)
-        gate, out = _Gate(side)(*side.tensors), list(values)
-        for j, i in enumerate(pos): out[i] = _Pick(side, j)(gate)
+        side = GateSide([values[i] for i in pos], fire)
+        gate, out = BackwardGate(side)(*side.tensors), list(values)
+        for j, i in enumerate(pos): out[i] = GatePick(side, j)(gate)
         return tuple(out), pos, side.tensors
     def inputs(self, args):
         self.n_in = len(args)
@@ -1355,7 +1332,7 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     return m
 
 # %% ../../nbs/10b_nn_more.ipynb 58
-import io, json, sys, types
+import json, sys, types
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
 

@@ -5,7 +5,6 @@
 # %% ../../nbs/14b_recurrent_lm.ipynb 6
 from __future__ import annotations
 import math, numbers
-import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor

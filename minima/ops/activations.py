@@ -6,10 +6,10 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, tensor_method
 from ..backend_ndarray.ndarray import broadcast_shapes
 from ..testing import register_op, case
-from .elementwise import exp, power, sqrt, square, sin, cos, tanh, unbroadcast
+from .elementwise import exp, tanh, unbroadcast
 from .elementwise import _operands, _tensor, _float, _const, _UN, _BIN
 
 # %% auto 0
@@ -258,11 +258,7 @@ register_op('where', where, lambda T, c, a, b: T.where(c, a, b),
             op=Where, make_inputs=_where_inputs, grad=(1, 2));
 
 # %% ../../nbs/03b_ops_activations.ipynb
-Tensor.sigmoid = lambda self: sigmoid(self)
-Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
-Tensor.erf = lambda self: erf(self)
-Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
-Tensor.maximum = lambda self, other: maximum(self, other)
-Tensor.minimum = lambda self, other: minimum(self, other)
-Tensor.clamp = Tensor.clip = lambda self, lo=None, hi=None: clamp(self, lo, hi)
+for _f in (relu, sigmoid, silu, gelu, erf, maximum, minimum):
+    tensor_method()(_f)   # `x.relu()` calls `relu(x)` itself
+tensor_method('abs', '__abs__')(absolute)
+tensor_method('clamp', 'clip')(clamp)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray
 from ..backend_ndarray.ndarray import full, zeros, arange
 from .elementwise import _const
 from .movement import _is_array_index

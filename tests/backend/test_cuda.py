@@ -5,7 +5,7 @@ import itertools, re
 from pathlib import Path
 import numpy as np, pytest
 import minima
-from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, cpu
+from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, cpu
 from minima.backend_ndarray.cuda import cuda_device, kernel_source, KERNEL_DIR, MATMUL_ALGOS, CudaDevice
 CUDA_DTYPES = CudaDevice.dtypes   # the kernels' dtypes; the others are refused (tests/backend/test_device_conformance.py)
 

@@ -1,7 +1,6 @@
 """`minima.compile` against eager for each silent-wrong or crash item of the fourth torch audit (SW3-SW7, C1, C2, C4,
 M27): returned tensors are fresh, every hyperparameter, module attribute, closure tensor and `requires_grad` flag a
 step reads is guarded, a compiled forward takes an eager backward."""
-import warnings
 import numpy as np
 import pytest
 import minima as mi

@@ -156,7 +156,7 @@ def test_batchnorm_needs_more_than_one_value_per_channel():
     bn = nn.BatchNorm1d(3); bn.eval(); bn(mi.Tensor(np.ones((1, 3), 'float32')))   # eval mode is fine
 
 def test_fused_loss_and_linear_reject_bad_input():
-    from minima.nn.modules import softmax_cross_entropy, affine
+    from minima.ops.fused import softmax_cross_entropy, affine
     z = mi.Tensor(np.zeros((3, 4), 'float32'))
     with pytest.raises(TypeError, match='labels must be integers'): softmax_cross_entropy(z, np.array([0., 1., 2.]))
     with pytest.raises(ValueError, match='label 4 is out of range for 4 classes'): softmax_cross_entropy(z, np.array([0, 4, 1]))

@@ -4,7 +4,7 @@ returns the wrong kind is caught at the boundary."""
 import warnings
 import numpy as np, pytest, torch
 import minima as mi
-from minima import nn, optim, init, ops
+from minima import nn, init, ops
 from minima.autograd import TensorOp
 from minima.backend_ndarray.device import NumpyDevice
 import minima.nn.functional as F

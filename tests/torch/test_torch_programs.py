@@ -10,7 +10,7 @@ left as torch's), so the same text runs twice. Both runs start from the same wei
 loaded into minima's model) and see the same batches; losses, gradients, updated parameters and generated tokens must
 agree to float32 rounding."""
 import sys, textwrap
-import numpy as np, pytest, torch
+import numpy as np, torch
 
 import minima
 
