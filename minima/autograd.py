@@ -86,6 +86,8 @@ class Value:
 
 # %% ../nbs/01_autograd.ipynb
 def _make_from_op(cls, op: Op, inputs):
+    """The result of `op` on `inputs`, computed now; it keeps `op` and `inputs` when a gradient is
+    needed (grad mode on, an input requiring grad), else it is a leaf."""
     out, needs_grad = cls, False
     for x in inputs:
         if not isinstance(x, Value):
