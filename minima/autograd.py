@@ -4,11 +4,10 @@
 
 # %% ../nbs/01_autograd.ipynb 18
 from __future__ import annotations
-import numbers, sys, threading, weakref
+import numbers, operator, sys, threading, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
-from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['SURFACE', 'REPLACED', 'ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'tensor_method', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand', 'FunctionCtx', 'Function', 'backward']
@@ -81,31 +80,41 @@ class Value:
     def make_const(cls, data, requires_grad=False):
         "A leaf holding `data` (an NDArray or a tuple of them)."
         v = cls.__new__(cls)
-        v._init(None, (), cached_data=data, requires_grad=requires_grad)
+        v.op, v.inputs, v.cached_data, v.requires_grad = None, (), data, requires_grad
+        if cls is not Value: v.grad, v._retain = None, False   # as `Tensor._init` (no call)
         return v
 
 # %% ../nbs/01_autograd.ipynb
-@patch(cls_method=True)
-def make_from_op(cls: Value, op: Op, inputs):
-    out = cls
+def _make_from_op(cls, op: Op, inputs):
+    """The result of `op` on `inputs`, computed now; it keeps `op` and `inputs` when a gradient is
+    needed (grad mode on, an input requiring grad), else it is a leaf."""
+    out, needs_grad = cls, False
     for x in inputs:
         if not isinstance(x, Value):
             raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
+        if x.requires_grad: needs_grad = True
         r = x._result_classes
         if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
-    data = op.compute(*[x.cached_data for x in inputs])
+    data = op.compute(*map(_DATA, inputs))
     if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
     v = out.__new__(out)
     v.cached_data = data
-    if _GRAD.on and any(x.requires_grad for x in inputs):
-        if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
+    if needs_grad and _GRAD.on:
+        if _SNAPS:   # after an in-place change with a graph (chapters 01c, 18), for a view input
+            for x in inputs:
+                if x.op is not None and x.op.is_view: _refresh_views(inputs); break
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
-        try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
-        except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
+        try:   # the versions the op saw (chapter 01c), inlined
+            vers = [data._ver[0]]
+            for x in inputs: vers.append(x.cached_data._ver[0])
+            v._vers = tuple(vers)
+        except AttributeError: v._vers = _versions(v)   # a tuple of tensors
     else:
         v.op, v.inputs, v.requires_grad = None, (), False
     if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
     return v
+_DATA = operator.attrgetter('cached_data')
+Value.make_from_op = classmethod(_make_from_op)
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
@@ -134,14 +143,11 @@ class Tensor(Value):
         Value._init(self, op, inputs, cached_data=cached_data, requires_grad=requires_grad)
         self.grad, self._retain = None, False
 
-    @property
-    def shape(self) -> tuple: "The tensor's shape, a tuple of ints."; return self.cached_data.shape
-    @property
-    def dtype(self) -> str: "The element type: `'float32'`, ..."; return self.cached_data.dtype
-    @property
-    def device(self): "The device that holds the data."; return self.cached_data.device
-    @property
-    def ndim(self) -> int: "The number of dimensions."; return self.cached_data.ndim
+    # C-level getters (`operator.attrgetter`): no Python call per read, and ops read them often
+    shape = property(operator.attrgetter('cached_data.shape'), doc="The shape, a tuple of ints.")
+    dtype = property(operator.attrgetter('cached_data.dtype'), doc="The element type.")
+    device = property(operator.attrgetter('cached_data.device'), doc="The device of the data.")
+    ndim = property(operator.attrgetter('cached_data.ndim'), doc="The number of dimensions.")
     @property
     def size(self) -> int: "The number of elements."; return self.cached_data.size
     def __len__(self): return len(self.cached_data)
@@ -298,7 +304,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
         for node in reversed(order):
             gs = adj.pop(id(node), None)
             if gs is None: continue
-            g = _sum_grads(gs)
+            g = gs[0] if len(gs) == 1 else _sum_grads(gs)
             if _HOOKS and id(node) in _HOOKS:   # one truth test per node when no hook is registered
                 for h in list(_HOOKS[id(node)].values()):
                     r = h(g)
@@ -488,9 +494,11 @@ class TensorTuple(Value):
         self.grad, self._retain = None, False
     def __len__(self): return len(self.cached_data)
     def __getitem__(self, i):
-        if not isinstance(i, numbers.Integral): raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
-        if not -len(self) <= i < len(self): raise IndexError(f"TensorTuple: index {i} out of range for {len(self)} tensors")
-        return TupleGetItem(i % len(self))(self)
+        if i.__class__ is not int and not isinstance(i, numbers.Integral):
+            raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"TensorTuple: index {i} out of range for {n} tensors")
+        return TupleGetItem(i % n)(self)
     def __iter__(self): return (self[i] for i in range(len(self)))
     def tuple(self): return tuple(self)
     def __repr__(self): return f"minima.TensorTuple({', '.join(repr(t) for t in self)})"
@@ -647,7 +655,11 @@ def _check_versions(node):
                                "retain_graph=True in the first backward() or grad() call to go through it again")
         return
     try:
-        if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
+        same = vers[0] == node.cached_data._ver[0]   # the usual case: nothing changed (no frame)
+        for i, x in enumerate(node.inputs):
+            if not same: break
+            same = vers[i + 1] == x.cached_data._ver[0]
+        if same: return
     except AttributeError: pass
     what = [(-1, node)] if op.saves_output else []
     what += [(i, node.inputs[i]) for i in (range(len(node.inputs)) if op.saved_inputs is None else op.saved_inputs)]

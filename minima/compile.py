@@ -1683,7 +1683,9 @@ def _c_num(v, ctype='double') -> str:
 def _cuda_call(ins, B, const):
     """One instruction as a C expression that returns 0 or an error code: a call of a fused kernel or of the device
     library's `mc_*` function. `B(buf)` names a buffer's pointer, `const(values)` a static array of int64."""
-    from minima.backend_ndarray.cuda import _DTYPE_CODE as DT, _BIN_CODE, _UN_CODE, MATMUL_ALGOS, _scalar_args
+    from minima.backend_ndarray.cuda import CudaDevice, MATMUL_ALGOS
+    DT, _BIN_CODE, _UN_CODE, _scalar_args = (CudaDevice.DTYPE_CODE, CudaDevice.BIN_CODE, CudaDevice.UN_CODE,
+                                             CudaDevice.scalar_args)
     p, a = ins.prim, ins.args
     dt = lambda b: DT[b.dtype]
     view = lambda: f'{len(a[-3])}, {const(a[-3])}, {const(a[-2])}, {_c_num(a[-1], "int64_t")}'
@@ -1885,7 +1887,7 @@ def _lower(self: CudaProgram, instrs):
 #| code-fold: true
 #| code-summary: "The replay: one call"
 @patch
-def __call__(self: CudaProgram, args, kwargs):
+def __call__(self: CudaProgram, args, kwargs):  # noqa: F811 (a method)
     leaves, dev, Bp = _leaves((args, kwargs), []), self.device, self.B
     for i, j in self.arg_set:
         x = leaves[i]

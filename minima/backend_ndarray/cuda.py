@@ -276,6 +276,9 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
+    # the kernel library's codes, for callers that emit C calls into it (the compiler's replay, chapter 21b)
+    DTYPE_CODE, BIN_CODE, UN_CODE = _DTYPE_CODE, _BIN_CODE, _UN_CODE
+    scalar_args = staticmethod(_scalar_args)
     def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
     def loaded(self) -> bool: "Whether the library is loaded (never probes, never builds)."; return self._ok is True
 

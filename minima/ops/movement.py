@@ -88,8 +88,9 @@ class Permute(TensorOp):
 
 def permute(a, axes) -> Tensor:
     "`a` with its axes reordered. `permute(x, (2, 0, 1))` turns HWC into CHW."
-    axes = tuple(axes)
-    if sorted(ax % a.ndim if a.ndim else ax for ax in axes) != list(range(a.ndim)) or len(axes) != a.ndim:
+    axes, nd = tuple(axes), a.ndim
+    if len(axes) != nd or (sorted(axes) != list(range(nd))
+                           and sorted(ax % nd for ax in axes) != list(range(nd))):
         raise ValueError(f"permute: {axes} is not a permutation of the {a.ndim} axes of shape {a.shape}")
     return Permute(axes)(a)
 

@@ -76,7 +76,6 @@ tensor_method()(softmax)
 tensor_method()(log_softmax)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-from fastcore.basics import patch
 from ..autograd import is_grad_enabled
 _ROW_DTYPES = ('float32', 'float16', 'bfloat16')
 

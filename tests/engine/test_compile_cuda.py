@@ -3,7 +3,7 @@ its fused kernels and the device library's functions. The compile suites' equali
 batch norm, momentum, Adam(W), gradient clipping, a GPT, random programs) run here on `cuda` against eager minima on
 `cuda`; so do the guards and the refusals. On a machine without a GPU they run on the CPU emulator of the CUDA device
 (`tools/cuda_emu/run_tests`, as CI does); `tools/cuda_gpu_check tests` runs them on a real GPU."""
-import ctypes, os
+import os
 import numpy as np
 import pytest
 import minima as mi
