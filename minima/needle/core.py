@@ -17,7 +17,7 @@ import minima.data as _md
 import minima.datasets as _ds
 import minima.text as _text
 from ..backend_ndarray.ndarray import NDArray
-from ..nn import Module, Parameter
+from ..nn import Module
 from ..ops import BatchNormOp
 from ..ops.recurrent import cell_step
 
