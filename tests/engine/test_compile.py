@@ -30,8 +30,8 @@ def train(make, shape, compiled, steps=50, drop=0.3, backend='c', make_opt=sgd, 
         return loss
     f = mi.compile(step, backend=backend) if compiled else step
     init.manual_seed(2)   # the dropout masks: compiled replays draw from the same generator, in the same order
-    losses = [float(f(xs[i % 3], ys[i % 3]).detach().numpy()) for i in range(steps)]
-    state = [p.detach().numpy() for p in m.parameters()] + [b.detach().numpy() for _, b in m.named_buffers()]
+    losses = [float(f(xs[i % 3], ys[i % 3]).detach().numpy(force=True)) for i in range(steps)]
+    state = [p.detach().numpy(force=True) for p in m.parameters()] + [b.detach().numpy(force=True) for _, b in m.named_buffers()]
     return np.array(losses), state, f
 
 @pytest.mark.parametrize('make,shape', [(mlp, (8, 12)), (cnn, (6, 1, 6, 6))], ids=['mlp', 'cnn'])
@@ -71,8 +71,8 @@ def train_gpt(compiled, steps=50, B=3, T=8, V=11, device='cpu'):
         return loss
     f = mi.compile(step) if compiled else step
     init.manual_seed(2)
-    losses = [float(f(xs[i % 2], ys[i % 2]).detach().numpy()) for i in range(steps)]
-    return np.array(losses), [p.detach().numpy() for p in m.parameters()], f
+    losses = [float(f(xs[i % 2], ys[i % 2]).detach().numpy(force=True)) for i in range(steps)]
+    return np.array(losses), [p.detach().numpy(force=True) for p in m.parameters()], f
 
 def test_gpt_compiled_matches_eager():
     "The issue's GPT check: 50 AdamW steps with dropout on, compiled against eager, same seed and masks."

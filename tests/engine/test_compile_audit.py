@@ -25,7 +25,7 @@ def run(compiled, make_opt, steps=8, after=None, seed=0, device='cpu'):
     for i in range(steps):
         losses.append(f(x, y))            # held, not read: a later replay must not change it
         if after is not None: after(i, m, opt)
-    return np.array([float(l.detach().numpy()) for l in losses]), [p.detach().numpy().copy() for p in m.parameters()], f
+    return np.array([float(l.detach().numpy(force=True)) for l in losses]), [p.detach().numpy(force=True).copy() for p in m.parameters()], f
 
 def same(make_opt, after=None, steps=8, tol=1e-5, device='cpu'):
     le, pe, _ = run(False, make_opt, steps, after, device=device)
@@ -208,7 +208,7 @@ def test_c4_clip_grad_norm_returns_a_fresh_norm_and_clips_only_when_above(norm_t
             return loss, n
         f = mi.compile(step) if compiled else step
         out = [f(xs[i % 2], y) for i in range(10)]   # held: later calls must not change them
-        return np.array([[float(l.detach().numpy()), float(n)] for l, n in out]), [p.detach().numpy() for p in m.parameters()], f
+        return np.array([[float(l.detach().numpy(force=True)), float(n)] for l, n in out]), [p.detach().numpy(force=True) for p in m.parameters()], f
     (a, pa, _), (b, pb, f) = run_(False), run_(True)
     assert f.program is not None
     assert (a[:, 1] > 0.4).any() and (a[:, 1] < 0.4).any()   # both sides of max_norm were exercised
