@@ -44,7 +44,7 @@ def copy_weights(m, t, torch):
     "Same initial weights in both (by shape, so either Linear weight layout works)."
     with torch.no_grad():
         for p, q in zip(m.parameters(), t.parameters()):
-            a = p.numpy()
+            a = p.detach().numpy()
             if a.shape != tuple(q.shape): a = a.T if a.T.shape == tuple(q.shape) else a.reshape(q.shape)
             q.copy_(torch.tensor(np.ascontiguousarray(a)))
 
@@ -69,7 +69,7 @@ def make_big(name, torch, capturable=False):
         tnn = torch.nn
         t = tnn.ModuleDict(dict(emb=tnn.Embedding(V, E), lstm=tnn.LSTM(E, H, num_layers=NL), head=tnn.Linear(H, V)))
         with torch.no_grad():
-            t['emb'].weight.copy_(torch.tensor(emb.weight.numpy()))
+            t['emb'].weight.copy_(torch.tensor(emb.weight.detach().numpy()))
             t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in rnn.state_dict().items()})
         copy_weights(head, t['head'], torch)
         rng = np.random.default_rng(0)
@@ -122,7 +122,7 @@ def decode_row(torch, clock, rounds=3):
             for p in range(n): m(toks[p], cache).numpy()
     def mi_compiled():
         dec.reset()
-        for p in range(n): dec(toks[p]).numpy()
+        for p in range(n): dec(toks[p]).detach().numpy()
     def torch_eager():
         caches = [[] for _ in range(G.L)]
         with torch.no_grad():

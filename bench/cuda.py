@@ -242,7 +242,7 @@ def bench_gpt(dev, torch, reps, steps=5):
                 launches=f'{calls} device calls per step with the fused row kernels, {calls_unfused} without '
                          f'({ms_unfused:.2f} ms, {ms_unfused / tms:.2f}x torch)')
 
-def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
+def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5, profile=False):
     """Issue 39 item 1: `step(*args)` compiled and replayed on the GPU (one call per step) against torch eager's
     `tstep()`, with the calls per step: minima's device primitives eager, the replay's calls, and the fused kernels."""
     f = minima.compile(step)
@@ -250,8 +250,7 @@ def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
     p = f.program
     if p is None: raise RuntimeError('the step was not compiled (no program after three calls)')
     seen = []
-    prims = [n for n in sys.modules['minima.compile'].PRIMS if hasattr(dev, n)]   # (the module: `minima.compile` is
-                                                                                   # the function)
+    prims = sys.modules['minima.compile']._recorded(dev)   # (the module: `minima.compile` is the function)
     for n in prims: setattr(dev, n, (lambda real, n: lambda *a: (seen.append(n), real(*a))[1])(getattr(dev, n), n))
     try: step(*args)
     finally:
@@ -259,13 +258,17 @@ def _compiled_row(dev, torch, reps, name, step, args, tstep, target, steps=5):
     ms = dev.time_ms(lambda: [f(*args) for _ in range(steps)], warmup=1, reps=reps) / steps
     tms = torch_ms(torch, lambda: [tstep() for _ in range(steps)], warmup=1, reps=reps) / steps
     r = ms / tms
-    return dict(name=name, minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms', ratio=r,
-                ratio_text=f'{r:.2f}x torch time', target=f'≤ {target}x torch time', ok=r <= target,
-                eager_primitives=len(seen), replay_calls=len(p.instrs), fused_kernels=p.stats['kernels'],
-                launches=f'{len(seen)} primitives eager, {len(p.instrs)} calls per replay '
-                         f'({p.stats["kernels"]} fused kernels), one call from Python')
+    row = dict(name=name, minima=f'{ms:.3f} ms', torch=f'{tms:.3f} ms', ratio=r,
+               ratio_text=f'{r:.2f}x torch time', target=f'≤ {target}x torch time', ok=r <= target,
+               eager_primitives=len(seen), replay_calls=len(p.instrs), fused_kernels=p.stats['kernels'],
+               launches=f'{len(seen)} primitives eager, {len(p.instrs)} calls per replay '
+                        f'({p.stats["kernels"]} fused kernels), one call from Python')
+    if profile:   # kernel launches per step as CUPTI counts them, the replay's and torch's
+        row['profile'] = profile_kernels(dev, torch, f'{name}, replayed', lambda: f(*args), steps=2, top=8)
+        row['torch_profile'] = profile_kernels(dev, torch, f'{name}, torch eager', tstep, steps=2, top=8)
+    return row
 
-def bench_mlp_compiled(dev, torch, reps, batch=1024):
+def bench_mlp_compiled(dev, torch, reps, batch=1024, profile=False):
     "MLP step, compiled: bench_mlp's SGD step (64-100-10, batch 1024) replayed on the GPU vs torch eager."
     import minima.nn as nn, minima.optim as optim
     rng = np.random.default_rng(2)
@@ -282,9 +285,9 @@ def bench_mlp_compiled(dev, torch, reps, batch=1024):
     def tstep():
         topt.zero_grad(); loss = tloss(tm(tx), ty); loss.backward(); topt.step()
     return _compiled_row(dev, torch, reps, f'MLP step, compiled, batch {batch} (64-100-10)', step, (X, Y), tstep,
-                         1.5, steps=20)
+                         1.5, steps=20, profile=profile)
 
-def bench_gpt_compiled(dev, torch, reps):
+def bench_gpt_compiled(dev, torch, reps, profile=False):
     "GPT training step, compiled: bench_gpt's AdamW step (capturable: the step count on the device) replayed."
     import gpt as g
     from minima import nn, optim
@@ -303,13 +306,13 @@ def bench_gpt_compiled(dev, torch, reps):
         topt.zero_grad(); loss = torch.nn.functional.cross_entropy(t(tx).view(g.B * g.T, g.V), ty); loss.backward()
         topt.step()
     return _compiled_row(dev, torch, reps, f'GPT training step, compiled ({g.L} layers, d={g.C}, T={g.T}, '
-                         f'batch {g.B}, AdamW)', step, (x, y), tstep, 1.2)
+                         f'batch {g.B}, AdamW)', step, (x, y), tstep, 1.2, profile=profile)
 
-def compiled_rows(dev, torch, reps):
+def compiled_rows(dev, torch, reps, profile=False):
     "The compiled rows; one that fails prints its error and the others go on."
     rows = []
     for fn in (bench_mlp_compiled, bench_gpt_compiled):
-        try: rows.append(fn(dev, torch, reps))
+        try: rows.append(fn(dev, torch, reps, profile=profile))
         except Exception as e:
             import traceback; traceback.print_exc()
             name = fn.__doc__.split(':')[0]
@@ -402,7 +405,7 @@ def main(argv=None):
     if on('rows'): rows += safe(bench_rows, dev, torch, args.reps)
     if on('mlp'): rows += safe(bench_mlp, dev, torch, args.reps)
     if on('gpt'): rows += safe(bench_gpt, dev, torch, args.reps)
-    if on('compiled'): rows += compiled_rows(dev, torch, args.reps)
+    if on("compiled"): rows += compiled_rows(dev, torch, args.reps, profile=args.profile)
     ladder = []
     if on('ladder'):
         try: ladder = bench_ladder(dev, torch)

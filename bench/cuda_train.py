@@ -35,11 +35,11 @@ def train_cnn(device, epochs=10, bs=64, seed=0):
             xb = minima.Tensor(X[idx], device=device, requires_grad=False)
             yb = minima.Tensor(y[idx], device=device, requires_grad=False)
             opt.zero_grad(); loss = lossf(model(xb), yb); loss.backward(); opt.step()
-            tot += loss.numpy().item() * len(idx)   # reads the loss back: the epoch's work is done on the device
+            tot += loss.item() * len(idx)   # reads the loss back: the epoch's work is done on the device
         times.append(time.perf_counter() - t0); losses.append(tot / len(tr))
     model.eval()
     with minima.no_grad():
-        logits = model(minima.Tensor(X[te], device=device, requires_grad=False)).numpy()
+        logits = model(minima.Tensor(X[te], device=device, requires_grad=False)).detach().cpu().numpy()
     return dict(device=str(device), epochs=epochs, train_loss=losses[-1], test_acc=float((logits.argmax(1) == y[te]).mean()),
                 s_per_epoch_first=times[0], s_per_epoch=float(np.median(times[1:])))
 
@@ -62,12 +62,12 @@ def train_gpt(device, text, steps=1000, bs=32, T=128, seed=0, eval_batches=20):
     for s in range(steps):
         x, y = batch(train)
         opt.zero_grad(); loss = lossf(model(x).reshape((bs * T, V)), y); loss.backward(); opt.step()
-        if s == 0: first = loss.numpy().item(); t1 = time.perf_counter()
-    last = loss.numpy().item(); t2 = time.perf_counter()
+        if s == 0: first = loss.item(); t1 = time.perf_counter()
+    last = loss.item(); t2 = time.perf_counter()
     model.eval(); vl = []
     with minima.no_grad():
         for _ in range(eval_batches):
-            x, y = batch(val); vl.append(lossf(model(x).reshape((bs * T, V)), y).numpy().item())
+            x, y = batch(val); vl.append(lossf(model(x).reshape((bs * T, V)), y).item())
     return dict(device=str(device), steps=steps, params=sum(int(np.prod(p.shape)) for p in model.parameters()),
                 first_loss=first, last_train_loss=last, val_loss=float(np.mean(vl)),
                 ms_per_step=1000 * (t2 - t1) / max(1, steps - 1), minutes=(t2 - t0) / 60)

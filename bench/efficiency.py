@@ -43,7 +43,7 @@ def weight_bytes(model, sparse=False):
     float32 bias."""
     n = 0
     for name, p in model.named_parameters():
-        a = p.numpy()
+        a = p.detach().numpy()
         if sparse and a.ndim >= 2: n += 6 * int((a != 0).sum())
         else: n += a.size * a.dtype.itemsize
     for m in model.modules():
@@ -127,11 +127,11 @@ class LowPrecision(nn.Module):
 
 def fold_bn(conv, bn):
     "A Conv2d equal (in eval mode) to `bn(conv(x))`: w * g / sqrt(var + eps) per output channel, bias shifted."
-    g = bn.weight.numpy() / np.sqrt(bn.running_var.numpy() + bn.eps)
+    g = bn.weight.detach().numpy() / np.sqrt(bn.running_var.detach().numpy() + bn.eps)
     out = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, padding=conv.padding)
-    out.weight.data = mi.tensor((conv.weight.numpy() * g[:, None, None, None]).astype('float32'))
-    b = conv.bias.numpy() if conv.bias is not None else 0
-    out.bias.data = mi.tensor(((b - bn.running_mean.numpy()) * g + bn.bias.numpy()).astype('float32'))
+    out.weight.data = mi.tensor((conv.weight.detach().numpy() * g[:, None, None, None]).astype('float32'))
+    b = conv.bias.detach().numpy() if conv.bias is not None else 0
+    out.bias.data = mi.tensor(((b - bn.running_mean.detach().numpy()) * g + bn.bias.detach().numpy()).astype('float32'))
     return out
 
 
@@ -198,7 +198,7 @@ def measure(models, xb, quality, extra=None):
     compiled = mi.compile(lambda x: base(x))
     with mi.no_grad():
         for _ in range(3): compiled(xb)
-        err = float(np.abs(compiled(xb).numpy() - base(xb).numpy()).max())
+        err = float(np.abs(compiled(xb).detach().numpy() - base(xb).detach().numpy()).max())
     assert err < 1e-4, f'the compiled model differs from eager by {err}'
     fns = {k: forward_fn(m, xb) for k, m in models.items()}
     fns['fp32 compiled'] = forward_fn(compiled, xb)
@@ -255,7 +255,7 @@ def train_gpt(model, D, steps, teacher=None, T=2.0, alpha=0.5, lr=3e-3, B=16, se
 def val_loss(model, D, n=20, B=16):
     rng, V = np.random.default_rng(123), D['V']
     with mi.no_grad():
-        return float(np.mean([F.cross_entropy(model(x).reshape((-1, V)), y.reshape((-1,))).numpy()
+        return float(np.mean([F.cross_entropy(model(x).reshape((-1, V)), y.reshape((-1,))).detach().numpy()
                               for x, y in (batch(D['val'], B, 32, rng) for _ in range(n))]))
 
 

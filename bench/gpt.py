@@ -12,7 +12,7 @@
 The rows go with the machine (CPU, load, date, commit) to bench/results/gpt_DATE.json. `--profile` prints the cProfile
 top functions of minima's training step instead. Never gates CI.
 """
-import argparse, math, time
+import argparse, time
 import numpy as np
 
 from _common import blas_threads, machine, profile, timeit_pair, write_results
@@ -87,12 +87,12 @@ def gen_curve(torch, clock, rounds=3, n=BLOCK, bucket=32):
     best_m, best_t, unc = np.full(n, np.inf), np.full(n, np.inf), np.zeros(n)
     with mi.no_grad():   # uncached, once: position p recomputes the whole prefix of p + 1 tokens
         for p in range(n):
-            s = clock(); m(np.arange(p + 1)[None] % V).numpy(); unc[p] = clock() - s
+            s = clock(); m(np.arange(p + 1)[None] % V).detach().numpy(); unc[p] = clock() - s
     for _ in range(rounds):
         cache = m.make_cache(1)
         with mi.no_grad():
             for p in range(n):
-                s = clock(); m(np.array([[p % V]]), cache).numpy(); best_m[p] = min(best_m[p], clock() - s)
+                s = clock(); m(np.array([[p % V]]), cache).detach().numpy(); best_m[p] = min(best_m[p], clock() - s)
         caches = [[] for _ in range(L)]
         with torch.no_grad():
             for p in range(n):

@@ -41,9 +41,9 @@ def build(name, mi, nn, torch):
     with torch.no_grad():  # copy minima's initial weights into torch (the same layouts)
         for mm, tm in zip(m, t):
             if isinstance(mm, nn.Linear):
-                tm.weight.copy_(torch.tensor(mm.weight.numpy())); tm.bias.copy_(torch.tensor(mm.bias.numpy()))
+                tm.weight.copy_(torch.tensor(mm.weight.detach().numpy())); tm.bias.copy_(torch.tensor(mm.bias.detach().numpy()))
             elif isinstance(mm, nn.Conv2d):
-                tm.weight.copy_(torch.tensor(mm.weight.numpy())); tm.bias.copy_(torch.tensor(mm.bias.numpy()))
+                tm.weight.copy_(torch.tensor(mm.weight.detach().numpy())); tm.bias.copy_(torch.tensor(mm.bias.detach().numpy()))
     return m, t, shape, bs
 
 def make_steps(name, torch):

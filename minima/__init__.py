@@ -1,6 +1,6 @@
-__version__ = "0.1.0"
 """minima: a literate, notebook-driven deep-learning framework. `import minima` is torch's face (`import minima as torch`);
 `import minima.needle as ndl` is needle's."""
+__version__ = "0.1.0"
 from .backend_ndarray.device import cpu, cpu_numpy, default_device, all_devices
 from .autograd import (Tensor, TensorTuple, no_grad, enable_grad, is_grad_enabled, grad, set_grad_enabled,
                        inference_mode)
@@ -47,7 +47,6 @@ _install_api_dirs()
 __dir__ = _api_dir(_sys.modules[__name__])   # dir(minima): torch's functions, dtypes and the submodules
 
 # mixed precision (chapter 24): importing minima.amp wraps the ops of torch's autocast policy
-from . import amp
 amp._install()   # again, now that minima's namespace holds torch's functions (amp was first imported above)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 __all__ = sorted([*__all__, 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'bfloat16'])

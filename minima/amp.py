@@ -8,7 +8,7 @@ import functools, sys, threading, warnings
 import numpy as np
 from fastcore.basics import patch
 from .autograd import Tensor
-from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, result_dtype
+from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
 from .ops.movement import cast
 from .backend_ndarray.device import get_device
 from .ops.fused import LinearOp, SoftmaxCrossEntropy

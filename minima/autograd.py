@@ -4,14 +4,13 @@
 
 # %% ../nbs/01_autograd.ipynb 18
 from __future__ import annotations
-import numbers, threading, weakref
+import numbers, operator, sys, threading, weakref
 import numpy as np
 from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_result_dtype, scalar_dtype
 from .backend_ndarray.device import cpu, DTYPES
-from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand', 'FunctionCtx', 'Function', 'backward']
+__all__ = ['SURFACE', 'REPLACED', 'ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'tensor_method', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand', 'FunctionCtx', 'Function', 'backward']
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -43,6 +42,7 @@ class Op:
         return f'{type(self).__name__}({args})'
     saved_inputs = None   # which inputs `gradient` reads the values of (None: all); in-place changes to them raise
     saves_output = True   # whether `gradient` reads the output's value
+    is_view = False       # whether the output may share its input's storage (reshape, getitem)
 
 class TensorOp(Op):
     "An op whose result is one Tensor."
@@ -61,8 +61,14 @@ class Value:
     def realize_cached_data(self):
         "The node's NDArray (computed on creation; kept for needle compatibility)."
         return self.cached_data
-    is_leaf = property(lambda self: self.op is None, doc="Whether the node is a leaf (no op made it), as torch's.")
-    grad_fn = property(lambda self: self.op, doc="The op that made this node (None for a leaf): torch's `grad_fn`.")
+    @property
+    def is_leaf(self) -> bool:
+        "Whether the node is a leaf (no op made it), as torch's."
+        return self.op is None
+    @property
+    def grad_fn(self):
+        "The op that made this node (None for a leaf): torch's `grad_fn`."
+        return self.op
 
     def _init(self, op, inputs, *, cached_data=None, requires_grad=None):
         if requires_grad is None: requires_grad = any(x.requires_grad for x in inputs)
@@ -74,31 +80,41 @@ class Value:
     def make_const(cls, data, requires_grad=False):
         "A leaf holding `data` (an NDArray or a tuple of them)."
         v = cls.__new__(cls)
-        v._init(None, (), cached_data=data, requires_grad=requires_grad)
+        v.op, v.inputs, v.cached_data, v.requires_grad = None, (), data, requires_grad
+        if cls is not Value: v.grad, v._retain = None, False   # as `Tensor._init` (no call)
         return v
 
 # %% ../nbs/01_autograd.ipynb
-@patch(cls_method=True)
-def make_from_op(cls: Value, op: Op, inputs):
-    out = cls
+def _make_from_op(cls, op: Op, inputs):
+    """The result of `op` on `inputs`, computed now; it keeps `op` and `inputs` when a gradient is
+    needed (grad mode on, an input requiring grad), else it is a leaf."""
+    out, needs_grad = cls, False
     for x in inputs:
         if not isinstance(x, Value):
             raise TypeError(f"{type(op).__name__}: expected Tensor inputs, got {type(x).__name__}")
+        if x.requires_grad: needs_grad = True
         r = x._result_classes
         if r is not None: out = r.get(cls, out)   # a subclass that asks ops to keep it
-    data = op.compute(*[x.cached_data for x in inputs])
+    data = op.compute(*map(_DATA, inputs))
     if data.__class__ is not NDArray: _check_compute_result(op, data)   # one cheap test on the hot path
     v = out.__new__(out)
     v.cached_data = data
-    if _GRAD.on and any(x.requires_grad for x in inputs):
-        if _SNAPS: _refresh_views(inputs)   # only after an in-place change with a graph (chapters 01c, 18)
+    if needs_grad and _GRAD.on:
+        if _SNAPS:   # after an in-place change with a graph (chapters 01c, 18), for a view input
+            for x in inputs:
+                if x.op is not None and x.op.is_view: _refresh_views(inputs); break
         v.op, v.inputs, v.requires_grad = op, tuple(inputs), True
-        try: v._vers = (data._ver[0], *[x.cached_data._ver[0] for x in inputs])   # inlined: hot path
-        except AttributeError: v._vers = _versions(v)                           # a tuple of tensors
+        try:   # the versions the op saw (chapter 01c), inlined
+            vers = [data._ver[0]]
+            for x in inputs: vers.append(x.cached_data._ver[0])
+            v._vers = tuple(vers)
+        except AttributeError: v._vers = _versions(v)   # a tuple of tensors
     else:
         v.op, v.inputs, v.requires_grad = None, (), False
     if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
     return v
+_DATA = operator.attrgetter('cached_data')
+Value.make_from_op = classmethod(_make_from_op)
 
 # %% ../nbs/01_autograd.ipynb
 def _to_ndarray(array, device, dtype):
@@ -127,35 +143,78 @@ class Tensor(Value):
         Value._init(self, op, inputs, cached_data=cached_data, requires_grad=requires_grad)
         self.grad, self._retain = None, False
 
-    shape = property(lambda self: self.cached_data.shape)
-    dtype = property(lambda self: self.cached_data.dtype)
-    device = property(lambda self: self.cached_data.device)
-    ndim = property(lambda self: self.cached_data.ndim)
-    size = property(lambda self: self.cached_data.size)
+    # C-level getters (`operator.attrgetter`): no Python call per read, and ops read them often
+    shape = property(operator.attrgetter('cached_data.shape'), doc="The shape, a tuple of ints.")
+    dtype = property(operator.attrgetter('cached_data.dtype'), doc="The element type.")
+    device = property(operator.attrgetter('cached_data.device'), doc="The device of the data.")
+    ndim = property(operator.attrgetter('cached_data.ndim'), doc="The number of dimensions.")
+    @property
+    def size(self) -> int: "The number of elements."; return self.cached_data.size
     def __len__(self): return len(self.cached_data)
 
-    def numpy(self) -> np.ndarray: return self.cached_data.numpy()
-    def item(self): return self.cached_data.item()
-    def tolist(self): return self.numpy().tolist()
-    def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
+    def numpy(self, *, force=False): "The values, sharing the memory (as torch's)."; return _numpy(self, force)
+    def item(self): "A one-element tensor's value, a Python number."; return self.cached_data.item()
+    def tolist(self): "The values as (nested) Python lists."; return self.cached_data.numpy().tolist()
+    def __array__(self, dtype=None, copy=None): return _array(self, dtype, copy)
     def __repr__(self):
         extra = '' if self.device == cpu() else f', device={self.device}'
         if self.op is not None: extra += f', op={type(self.op).__name__}'
         elif self.requires_grad: extra += ', requires_grad=True'
-        return f"minima.Tensor({np.array2string(self.numpy(), separator=', ', prefix='minima.Tensor(')}, dtype={self.dtype}{extra})"
-    def __str__(self): return str(self.numpy())
+        return f"minima.Tensor({np.array2string(self.cached_data.numpy(), separator=', ', prefix='minima.Tensor(')}, dtype={self.dtype}{extra})"
+    def __str__(self): return str(self.cached_data.numpy())
     def __bool__(self):
         if self.size != 1: raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous")
         return bool(self.item())
     __hash__ = object.__hash__
 
 # %% ../nbs/01_autograd.ipynb
-@patch
-def detach(self: Tensor) -> Tensor:
+SURFACE: dict = {}    # Tensor's declared methods: name -> (the declaring module, the attribute)
+REPLACED: dict = {}   # name -> [(the module replaced, the module replacing it, why)]
+_CLASS_BODY = frozenset(vars(Tensor))
+
+def tensor_method(*names, replaces: str | None = None, kind=None):
+    """Declare the decorated function as Tensor's method(s) `names` (its own name by default);
+    `kind=property` or `staticmethod` wraps it first. A chapter that replaces an earlier declaration
+    says why: `replaces='...'`. `__main__` (a chapter re-running its cells) may declare again."""
+    where = sys._getframe(1).f_globals.get('__name__', '?')
+    def declare(f):
+        fn = f.fget if isinstance(f, property) else f
+        if getattr(fn, '__name__', '') == '<lambda>' or not (f.__doc__ or fn.__doc__):
+            raise TypeError(f"tensor_method{names}: declare a named function with a docstring, "
+                            f"got {fn!r}")
+        attr = f if kind is None else kind(f)
+        for n in names or (fn.__name__,): _declare(n, attr, where, replaces)
+        if fn.__name__.startswith('_') and not fn.__name__.startswith('__'):   # a helper, named
+            fn.__name__ = names[0] if names else fn.__name__
+            fn.__qualname__ = f'Tensor.{fn.__name__}'
+        return f
+    return declare
+
+# %% ../nbs/01_autograd.ipynb
+def _declare(n, attr, where, replaces):
+    "Bind `Tensor.<n>` to `attr` for module `where`, after checking the one-declaration rule."
+    prev = SURFACE.get(n, ('the class body', None) if n in _CLASS_BODY else None)
+    rerun = prev is not None and prev[0] == where and \
+        getattr(prev[1], '__name__', 0) == getattr(attr, '__name__', 1)
+    if where != '__main__' and prev is not None and not rerun:
+        if not replaces:
+            raise RuntimeError(f"tensor_method: Tensor.{n} is already declared by {prev[0]}; "
+                               f"{where} declares it again. Say why it replaces the first: "
+                               "tensor_method(..., replaces='why')")
+        REPLACED.setdefault(n, []).append((prev[0], where, replaces))
+    elif replaces and prev is None:
+        raise ValueError(f"tensor_method: {where} says it replaces Tensor.{n}, "
+                         "which nothing declared")
+    if where != '__main__' or n not in SURFACE: SURFACE[n] = (where, attr)
+    setattr(Tensor, n, attr)
+
+# %% ../nbs/01_autograd.ipynb
+@tensor_method('detach')
+def _detach(self) -> Tensor:
     "A leaf with the same data, cut from the graph (in-place writes to it count against this tensor's version)."
     return Tensor.make_const(self.cached_data)
-@patch
-def requires_grad_(self: Tensor, flag=True) -> Tensor:
+@tensor_method('requires_grad_')
+def _requires_grad_(self, flag=True) -> Tensor:
     "Switch gradients on (or off) for this tensor; only floating tensors can require them."
     if flag and not is_float_dtype(self.dtype):
         raise TypeError(f"requires_grad_: only floating tensors can require gradients, got {self.dtype}")
@@ -164,8 +223,8 @@ def requires_grad_(self: Tensor, flag=True) -> Tensor:
                            f"tensor of shape {self.shape} was made by {type(self.op).__name__}). Use .detach()")
     self.requires_grad = flag
     return self
-@patch
-def retain_grad(self: Tensor) -> Tensor:
+@tensor_method('retain_grad')
+def _retain_grad(self) -> Tensor:
     "Keep `.grad` on this non-leaf tensor after backward (leaves always keep it)."
     self._retain = True
     return self
@@ -184,7 +243,31 @@ def _from_numpy(a, dtype=None, device=None, requires_grad=False):
     else: data = _to_ndarray(a, dev, a.dtype.name if dtype is None else dtype)
     t = Tensor.make_const(data)
     return t.requires_grad_(True) if requires_grad else t
-Tensor.from_numpy = staticmethod(_from_numpy)
+tensor_method('from_numpy', kind=staticmethod)(_from_numpy)
+
+# %% ../nbs/01_autograd.ipynb
+def _numpy(t, force=False) -> np.ndarray:
+    "`t.numpy()`: a numpy array sharing `t`'s memory, as torch's (`force`: of `t.detach().cpu()`)."
+    a = t.cached_data
+    if force: a = a.to(cpu())
+    elif t.requires_grad:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                           "Use tensor.detach().numpy() instead.")
+    v = a.host_view()
+    if v is not None: return v
+    if a.device != cpu():
+        raise TypeError(f"numpy: can't convert {a.device} device type tensor to numpy. "
+                        "Use Tensor.cpu() to copy the tensor to host memory first.")
+    return a.numpy()   # a device that cannot share right now (a step being captured): a copy
+
+def _array(t, dtype=None, copy=None) -> np.ndarray:
+    "`np.asarray(t)` shares memory where it can (a copy on a GPU); `np.array(t)` copies."
+    a = t.cached_data
+    v = None if copy else a.host_view()
+    if v is None: v = a.numpy()
+    if copy is False and v.base is None and a.size:
+        raise ValueError(f"np.asarray(copy=False): a tensor on {a.device} cannot share its memory")
+    return v if dtype is None else v.astype(dtype, copy=bool(copy))
 
 # %% ../nbs/01_autograd.ipynb
 def find_topo_sort(node_list) -> list:
@@ -221,7 +304,7 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
         for node in reversed(order):
             gs = adj.pop(id(node), None)
             if gs is None: continue
-            g = _sum_grads(gs)
+            g = gs[0] if len(gs) == 1 else _sum_grads(gs)
             if _HOOKS and id(node) in _HOOKS:   # one truth test per node when no hook is registered
                 for h in list(_HOOKS[id(node)].values()):
                     r = h(g)
@@ -278,7 +361,7 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
     if inputs is not None: inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     retain = create_graph if retain_graph is None else retain_graph
     compute_gradient_of_variables(self, _check_out_grad(self, g), create_graph, retain, inputs)
-Tensor.backward = _backward
+tensor_method('backward')(_backward)
 
 # %% ../nbs/01_autograd.ipynb
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
@@ -333,47 +416,57 @@ ops = _LazyOps()
 def _is_scalar(x): return isinstance(x, (numbers.Number, np.generic))
 
 # %% ../nbs/01_autograd.ipynb
-def _binop(tensor_fn, scalar_fn):
+def _declared(name, doc, f):
+    "`f`, named `Tensor.<name>` with `doc`, declared as Tensor's method `name`."
+    f.__name__, f.__qualname__, f.__doc__ = name, f'Tensor.{name}', doc
+    return tensor_method(name)(f)
+
+def _binop(name, tensor_fn, scalar_fn, doc):
     def f(self, other):
         if isinstance(other, Tensor): return getattr(ops, tensor_fn)(self, other)
         if _is_scalar(other): return getattr(ops, scalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(self, as_operand(other, self))
+        if isinstance(other, (NDArray, np.ndarray, list)):
+            return getattr(ops, tensor_fn)(self, as_operand(other, self))
         return NotImplemented
-    return f
+    return _declared(name, doc, f)
 
-def _rbinop(tensor_fn, rscalar_fn):
+def _rbinop(name, tensor_fn, rscalar_fn, doc):
     def f(self, other):
         if _is_scalar(other): return getattr(ops, rscalar_fn)(self, other)
-        if isinstance(other, (NDArray, np.ndarray, list)): return getattr(ops, tensor_fn)(as_operand(other, self), self)
+        if isinstance(other, (NDArray, np.ndarray, list)):
+            return getattr(ops, tensor_fn)(as_operand(other, self), self)
         return NotImplemented
-    return f
+    return _declared(name, doc, f)
 
-Tensor.__add__ = Tensor.__radd__ = _binop('add', 'add_scalar')
-Tensor.__mul__ = Tensor.__rmul__ = _binop('multiply', 'mul_scalar')
-Tensor.__sub__ = _binop('subtract', 'sub_scalar')
-Tensor.__rsub__ = _rbinop('subtract', 'rsub_scalar')
-Tensor.__truediv__ = _binop('divide', 'divide_scalar')
-Tensor.__rtruediv__ = _rbinop('divide', 'rdivide_scalar')
-Tensor.__pow__ = _binop('power', 'power_scalar')
-Tensor.__rpow__ = _rbinop('power', 'rpower_scalar')
-Tensor.__neg__ = lambda self: ops.negate(self)
-Tensor.__matmul__ = lambda self, other: ops.matmul(self, other)
-Tensor.__rmatmul__ = lambda self, other: ops.matmul(as_operand(other, self), self)
-for _name, _fn in [('__eq__', 'equal'), ('__ne__', 'not_equal'), ('__lt__', 'less'), ('__le__', 'less_equal'),
-                   ('__gt__', 'greater'), ('__ge__', 'greater_equal')]:
-    setattr(Tensor, _name, (lambda fn: lambda self, other: getattr(ops, fn)(self, other))(_fn))
-Tensor.__hash__ = object.__hash__
+def _compare(name, fn, doc):
+    def f(self, other): return getattr(ops, fn)(self, other)
+    return _declared(name, doc, f)
 
 # %% ../nbs/01_autograd.ipynb
-Tensor.matmul = lambda self, other: ops.matmul(self, other)
-Tensor.sum = lambda self, axes=None, keepdims=False: ops.summation(self, axes, keepdims)
-Tensor.broadcast_to = lambda self, shape: ops.broadcast_to(self, shape)
-Tensor.reshape = lambda self, *shape: ops.reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
-Tensor.transpose = lambda self, axes=None: ops.transpose(self, axes)
-Tensor.exp = lambda self: ops.exp(self)
-Tensor.log = lambda self: ops.log(self)
-Tensor.relu = lambda self: ops.relu(self)
-Tensor.T = property(lambda self: ops.transpose(self))
+for _n, _fn, _s, _op in [('add', 'add', 'add_scalar', '+'), ('mul', 'multiply', 'mul_scalar', '*'),
+                         ('sub', 'subtract', 'sub_scalar', '-'),
+                         ('pow', 'power', 'power_scalar', '**'),
+                         ('truediv', 'divide', 'divide_scalar', '/')]:
+    _binop(f'__{_n}__', _fn, _s, f"`self {_op} other` (`{_fn}`; with a number, `{_s}`).")
+for _n, _fn, _s, _op in [('sub', 'subtract', 'rsub_scalar', '-'),
+                         ('pow', 'power', 'rpower_scalar', '**'),
+                         ('truediv', 'divide', 'rdivide_scalar', '/')]:
+    _rbinop(f'__r{_n}__', _fn, _s, f"`other {_op} self` for a number or array `other` (`{_s}`).")
+tensor_method('__radd__')(Tensor.__add__)   # addition and multiplication commute
+tensor_method('__rmul__')(Tensor.__mul__)
+for _n, _fn, _op in [('eq', 'equal', '=='), ('ne', 'not_equal', '!='), ('lt', 'less', '<'),
+                     ('le', 'less_equal', '<='), ('gt', 'greater', '>'),
+                     ('ge', 'greater_equal', '>=')]:
+    _compare(f'__{_n}__', _fn, f"`self {_op} other`, elementwise (`{_fn}`): a bool tensor.")
+
+@tensor_method('__neg__')
+def _neg(self) -> Tensor: "`-self` (`negate`)."; return ops.negate(self)
+@tensor_method('__matmul__')
+def _matmul(self, other) -> Tensor: "`self @ other` (`matmul`)."; return ops.matmul(self, other)
+@tensor_method('__rmatmul__')
+def _rmatmul(self, other) -> Tensor:
+    "`other @ self` for an array `other`."
+    return ops.matmul(as_operand(other, self), self)
 
 # %% ../nbs/01_autograd.ipynb
 def _check_out_grad(t, out_grad, what='backward'):
@@ -401,9 +494,11 @@ class TensorTuple(Value):
         self.grad, self._retain = None, False
     def __len__(self): return len(self.cached_data)
     def __getitem__(self, i):
-        if not isinstance(i, numbers.Integral): raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
-        if not -len(self) <= i < len(self): raise IndexError(f"TensorTuple: index {i} out of range for {len(self)} tensors")
-        return TupleGetItem(i % len(self))(self)
+        if i.__class__ is not int and not isinstance(i, numbers.Integral):
+            raise TypeError(f"TensorTuple: index must be an int, got {i!r}")
+        n = len(self)
+        if not -n <= i < n: raise IndexError(f"TensorTuple: index {i} out of range for {n} tensors")
+        return TupleGetItem(i % n)(self)
     def __iter__(self): return (self[i] for i in range(len(self)))
     def tuple(self): return tuple(self)
     def __repr__(self): return f"minima.TensorTuple({', '.join(repr(t) for t in self)})"
@@ -560,7 +655,11 @@ def _check_versions(node):
                                "retain_graph=True in the first backward() or grad() call to go through it again")
         return
     try:
-        if vers == (node.cached_data._ver[0], *[x.cached_data._ver[0] for x in node.inputs]): return   # the usual case
+        same = vers[0] == node.cached_data._ver[0]   # the usual case: nothing changed (no frame)
+        for i, x in enumerate(node.inputs):
+            if not same: break
+            same = vers[i + 1] == x.cached_data._ver[0]
+        if same: return
     except AttributeError: pass
     what = [(-1, node)] if op.saves_output else []
     what += [(i, node.inputs[i]) for i in (range(len(node.inputs)) if op.saved_inputs is None else op.saved_inputs)]
@@ -586,12 +685,15 @@ def _set_tensor_data(self, value):
     if value.dtype != self.dtype:
         raise TypeError(f"data: dtype {value.dtype} does not match the tensor's dtype {self.dtype}")
     self.cached_data = value
-Tensor.data = property(_tensor_data, _set_tensor_data)
-Tensor._version = property(lambda self: self.cached_data._ver[0], doc="How many in-place writes the storage has seen.")
+tensor_method('data')(property(_tensor_data, _set_tensor_data))
+@tensor_method('_version', kind=property)
+def _version(self) -> int:
+    "How many in-place writes the storage has seen."
+    return self.cached_data._ver[0]
 
 # %% ../nbs/01c_autograd_guards.ipynb 24
 _SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
-_VIEW_OPS = set()   # op classes whose output is a view of their first input (see ops.torch_face)
+
 
 def _snapshot(t, copy=False) -> 'Tensor':
     """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
@@ -637,7 +739,9 @@ def _inputs(node) -> tuple:
     return node.inputs
 
 def _is_view(u) -> bool:
-    return u.op is not None and type(u.op) in _VIEW_OPS and u.inputs[0].cached_data._handle is u.cached_data._handle
+    "Whether `u` shows its first input's storage: its op `is_view` (chapter 5) and it shares it."
+    if u.op is None or not u.op.is_view: return False
+    return u.inputs[0].cached_data._handle is u.cached_data._handle
 
 def _refresh_views(inputs):
     """A view taken before its base was changed in place (with a graph) shows the new values: from now on it is a
@@ -705,7 +809,7 @@ def _register_hook(self, hook) -> _HookHandle:
     key = max(hooks, default=-1) + 1
     hooks[key] = hook
     return _HookHandle(hooks, key)
-Tensor.register_hook = _register_hook
+tensor_method('register_hook')(_register_hook)
 
 # %% ../nbs/01c_autograd_guards.ipynb 49
 class FunctionCtx:
@@ -847,15 +951,17 @@ def _register_post_accumulate_grad_hook(self, hook) -> _HookHandle:
     key = max(hooks, default=-1) + 1
     hooks[key] = hook
     return _HookHandle(hooks, key)
-Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
-Tensor.retains_grad = property(lambda self: self.op is not None and self._retain,
-                               doc="Whether `.grad` is kept for this non-leaf tensor (False for a leaf, as torch).")
+tensor_method('register_post_accumulate_grad_hook')(_register_post_accumulate_grad_hook)
+
+@tensor_method('retains_grad', kind=property)
+def _retains_grad(self) -> bool:
+    "Whether `.grad` is kept for this non-leaf tensor (False for a leaf, as torch)."
+    return self.op is not None and self._retain
 
 def _detach_(self) -> Tensor:
     "torch's `detach_`: this tensor becomes a leaf that requires no grad, in place (a view cannot: use `detach`)."
-    if self.op is not None and type(self.op) in _VIEW_OPS \
-            and self.inputs[0].cached_data._handle is self.cached_data._handle:
+    if _is_view(self):
         raise RuntimeError("detach_: can't detach views in-place (as torch). Use detach() instead")
     self.op, self.inputs, self.requires_grad = None, (), False
     return self
-Tensor.detach_ = _detach_
+tensor_method('detach_')(_detach_)

@@ -202,13 +202,12 @@ def _other_devices(d):
     return [o for o in others if o is not d and o.name != d.name]
 
 def _refuse(o, name, d):
+    why = 'a primitive without a replay yet' if o is d else 'work on another device'
     def refused(*a, **k):
         raise CaptureError(f"compile: {name} on the {o.name} device cannot be part of a program captured on the "
-                           f"{d.name} device ({'a primitive without a replay yet' if o is d else 'work on another device'}"
-                           f", at {_line(_user_frame())}); leave this step uncompiled, or pass its tensors as "
-                           f"arguments on one device")
+                           f"{d.name} device ({why}, at {_line(_user_frame())}); leave this step uncompiled, or "
+                           "pass its tensors as arguments on one device")
     return refused
-
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -242,11 +241,12 @@ def __enter__(self: Recorder):
     self.refused = [(o, n) for o in [d] + _other_devices(d) for n in _unrecorded(o, o is d)]
     for o, name in self.refused: setattr(o, name, _refuse(o, name, d))
     d.alloc, d.to_numpy = self._alloc, self._read
+    d.share_numpy = lambda *args: None   # `t.numpy()` copies through `_read` while capturing
     return self
 
 @patch
 def __exit__(self: Recorder, *exc):
-    for name in list(PRIMS) + ['alloc', 'to_numpy']: self.device.__dict__.pop(name, None)
+    for name in list(PRIMS) + ['alloc', 'to_numpy', 'share_numpy']: self.device.__dict__.pop(name, None)
     for o, name in self.refused: o.__dict__.pop(name, None)
 
 # %% ../nbs/21b_compile.ipynb
@@ -421,9 +421,13 @@ class _Slot:
         v = getattr(self.obj if obj is None else obj, self.attr)
         return v if self.attr == 'cached_data' or v is None else v.cached_data
 
-_ERR, _IGNORE = getattr(_devmod, '_ERR', None), getattr(_devmod, '_IGNORE', None)
-_NP_EWISE, _NP_UNARY, _REFL = _devmod._NP_EWISE, _devmod._NP_UNARY, _devmod._SCALAR_REFLECTED
-_view = _devmod._view
+_NP = _devmod.NumpyDevice   # what its primitives compute, declared on the device
+_NP_EWISE, _NP_UNARY, _REFL, _view = _NP.EWISE, _NP.UNARY, _NP.SCALAR_REFLECTED, _NP.view
+
+@_NP.quiet
+def _run(calls):
+    "Run a replay's calls with numpy's floating-point warnings off, as the device's primitives run."
+    for c in calls: c()
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -472,13 +476,13 @@ def _fusion(self: Program, instrs, liveout, fuse, backend):
         _compiler_failed(e)
         self.backend = backend = _backend(backend)
         return instrs if backend is None else _fuse(instrs, needed, backend)
+
 def _needed_after(instrs, liveout):
     "`needed(b, end)`: whether buffer `b` is read after instruction `end` (or outlives the program)."
     last = {}
     for i, ins in enumerate(instrs):
         for b in ins.reads(): last[b] = i
     return lambda b, end: b in liveout or b.kind != 'temp' or last.get(b, -1) > end
-
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -626,10 +630,11 @@ _EW = dict(add='({} + {})', sub='({} - {})', mul='({} * {})', div='({} / {})', e
            lt='({} < {})', le='({} <= {})', gt='({} > {})', ge='({} >= {})')
 _PY = dict(_EW, pow='np.power({}, {})', maximum='np.maximum({}, {})', minimum='np.minimum({}, {})',
            neg='(-{})', exp='np.exp({})', log='np.log({})', sqrt='np.sqrt({})', sin='np.sin({})', cos='np.cos({})',
-           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})')
+           tanh='np.tanh({})', abs='np.abs({})', sign='np.sign({})', where='({1} if {0} else {2})',
+           round='np.rint({})', floor='np.floor({})', erf='math.erf({})')
 _C = dict(_EW, pow='pow({}, {})', maximum='MAXN({}, {})', minimum='MINN({}, {})', neg='(-{})', exp='exp({})',
           log='log({})', sqrt='sqrt({})', sin='sin({})', cos='cos({})', tanh='tanh({})', abs='fabs({})',
-          sign='SIGN({})', where='({0} ? {1} : {2})')
+          sign='SIGN({})', where='({0} ? {1} : {2})', round='rint({})', floor='floor({})', erf='erf({})')
 _REFLECT = dict(rsub='sub', rdiv='div', rpow='pow')
 _FUSIBLE = ('ewise', 'scalar', 'unary', 'where', 'cast', 'ewise_strided', 'compact')
 _CTYPE = dict(float32='float', float64='double', float16='_Float16', int64='int64_t', int32='int32_t',
@@ -944,7 +949,7 @@ def _codegen(shape, members, outs, lang='numba'):
 #| code-summary: "The numba loop around the body"
 def _emit_numba(nd, args, body):
     "A numba kernel: one loop over `k`, or nested loops over `i0, i1, ...` that count `k` along."
-    lines = ['import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
+    lines = ['import math', 'import numpy as np', 'from numba import njit', '', '@njit(cache=True)', f"def kernel({', '.join(args)}):"]
     if nd == 1: lines += ['    for i0 in range(d0):', '        k = i0']; ind = '        '
     else:
         lines.append('    k = 0')
@@ -998,23 +1003,27 @@ _IVDEP, _CHUNK = '#pragma GCC ivdep', 256
 #| code-summary: "The CUDA C kernel and its launcher"
 def _emit_cuda(nd, params, body, acc, args):
     """CUDA C: one thread per element, its loop indices recovered from the flat thread index; with a row reduction
-    (`acc`), one thread per row, looping over the row's elements and storing their sum or max."""
+    (`acc`), one warp per row: its 32 threads stride along the row (reading it coalesced), and their sums or maxima
+    meet through warp shuffles."""
     idx = []
     for d in reversed(range(nd)):
         idx.append(f'const int64_t i{d} = r % d{d}; r /= d{d};' if d else f'const int64_t i0 = r;')
     dims = [f'd{i}' for i in range(nd)]
     if acc is not None:
         acc_t, init, store = acc
-        R = f'd{nd - 1}'
+        R, join = f'd{nd - 1}', 'acc + v' if init == '0' else 'MAXN(acc, v)'
         lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
                  f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
-                 '    const int64_t ro = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;', '    if (ro >= n) return;',
-                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = 0; rr < {R}; rr++) {{',
+                 '    const int64_t ro = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;',
+                 '    const int lane = threadIdx.x % 32;', '    if (ro >= n) return;   // (a whole warp at once)',
+                 f'    {acc_t} acc = {init};', f'    for (int64_t rr = lane; rr < {R}; rr += 32) {{',
                  f'        const int64_t k = ro * {R} + rr;', '        int64_t r = k; (void)r;']
-        lines += ['        ' + s for s in idx + body] + ['    }', '    ' + store, '}', '',
+        lines += ['        ' + s for s in idx + body] + ['    }', '    for (int o = 16; o; o /= 2) {',
+                  f'        const {acc_t} v = __shfl_xor_sync(0xffffffffu, acc, o);', f'        acc = {join};', '    }',
+                  '    if (lane == 0) ' + store, '}', '',
                   f"extern \"C\" void kernel({', '.join(params)}) {{",
                   f"    const int64_t n = {' * '.join(dims[:-1])};",
-                  '    if (n) kernel_body<<<(unsigned)((n + 255) / 256), 256>>>(n, ' + args + ');', '}']
+                  '    if (n) kernel_body<<<(unsigned)((n * 32 + 255) / 256), 256>>>(n, ' + args + ');', '}']
         return '\n'.join(lines) + '\n'
     lines = ['#include <cstdint>', '#include <cmath>', _C_HEAD,
              f"__global__ void kernel_body(int64_t n, {', '.join(params)}) {{",
@@ -1048,10 +1057,13 @@ def _lone_copy(group, lang) -> bool:
     if lang != 'c' or len(group) != 1 or group[0].prim != 'compact': return False
     return group[0].args[1].size >= _COPY_MIN and group[0].args[3][-1] in (0, 1)
 
+# %% ../nbs/21b_compile.ipynb
 _REDUCE = dict(reduce_sum='sum', reduce_max='max')
-def _half(ins, lang) -> bool:
-    "16-bit floats stay the CUDA library's calls (they compute in float32 and round once; the kernels would not)."
-    return lang == 'cuda' and any(b.dtype in ('float16', 'bfloat16') for b in ins.reads() + ins.writes())
+def _fusible(ins, lang) -> bool:
+    """Whether an instruction may join a fused kernel. On the GPU, 16-bit floats stay the device library's calls
+    (they compute in float32 and round once; a generated kernel would not)."""
+    half = lang == 'cuda' and any(b.dtype in ('float16', 'bfloat16') for b in ins.reads() + ins.writes())
+    return ins.prim in _FUSIBLE and not _simd_wins(ins, lang) and not half
 
 def _reduce_joins(ins, group, gshape, written, lang) -> bool:
     """Whether a row reduction can end the group: it reduces, over the loop's last axis, a float the
@@ -1103,8 +1115,7 @@ def _fuse(instrs, needed_after, lang='numba'):
     for idx, ins in enumerate(instrs):
         if ins.prim in _REDUCE and _reduce_joins(ins, group, gshape, written, lang):
             close(idx, ins); continue
-        if ins.prim not in _FUSIBLE or _simd_wins(ins, lang) or _half(ins, lang):
-            close(idx - 1); out.append(ins); continue
+        if not _fusible(ins, lang): close(idx - 1); out.append(ins); continue
         mshape, opnds, o, _, _ = _member(ins)
         n = o.size
         if not _ewise_joins(group, gshape, written, strided_read, mshape, opnds, o): close(idx - 1)
@@ -1234,7 +1245,7 @@ def _lower_indexed(p, a):
     strided forms."""
     part = functools.partial
     if p in ('reduce_sum', 'reduce_max'):
-        return part(_devmod._reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
+        return part(_NP.reduce_rows, np.add if p == 'reduce_sum' else np.maximum, a[0], a[1], a[2])
     if p == 'matmul':
         b, m, n, q = a[3:]
         if b == 1: return _product(a[0].reshape(m, n), a[1].reshape(n, q), a[2].reshape(m, q))
@@ -1310,11 +1321,7 @@ def __call__(self: Program, args, kwargs):
         if d is None or d._handle is not h:
             _check_slot(s, d, h)
             np.copyto(h, d._handle)
-    tok = _ERR.set(_IGNORE) if _ERR is not None else None
-    try:
-        for c in self.calls: c()
-    finally:
-        if tok is not None: _ERR.reset(tok)
+    _run(self.calls)
     for o, i, attr, v in self.slot_out: setattr(o if i is None else leaves[i], attr, v)
     dev, make = self.device, NDArray.make
     outs = [Tensor.make_const(make(v.shape, None, dev, v.copy().reshape(-1), 0, dt)) for v, dt in self.out_specs]
@@ -1326,7 +1333,6 @@ def _check_slot(s, d, h):
         raise CaptureError(f"compile: {s.attr} of a tensor of shape {s.in_meta[0]} changed "
                            f"outside the compiled function (now {now}); call it again "
                            "after compile(...).reset()")
-
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
@@ -1532,7 +1538,7 @@ class Compiled:
 #| code-fold: true
 #| code-summary: "The compiled function's call: guards, capture, replay"
 @patch
-def __call__(self: Compiled, *args, **kwargs):
+def __call__(self: Compiled, *args, **kwargs):  # noqa: F811 (a method)
     key = (is_grad_enabled(), _sig(args), _sig(kwargs))
     entries = self.cache.get(key)
     if entries is None:
@@ -1677,7 +1683,9 @@ def _c_num(v, ctype='double') -> str:
 def _cuda_call(ins, B, const):
     """One instruction as a C expression that returns 0 or an error code: a call of a fused kernel or of the device
     library's `mc_*` function. `B(buf)` names a buffer's pointer, `const(values)` a static array of int64."""
-    from minima.backend_ndarray.cuda import _DTYPE_CODE as DT, _BIN_CODE, _UN_CODE, MATMUL_ALGOS, _scalar_args
+    from minima.backend_ndarray.cuda import CudaDevice, MATMUL_ALGOS
+    DT, _BIN_CODE, _UN_CODE, _scalar_args = (CudaDevice.DTYPE_CODE, CudaDevice.BIN_CODE, CudaDevice.UN_CODE,
+                                             CudaDevice.scalar_args)
     p, a = ins.prim, ins.args
     dt = lambda b: DT[b.dtype]
     view = lambda: f'{len(a[-3])}, {const(a[-3])}, {const(a[-2])}, {_c_num(a[-1], "int64_t")}'
@@ -1777,15 +1785,15 @@ def _cuda_toolchain(emulated: bool):
     cmd = lambda src, out: nvcc_command(nvcc, (cc,), out, src) + ['-fmad=false']
     return cmd, '.cu', f'nvcc {ver} sm_{cc} -fmad=false'
 
+# %% ../nbs/21b_compile.ipynb
+#| code-fold: true
+#| code-summary: "Building the replay into the kernel cache"
 def _translate(text):
     "The emulator's translation of kernel launches (`tools/cuda_emu/build.py`)."
     spec = importlib.util.spec_from_file_location('_minima_cuda_emu_build', _emulator_dir() / 'build.py')
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
     return mod.translate(text)
 
-# %% ../nbs/21b_compile.ipynb
-#| code-fold: true
-#| code-summary: "Building the replay into the kernel cache"
 def _replay_library(source, dev):
     """The library of a replay's source, compiled once into the kernel cache (keyed by the SHA-256 of the source and
     the toolchain) and, like the C kernels, loaded only if its bytes match the hash recorded when it was built."""
@@ -1879,7 +1887,7 @@ def _lower(self: CudaProgram, instrs):
 #| code-fold: true
 #| code-summary: "The replay: one call"
 @patch
-def __call__(self: CudaProgram, args, kwargs):
+def __call__(self: CudaProgram, args, kwargs):  # noqa: F811 (a method)
     leaves, dev, Bp = _leaves((args, kwargs), []), self.device, self.B
     for i, j in self.arg_set:
         x = leaves[i]

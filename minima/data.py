@@ -80,7 +80,7 @@ class NDArrayDataset(Dataset):
     def __init__(self, *arrays, transforms=None):
         super().__init__(transforms)
         if not arrays: raise ValueError("NDArrayDataset: needs at least one array")
-        self.arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
+        self.arrays = [a.cached_data.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
         n = {len(a) for a in self.arrays}
         if len(n) != 1: raise ValueError(f"NDArrayDataset: arrays have different lengths {[len(a) for a in self.arrays]}")
     def __len__(self): return len(self.arrays[0])
@@ -105,7 +105,7 @@ def default_collate(samples):
         out = [default_collate([s[i] for s in samples]) for i in range(len(first))]
         return tuple(out) if isinstance(first, tuple) else out
     if isinstance(first, (str, bytes)): return list(samples)
-    return np.stack([s.numpy() if isinstance(s, Tensor) else np.asarray(s) for s in samples])
+    return np.stack([s.cached_data.numpy() if isinstance(s, Tensor) else np.asarray(s) for s in samples])
 
 def _to_tensors(b, device):
     "Every array in a collated batch as a Tensor (no grad), keeping tuples, lists and dicts."
@@ -210,7 +210,7 @@ class TensorDataset(Dataset):
         super().__init__()
         if not tensors: raise ValueError("TensorDataset: needs at least one tensor")
         self.tensors = tensors
-        self.arrays = [t.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
+        self.arrays = [t.cached_data.numpy() if isinstance(t, Tensor) else np.asarray(t) for t in tensors]
         if len({len(a) for a in self.arrays}) != 1:
             raise ValueError(f"TensorDataset: size mismatch between tensors, first dims "
                              f"{[len(a) for a in self.arrays]}")
@@ -283,7 +283,7 @@ def _draw(name, *args, generator=None, **kwargs) -> list:
     """Indices from minima's `randint`/`randperm` (chapter 18; numpy's stream, or `generator`'s), drawn through
     the library's function as torch's samplers draw through theirs: whatever seeds or replaces it covers them."""
     import minima
-    return getattr(minima, name)(*args, generator=generator, **kwargs).numpy().tolist()
+    return getattr(minima, name)(*args, generator=generator, **kwargs).cached_data.numpy().tolist()
 
 # %% ../nbs/12_data.ipynb
 class BatchSampler(Sampler):
@@ -317,7 +317,7 @@ class WeightedRandomSampler(Sampler):
         _positive('WeightedRandomSampler', 'num_samples', num_samples)
         if not isinstance(replacement, bool):
             raise TypeError(f"WeightedRandomSampler: replacement should be a bool, got {replacement!r}")
-        w = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights, dtype='float64')
+        w = np.asarray(weights.cached_data.numpy() if isinstance(weights, Tensor) else weights, dtype='float64')
         if w.ndim != 1 or not len(w) or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise ValueError(f"WeightedRandomSampler: weights must be a non-empty 1-D sequence of finite, non-negative "
                              f"numbers with a positive sum, got shape {w.shape}")

@@ -358,7 +358,7 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op=False):
     _check_list(tensor_list, tensor, g, 'all_gather', 'tensor_list', 'the input tensor')
     check = _agree(g, 'all_gather', tensor.dtype, tensor.shape)
     if _on_nccl(g, tensor): _verify(g, check); return g.nccl.all_gather(tensor_list, tensor, async_op)
-    send = np.ascontiguousarray(tensor.numpy())
+    send = np.ascontiguousarray(tensor.cached_data.numpy())
     recv = np.empty((g.size,) + send.shape, send.dtype)
     def finish():
         for t, a in zip(tensor_list, recv): t.cached_data[...] = NDArray(a, device=t.device, dtype=t.dtype)
@@ -371,7 +371,7 @@ def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None
     mop = _mpi_op(op, 'reduce_scatter', np.dtype(str(output.dtype)))
     check = _agree(g, 'reduce_scatter', output.dtype, output.shape, op)
     if _on_nccl(g, output): _verify(g, check); return g.nccl.reduce_scatter(output, input_list, op, async_op)
-    send = np.ascontiguousarray(np.stack([t.numpy() for t in input_list]))
+    send = np.ascontiguousarray(np.stack([t.cached_data.numpy() for t in input_list]))
     a, back = _buffer(output)
     def finish():
         if op == ReduceOp.AVG: np.divide(a, g.size, out=a, casting='unsafe')
@@ -501,7 +501,8 @@ def save_checkpoint(state, path):
 def _write_atomically(state, path):
     "The arrays of `state`, through minima's `atomic_write` (which also removes temporaries of killed saves)."
     from minima.nn.modules import atomic_write
-    arrays = state.state_dict() if hasattr(state, 'state_dict') else {k: np.asarray(v) for k, v in state.items()}
+    if hasattr(state, 'state_dict'): state = state.state_dict()
+    arrays = {k: np.asarray(v) for k, v in state.items()}   # a module's tensors: written as they are
     for k, a in arrays.items():
         if a.dtype.hasobject:
             raise TypeError(f"save_checkpoint: {k!r} is an array of Python objects, which would need a pickle; "

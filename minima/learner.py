@@ -17,8 +17,8 @@ __all__ = ['accuracy', 'CancelFitException', 'Callback', 'Learner']
 # %% ../nbs/13_training.ipynb
 def accuracy(preds, targets) -> float:
     "Fraction of rows whose argmax is the target: `accuracy([[.1, .9], [.8, .2]], [1, 1]) == 0.5`."
-    p = preds.numpy() if isinstance(preds, Tensor) else np.asarray(preds)
-    t = targets.numpy() if isinstance(targets, Tensor) else np.asarray(targets)
+    p = preds.cached_data.numpy() if isinstance(preds, Tensor) else np.asarray(preds)
+    t = targets.cached_data.numpy() if isinstance(targets, Tensor) else np.asarray(targets)
     return float((p.argmax(-1) == t).mean())
 
 class CancelFitException(Exception):
@@ -131,7 +131,7 @@ def get_preds(self: Learner, dl=None):
     outs, targets = [], []
     with no_grad():
         for xb, yb in dl:
-            outs.append(self.model(xb).numpy()); targets.append(yb.numpy())
+            outs.append(self.model(xb).cached_data.numpy()); targets.append(yb.cached_data.numpy())
     return np.concatenate(outs), np.concatenate(targets)
 
 @patch
@@ -152,7 +152,8 @@ def _forever(dl):
 def lr_find(self: Learner, start_lr=1e-7, end_lr=10.0, num_it=100, stop_div=4.0, beta=0.98,
             show_plot=True):
     "Grow the lr exponentially until the loss diverges, restore the model, suggest an lr."
-    state, rng_state = self.model.state_dict(), generator().bit_generator.state
+    state = {k: v.clone() for k, v in self.model.state_dict().items()}   # state_dict() shares memory
+    rng_state = generator().bit_generator.state
     modes = [(m, m.training) for m in self.model.modules()]
     opt = self.opt_func(self.model.parameters(), lr=start_lr)
     lrs, losses, avg, best = [], [], 0.0, math.inf

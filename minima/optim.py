@@ -127,13 +127,25 @@ def _bad_grad(name, p, g):
 #| code-fold: true
 @patch
 def state_dict(self: Optimizer) -> dict:
-    "`{'state': {index: {name: array or number}}, 'param_groups': [...]}`, parameters named by index as in torch."
+    """`{'state': {index: {name: tensor}}, 'param_groups': [...]}`, parameters named by index, as torch's:
+    a state tensor shares the optimizer's memory (`copy.deepcopy` or `torch.save` snapshots it); a count
+    is a 0-d tensor."""
     index = {id(p): i for i, p in enumerate(self.params)}
-    state = {index[id(k)]: {n: (v.numpy().copy() if hasattr(v, 'numpy') else v) for n, v in s.items()}
+    state = {index[id(k)]: {n: _state_tensor(v) for n, v in s.items()}
              for k, s in self.state.items() if id(k) in index and s}
     groups = [{**{k: v for k, v in g.items() if k != 'params'}, 'params': [index[id(p)] for p in g['params']]}
               for g in self.param_groups]
     return {'state': state, 'param_groups': groups}
+
+# %% ../nbs/11_optim.ipynb
+#| code-fold: true
+def _state_tensor(v):
+    "An optimizer's state value as torch's state_dict holds it: an array shared, a number as a 0-d tensor."
+    if isinstance(v, NDArray): return Tensor.make_const(v)
+    if isinstance(v, numbers.Integral):   # torch's step: float32
+        return Tensor(float(v), dtype='float32', requires_grad=False)
+    if isinstance(v, numbers.Real): return Tensor(float(v), dtype='float64', requires_grad=False)   # exact
+    return v
 
 @patch
 def load_state_dict(self: Optimizer, state_dict: dict):
@@ -151,7 +163,8 @@ def load_state_dict(self: Optimizer, state_dict: dict):
         st = {}
         for k, v in s.items():
             if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # torch's tensors
-            if isinstance(v, (Tensor, NDArray)): v = v.numpy()
+            if isinstance(v, Tensor): v = v.cached_data
+            if isinstance(v, NDArray): v = v.numpy()   # a copy: two optimizers never share a buffer
             if isinstance(v, np.ndarray) and v.ndim == 0: v = v.item()
             if k == 'step' and isinstance(v, float) and v.is_integer(): v = int(v)
             if hasattr(v, 'shape') and getattr(v, 'ndim', 0) > 0:
@@ -1027,7 +1040,7 @@ def scale_fn(self: CyclicLR, x) -> float:
     return self.gamma ** x
 
 @patch
-def get_lr(self: CyclicLR):
+def get_lr(self: CyclicLR):  # noqa: F811 (a method)
     cycle = math.floor(1 + self.last_epoch / self.total_size)
     x = 1.0 + self.last_epoch / self.total_size - cycle
     frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
@@ -1038,7 +1051,7 @@ def get_lr(self: CyclicLR):
     return [b + (m - b) * frac * scale for b, m in zip(self.base_lrs, self.max_lrs)]
 
 @patch
-def state_dict(self: CyclicLR) -> dict:
+def state_dict(self: CyclicLR) -> dict:  # noqa: F811 (a method)
     return {k: v for k, v in vars(self).items() if k not in ('optimizer', 'scale_fn_custom')}
 
 # %% ../nbs/11_optim.ipynb

@@ -17,7 +17,7 @@ from .init import rand
 # %% ../nbs/25_pruning.ipynb
 def _host(t) -> np.ndarray:
     "A numpy copy of a Tensor or array-like (importance scores, masks)."
-    if isinstance(t, Tensor): return t.numpy()
+    if isinstance(t, Tensor): return t.cached_data.numpy()
     if hasattr(t, 'detach'): return t.detach().cpu().numpy()   # a torch tensor
     return np.asarray(t)
 
@@ -89,7 +89,7 @@ def _apply(cls, module, name, *args, importance_scores=None, **kwargs):
         raise ValueError(f"prune: importance_scores of shape {scores.shape} should have the shape of "
                          f"{name}, {orig.shape}")
     if old is None: default = np.ones(orig.shape, dtype=orig.dtype)
-    else: default = getattr(module, name + '_mask').numpy()
+    else: default = getattr(module, name + '_mask').cached_data.numpy()
     if old is not None and importance_scores is None: scores = scores * default   # torch: the pruned tensor
     mask = method.compute_mask(scores, default_mask=default.copy())
     mask = Tensor(_host(mask).astype(orig.dtype), device=orig.device, requires_grad=False)
@@ -303,7 +303,7 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
         t = getattr(module, name)
         scores.append(_host(importance_scores.get((module, name), t)).reshape(-1))
         m = getattr(module, name + '_mask', None)
-        masks.append(np.ones(t.size, _host(t).dtype) if m is None else m.numpy().reshape(-1))
+        masks.append(np.ones(t.size, _host(t).dtype) if m is None else m.cached_data.numpy().reshape(-1))
     method = pruning_method(**kwargs)
     method._tensor_name = 'temp'
     container = PruningContainer(method)

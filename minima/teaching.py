@@ -5,7 +5,6 @@
 # %% ../nbs/40_teaching.ipynb 3
 from __future__ import annotations
 import ast, builtins, importlib, importlib.util, json, os, re, shutil, subprocess, sys, textwrap, types, zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from fastcore.basics import patch
@@ -322,7 +321,8 @@ def _exercise(u, P):
         for p in [p for p in _PROBES.values() if p.unit == u.name]: p.run(P, **p.inputs(np.random.default_rng(0)))
         return
     for s in [s for s in T.REGISTRY.values() if s.op is not None and s.op.__name__ == u.name]:
-        T._check_op(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)   # what a check cell runs
+        # what a check cell runs
+        T.run_checks(s, checks=('forward', 'backward', 'second'), raise_on_fail=False)
 
 # %% ../nbs/40_teaching.ipynb
 def _unit_deps(units) -> dict:
@@ -870,7 +870,7 @@ def _answer_op(q, M):
     def inputs(dt):
         return [M.Tensor(a, dtype=dt if np.issubdtype(a.dtype, np.floating) else None, requires_grad=i in diff)
                 for i, a in enumerate(arrs)]
-    def vals(ts): return [(t.numpy(), str(t.dtype)) for t in ts]
+    def vals(ts): return [(t.detach().numpy(), str(t.dtype)) for t in ts]
     out = {}
     try:
         xs = inputs('float32'); ys = _replay(q['graph'], xs, M); out['forward'] = vals(ys)
@@ -911,9 +911,9 @@ def _trace(spec, c, arrs, diff, M):
     orig, calls = vars(Value)['make_from_op'], []
     def record(cls, op, inputs):
         v = orig.__get__(None, cls)(op, inputs); calls.append((op, tuple(inputs), v)); return v
-    xs = T._mi_inputs(arrs, diff, 'float32', None)
+    xs = T.minima_inputs(arrs, diff, 'float32', None)
     Value.make_from_op = classmethod(record)
-    try: ys = T._as_list(spec.fn(*xs, **c.kwargs))
+    try: ys = T.as_list(spec.fn(*xs, **c.kwargs))
     finally: Value.make_from_op = orig
     refs, consts = {id(x): ('x', i) for i, x in enumerate(xs)}, []
     def ref(t):
@@ -960,21 +960,21 @@ def _op_question(s, c, ci, u, lent_names, seed, M):
     import numpy as np, torch, zlib
     from minima import testing as T
     rng = np.random.default_rng([seed, zlib.crc32(s.name.encode()), ci])
-    arrs = T._make_inputs(s, c, rng)
-    diff = list(T._diff_idx(s, arrs))
+    arrs = T.case_inputs(s, c, rng)
+    diff = list(T.diff_positions(s, arrs))
     graph = _trace(s, c, arrs, diff, M)
     names = {type(op).__name__ for op, _ in graph['nodes']}
     if u.name not in names: return None
-    ts = T._t_inputs(torch, arrs, diff, 'float32', 'cpu')
-    tys = T._as_list(s.torch_fn(torch, *ts, **c.kwargs))
+    ts = T.torch_inputs(torch, arrs, diff, 'float32', 'cpu')
+    tys = T.as_list(s.torch_fn(torch, *ts, **c.kwargs))
     floating = bool(diff) and all(ty.dtype.is_floating_point for ty in tys)
     q = dict(kind='op', graph=graph, arrs=arrs, diff=diff, gs=[], gs64=[], hs=[],
              backward=floating and 'backward' not in s.skip,
              second=floating and s.smooth and 'second' not in s.skip and not (names - {u.name}) & lent_names)
-    if q['backward']: q['gs'] = [T._randn(rng, ty.shape, 'float32') for ty in tys]
+    if q['backward']: q['gs'] = [T.normal_array(rng, ty.shape, 'float32') for ty in tys]
     if q['second']:
-        q['gs64'] = [T._randn(rng, ty.shape) for ty in tys]
-        q['hs'] = [T._randn(rng, arrs[i].shape) for i in diff]
+        q['gs64'] = [T.normal_array(rng, ty.shape) for ty in tys]
+        q['hs'] = [T.normal_array(rng, arrs[i].shape) for i in diff]
     return q, ts, tys, floating and s.smooth
 
 # %% ../nbs/40_teaching.ipynb
@@ -1009,8 +1009,8 @@ def _torch_second(torch, s, c, arrs, diff, gs, hs):
     "torch's gradient of <grad <f(x), g>, h>, as `check_op` computes it."
     import numpy as np
     from minima import testing as T
-    ts = T._t_inputs(torch, arrs, diff, 'float64', 'cpu')
-    tys = T._as_list(s.torch_fn(torch, *ts, **c.kwargs))
+    ts = T.torch_inputs(torch, arrs, diff, 'float64', 'cpu')
+    tys = T.as_list(s.torch_fn(torch, *ts, **c.kwargs))
     tg1 = torch.autograd.grad(tys, [ts[i] for i in diff], [torch.from_numpy(g) for g in gs], create_graph=True,
                               allow_unused=True)
     pairs = [(g, torch.from_numpy(h)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
@@ -1091,7 +1091,7 @@ def _p_linear(P, x, w, b, g):
     m.weight, m.bias = P.nn.Parameter(P.mi.Tensor(w)), P.nn.Parameter(P.mi.Tensor(b))
     xt = P.mi.Tensor(x, requires_grad=True)
     y = m(xt); y.backward(P.mi.Tensor(g))
-    return dict(y=y.numpy(), dw=m.weight.grad.numpy(), db=m.bias.grad.numpy().ravel(), dx=xt.grad.numpy())
+    return dict(y=y.detach().numpy(), dw=m.weight.grad.numpy(), db=m.bias.grad.numpy().ravel(), dx=xt.grad.numpy())
 
 @_p_linear.expect
 def _(torch, x, w, b, g):
@@ -1100,13 +1100,13 @@ def _(torch, x, w, b, g):
     return dict(y=y.detach().numpy(), dw=tw.grad.numpy(), db=tb.grad.numpy(), dx=tx.grad.numpy())
 
 @_probe('Flatten.forward', lambda rng: dict(x=_f32(rng, 3, 2, 4)))
-def _p_flatten(P, x): return P.nn.Flatten()(P.mi.Tensor(x)).numpy()
+def _p_flatten(P, x): return P.nn.Flatten()(P.mi.Tensor(x)).detach().numpy()
 
 @_p_flatten.expect
 def _(torch, x): return x.reshape(3, 8)
 
 @_probe('ReLU.forward', lambda rng: dict(x=_f32(rng, 3, 2, 4)))
-def _p_relu(P, x): return P.nn.ReLU()(P.mi.Tensor(x)).numpy()
+def _p_relu(P, x): return P.nn.ReLU()(P.mi.Tensor(x)).detach().numpy()
 
 @_p_relu.expect
 def _(torch, x): return x * (x > 0)
@@ -1122,14 +1122,14 @@ def _scale_module(P):
 @_probe('Sequential.forward', lambda rng: dict(x=_f32(rng, 3, 8)))
 def _p_sequential(P, x):
     S = _scale_module(P)
-    return dict(two=P.nn.Sequential(S(2.0), S(-3.0))(P.mi.Tensor(x)).numpy(),
-                empty=P.nn.Sequential()(P.mi.Tensor(x)).numpy())
+    return dict(two=P.nn.Sequential(S(2.0), S(-3.0))(P.mi.Tensor(x)).detach().numpy(),
+                empty=P.nn.Sequential()(P.mi.Tensor(x)).detach().numpy())
 
 @_p_sequential.expect
 def _(torch, x): return dict(two=x * -6.0, empty=x)
 
 @_probe('Residual.forward', lambda rng: dict(x=_f32(rng, 3, 8)))
-def _p_residual(P, x): return P.nn.Residual(_scale_module(P)(3.0))(P.mi.Tensor(x)).numpy()
+def _p_residual(P, x): return P.nn.Residual(_scale_module(P)(3.0))(P.mi.Tensor(x)).detach().numpy()
 
 @_p_residual.expect
 def _(torch, x): return x * 4.0
@@ -1139,10 +1139,10 @@ def _(torch, x): return x * 4.0
                                                 x=_f32(rng, 5, 4)), rtol=1e-4, atol=1e-5)
 def _p_batchnorm(P, xs, x):
     m = P.nn.BatchNorm1d(4)
-    ys = [m(P.mi.Tensor(a)).numpy() for a in xs]
+    ys = [m(P.mi.Tensor(a)).detach().numpy() for a in xs]
     stats = (m.running_mean.numpy(), m.running_var.numpy())
     m.eval()
-    return dict(train=ys, stats=stats, eval=m(P.mi.Tensor(x)).numpy())
+    return dict(train=ys, stats=stats, eval=m(P.mi.Tensor(x)).detach().numpy())
 
 @_p_batchnorm.expect
 def _(torch, xs, x):
@@ -1156,7 +1156,7 @@ def _(torch, xs, x):
 def _p_layernorm(P, x, g):
     xt = P.mi.Tensor(x, requires_grad=True)
     y = P.nn.LayerNorm1d(6)(xt); y.backward(P.mi.Tensor(g))
-    return dict(y=y.numpy(), dx=xt.grad.numpy())
+    return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
 
 @_p_layernorm.expect
 def _(torch, x, g):
@@ -1167,9 +1167,9 @@ def _(torch, x, g):
 @_probe('Dropout.forward', lambda rng: dict(x=__import__('numpy').ones((200, 50), 'float32')))
 def _p_dropout(P, x):
     d = P.nn.Dropout(0.25)
-    y = d(P.mi.Tensor(x)).numpy()
+    y = d(P.mi.Tensor(x)).detach().numpy()
     d.eval()
-    return dict(train=y, eval=d(P.mi.Tensor(x)).numpy())
+    return dict(train=y, eval=d(P.mi.Tensor(x)).detach().numpy())
 
 # %% ../nbs/40_teaching.ipynb
 @_p_dropout.expect
@@ -1190,7 +1190,7 @@ def _(torch, x):
 def _p_softmax_loss(P, z, y):
     zt = P.mi.Tensor(z, requires_grad=True)
     loss = P.nn.SoftmaxLoss()(zt, P.mi.Tensor(y)); loss.backward()
-    return dict(loss=loss.numpy(), dz=zt.grad.numpy())
+    return dict(loss=loss.detach().numpy(), dz=zt.grad.numpy())
 
 @_p_softmax_loss.expect
 def _(torch, z, y):
@@ -1213,7 +1213,7 @@ def _opt_run(P, name, configs, w0, ds):
         opt = getattr(P.optim, name)([p], **kw)
         for d in ds:
             opt.zero_grad(); (p * p * P.mi.Tensor(d)).sum().backward(); opt.step()
-        out.append(p.numpy())
+        out.append(p.detach().numpy())
     return out
 
 def _opt_expect(torch, name, configs, w0, ds):
@@ -1277,7 +1277,7 @@ def _fn_probe(unit, module, draw, call, diff=(0,), tname=None, rtol=1e-5, atol=1
         xs = [P.mi.Tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
         y = call(getattr(importlib.import_module(module), name), *xs)
         (y * y).sum().backward()
-        return dict(y=y.numpy(), grads=[xs[i].grad.numpy() for i in diff])
+        return dict(y=y.detach().numpy(), grads=[xs[i].grad.numpy() for i in diff])
     run.__name__ = f'_p_{name}'
     def expect(torch, arrs):
         ts = [torch.tensor(a, requires_grad=i in diff) for i, a in enumerate(arrs)]
@@ -1354,7 +1354,7 @@ def _(torch, c):
 @_probe('eye_', lambda rng: dict(shape=(int(rng.integers(2, 6)), int(rng.integers(2, 6)))))
 def _p_eye(P, shape):
     t = P.mi.init.eye_(P.mi.init.zeros(*shape))
-    return dict(w=t.numpy(), bad=_raised(lambda: P.mi.init.eye_(P.mi.init.zeros(2, 2, 2))))
+    return dict(w=t.detach().numpy(), bad=_raised(lambda: P.mi.init.eye_(P.mi.init.zeros(2, 2, 2))))
 
 @_p_eye.expect
 def _(torch, shape):
@@ -1362,7 +1362,7 @@ def _(torch, shape):
 
 @_probe('dirac_', lambda rng: dict(shapes=[(6, 3, 3, 3), (4, 4, 5), (6, 2, 3, 3)], groups=[1, 1, 2]))
 def _p_dirac(P, shapes, groups):
-    return [P.mi.init.dirac_(P.mi.init.ones(*s), g).numpy() for s, g in zip(shapes, groups)]
+    return [P.mi.init.dirac_(P.mi.init.ones(*s), g).detach().numpy() for s, g in zip(shapes, groups)]
 
 @_p_dirac.expect
 def _(torch, shapes, groups):
@@ -1371,7 +1371,7 @@ def _(torch, shapes, groups):
 # %% ../nbs/40_teaching.ipynb
 @_probe('xavier_uniform_', lambda rng: dict(shape=(64, 96), gain=float(rng.uniform(0.5, 2))))
 def _p_xavier_uniform(P, shape, gain):
-    return P.mi.init.xavier_uniform_(P.mi.init.zeros(*shape), gain).numpy()
+    return P.mi.init.xavier_uniform_(P.mi.init.zeros(*shape), gain).detach().numpy()
 
 @_p_xavier_uniform.expect
 def _(torch, shape, gain):
@@ -1389,7 +1389,7 @@ def _(torch, shape, gain):
 
 @_probe('kaiming_normal_', lambda rng: dict(shape=(96, 64), a=float(rng.uniform(0, 0.3))))
 def _p_kaiming_normal(P, shape, a):
-    return [P.mi.init.kaiming_normal_(P.mi.init.zeros(*shape), a, mode).numpy() for mode in ('fan_in', 'fan_out')]
+    return [P.mi.init.kaiming_normal_(P.mi.init.zeros(*shape), a, mode).detach().numpy() for mode in ('fan_in', 'fan_out')]
 
 @_p_kaiming_normal.expect
 def _(torch, shape, a):
@@ -1477,7 +1477,7 @@ def _p_clip_grad_norm(P, gs, mx):
         ps = [P.nn.Parameter(P.mi.Tensor(g)) for g in gs]
         for p, g in zip(ps, gs): p.grad = P.mi.Tensor(g)
         n = P.optim.clip_grad_norm_(ps, max_norm, norm_type)
-        out.append(dict(norm=float(n), grads=[p.grad.numpy() for p in ps]))
+        out.append(dict(norm=float(n), grads=[p.grad.detach().numpy() for p in ps]))
     return out
 
 @_p_clip_grad_norm.expect
@@ -1663,7 +1663,7 @@ def _(torch, ids):
 class _Ring:
     "p ranks as threads, each with an mpi4py-like communicator whose `Sendrecv` meets its neighbours'."
     def __init__(self, p):
-        import queue, threading
+        import queue
         self.p, self.q = p, [[queue.Queue() for _ in range(p)] for _ in range(p)]
         self.sent = [0] * p
     def comm(self, r):
@@ -1849,7 +1849,7 @@ def _(torch, x):
 def _p_fake_quant(P, x, g):
     xt = P.mi.Tensor(x, requires_grad=True)
     y = _quant().fake_quantize_per_tensor_affine(xt, 0.05, 10, 0, 63); y.backward(P.mi.Tensor(g))
-    return dict(y=y.numpy(), dx=xt.grad.numpy())
+    return dict(y=y.detach().numpy(), dx=xt.grad.numpy())
 
 @_p_fake_quant.expect
 def _(torch, x, g):

@@ -17,7 +17,8 @@ def _grad(*args, **kw):
 
 # %% auto 0
 __all__ = ['REGISTRY', 'DOMAINS', 'Case', 'case', 'OpSpec', 'register_op', 'registered_ops', 'get_spec', 'sample_input',
-           'OpReport', 'check_op', 'GradcheckError', 'gradcheck']
+           'case_inputs', 'diff_positions', 'as_list', 'minima_inputs', 'torch_inputs', 'normal_array', 'OpReport',
+           'run_checks', 'check_op', 'GradcheckError', 'gradcheck']
 
 # %% ../nbs/02_testing.ipynb
 @dataclass
@@ -121,26 +122,32 @@ def sample_input(rng, shape, domain='any') -> np.ndarray:
         raise ValueError(f"sample_input: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
     return np.asarray(DOMAINS[domain](rng, tuple(shape)), dtype='float64')
 
-def _make_inputs(spec, c, rng):
+def case_inputs(spec, c, rng) -> list:
+    "A case's input arrays: the spec's `make_inputs`, or samples from its domain (float64)."
     if spec.make_inputs is not None: return [np.asarray(a) for a in spec.make_inputs(rng, c.shapes, **c.kwargs)]
     doms = spec.domain if isinstance(spec.domain, (tuple, list)) else [spec.domain] * len(c.shapes)
     return [sample_input(rng, s, d) for s, d in zip(c.shapes, doms)]
 
-def _diff_idx(spec, arrs):
+def diff_positions(spec, arrs) -> tuple:
+    "Which inputs the checks differentiate: the spec's `grad`, else every floating one."
     if spec.grad is not None: return tuple(spec.grad)
     return tuple(i for i, a in enumerate(arrs) if np.issubdtype(a.dtype, np.floating))
 
 # %% ../nbs/02_testing.ipynb
-def _as_list(y): return list(y) if isinstance(y, (tuple, list, TensorTuple)) else [y]
+def as_list(y) -> list:
+    "An op's result as a list of outputs."
+    return list(y) if isinstance(y, (tuple, list, TensorTuple)) else [y]
 
-def _mi_inputs(arrs, diff, dtype, device):
+def minima_inputs(arrs, diff, dtype, device) -> list:
+    "The arrays as minima Tensors (floats in `dtype`), those at `diff` requiring grad."
     out = []
     for i, a in enumerate(arrs):
         is_f = np.issubdtype(a.dtype, np.floating)
         out.append(Tensor(a, dtype=dtype if is_f else None, device=device, requires_grad=i in diff))
     return out
 
-def _t_inputs(torch, arrs, diff, dtype, device):
+def torch_inputs(torch, arrs, diff, dtype, device) -> list:
+    "The same arrays as torch tensors, for the reference."
     out = []
     for i, a in enumerate(arrs):
         is_f = np.issubdtype(a.dtype, np.floating)
@@ -148,7 +155,9 @@ def _t_inputs(torch, arrs, diff, dtype, device):
         out.append(t.requires_grad_(True) if i in diff else t)
     return out
 
-def _randn(rng, shape, dtype='float64'): return np.asarray(rng.standard_normal(tuple(shape)), dtype=dtype)
+def normal_array(rng, shape, dtype='float64') -> np.ndarray:
+    "Standard normal samples of `shape` (an upstream gradient, a direction)."
+    return np.asarray(rng.standard_normal(tuple(shape)), dtype=dtype)
 
 def _err(a, b):
     a, b = np.asarray(a, dtype='float64'), np.asarray(b, dtype='float64')
@@ -166,8 +175,8 @@ _TORCH_DT = {'torch.float32': 'float32', 'torch.float64': 'float64', 'torch.int6
 def _fd_grads(spec, c, arrs, diff, gs, eps=1e-6):
     "Central differences of <f(x), g> in float64 on minima's own forward."
     def L(xs):
-        ys = _as_list(spec.fn(*_mi_inputs(xs, (), 'float64', None), **c.kwargs))
-        return sum(float((y.numpy().astype('float64') * g).sum()) for y, g in zip(ys, gs))
+        ys = as_list(spec.fn(*minima_inputs(xs, (), 'float64', None), **c.kwargs))
+        return sum(float((y.cached_data.numpy().astype('float64') * g).sum()) for y, g in zip(ys, gs))
     out = []
     for i in diff:
         x = arrs[i].astype('float64')
@@ -268,7 +277,9 @@ def _zeros(r) -> list: return [np.zeros(r.arrs[i].shape) for i in r.diff]
 def _check_forward(r, xs, ts):
     "1. Forward in float32 against torch: shape, dtype and values of every output. (ys, tys), or None if it raised."
     spec, c = r.spec, r.c
-    try: ys, tys = _as_list(spec.fn(*xs, **c.kwargs)), _as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
+    try:
+        ys = as_list(spec.fn(*xs, **c.kwargs))
+        tys = as_list(spec.torch_fn(r.torch, *ts, **c.kwargs))
     except Exception as e:
         r.rep.add(c, 'forward', 'FAIL', note=f'raised {type(e).__name__}: {e}'); return None
     errs, bad = [], None
@@ -276,19 +287,19 @@ def _check_forward(r, xs, ts):
         tyn = ty.detach().cpu().numpy()
         if y.shape != tuple(ty.shape): bad = f'shape {y.shape} != torch {tuple(ty.shape)}'
         elif y.dtype != _TORCH_DT.get(str(ty.dtype), str(ty.dtype)): bad = f'dtype {y.dtype} != torch {ty.dtype}'
-        elif not _close(y.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.numpy(), tyn):.2e}'
-        errs.append(_err(y.numpy(), tyn) if bad is None else 0)
+        elif not _close(y.cached_data.numpy(), tyn, spec.rtol, spec.atol): bad = f'max error {_err(y.cached_data.numpy(), tyn):.2e}'
+        errs.append(_err(y.cached_data.numpy(), tyn) if bad is None else 0)
     if len(ys) != len(tys): bad = f'{len(ys)} outputs != torch {len(tys)}'
     r.rep.add(c, 'forward', 'FAIL' if bad else 'ok', max(errs, default=0.0), bad or '')
     return ys, tys
 
 def _check_backward(r, xs, ts, ys, tys):
     "2. Backward in float32 against torch, with a random upstream gradient; every input gradient stays float32."
-    gs = [_randn(r.rng, y.shape, 'float32') for y in ys]
+    gs = [normal_array(r.rng, y.shape, 'float32') for y in ys]
     mine = _grad(ys, r.wrt(xs), _upstream(gs, ys, 'float32'))
     theirs = r.torch.autograd.grad(tys, r.wrt(ts), _to_torch(r.torch, gs, tys), allow_unused=True)
     ref = [np.zeros(r.arrs[i].shape) if t is None else t.detach().cpu().numpy() for i, t in zip(r.diff, theirs)]
-    r.compare('backward', [(i, m.numpy(), t) for i, m, t in zip(r.diff, mine, ref)], r.spec.rtol, r.spec.atol,
+    r.compare('backward', [(i, m.cached_data.numpy(), t) for i, m, t in zip(r.diff, mine, ref)], r.spec.rtol, r.spec.atol,
               dtype='float32')
 
 # %% ../nbs/02_testing.ipynb
@@ -296,20 +307,20 @@ def _check_fd(r, x64, ys64, gs):
     "3. The float64 gradient of <f(x), g> against central finite differences of minima's own forward."
     mine = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'))
     nums = _fd_grads(r.spec, r.c, r.arrs, r.diff, gs)
-    r.compare('fd', [(i, a.numpy(), n) for i, a, n in zip(r.diff, mine, nums)], r.spec.fd_rtol, r.spec.fd_atol)
+    r.compare('fd', [(i, a.cached_data.numpy(), n) for i, a, n in zip(r.diff, mine, nums)], r.spec.fd_rtol, r.spec.fd_atol)
 
 def _check_second(r, gs):
     "4. Second order in float64: the gradient of <grad <f(x), g>, h> for a random direction h, against torch's."
-    hs = [_randn(r.rng, r.arrs[i].shape) for i in r.diff]
-    x64 = _mi_inputs(r.arrs, r.diff, 'float64', r.dev)
-    ys64 = _as_list(r.spec.fn(*x64, **r.c.kwargs))
+    hs = [normal_array(r.rng, r.arrs[i].shape) for i in r.diff]
+    x64 = minima_inputs(r.arrs, r.diff, 'float64', r.dev)
+    ys64 = as_list(r.spec.fn(*x64, **r.c.kwargs))
     g1 = _grad(ys64, r.wrt(x64), _upstream(gs, ys64, 'float64'), create_graph=True)
     terms = [(g * Tensor(h, dtype='float64', device=g.device, requires_grad=False)).sum()
              for g, h in zip(g1, hs) if g.requires_grad]
-    mine = [t.numpy() for t in _grad(sum(terms[1:], terms[0]), r.wrt(x64))] if terms else _zeros(r)
+    mine = [t.cached_data.numpy() for t in _grad(sum(terms[1:], terms[0]), r.wrt(x64))] if terms else _zeros(r)
     torch = r.torch
-    ts = _t_inputs(torch, r.arrs, r.diff, 'float64', r.tdev)
-    tys = _as_list(r.spec.torch_fn(torch, *ts, **r.c.kwargs))
+    ts = torch_inputs(torch, r.arrs, r.diff, 'float64', r.tdev)
+    tys = as_list(r.spec.torch_fn(torch, *ts, **r.c.kwargs))
     tg1 = torch.autograd.grad(tys, r.wrt(ts), _to_torch(torch, gs, tys), create_graph=True, allow_unused=True)
     pairs = [(g, torch.from_numpy(h).to(g.device)) for g, h in zip(tg1, hs) if g is not None and g.requires_grad]
     ref = _zeros(r)
@@ -319,8 +330,8 @@ def _check_second(r, gs):
     r.compare('second', list(zip(r.diff, mine, ref)), 1e-6, 1e-8)
 
 # %% ../nbs/02_testing.ipynb
-def _check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 'second'),
-              raise_on_fail=True) -> OpReport:
+def run_checks(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 'second'),
+               raise_on_fail=True) -> OpReport:
     "`check_op`'s checks, without its word on a unit that is not written yet."
     import torch
     from minima.backend_ndarray.device import get_device
@@ -328,22 +339,23 @@ def _check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', 
     tdev, rep = 'cuda' if dev.name == 'cuda' else 'cpu', OpReport(spec.name, dev.name)
     for ci, c in enumerate(spec.cases):
         rng = np.random.default_rng(seed + 1000 * ci)
-        arrs = _make_inputs(spec, c, rng)
-        r = _CaseRun(spec, c, rng, arrs, _diff_idx(spec, arrs), dev, tdev, torch, rep)
+        arrs = case_inputs(spec, c, rng)
+        r = _CaseRun(spec, c, rng, arrs, diff_positions(spec, arrs), dev, tdev, torch, rep)
         if 'forward' in checks and not r.skipped('forward'):
-            xs, ts = _mi_inputs(arrs, r.diff, 'float32', dev), _t_inputs(torch, arrs, r.diff, 'float32', tdev)
+            xs = minima_inputs(arrs, r.diff, 'float32', dev)
+            ts = torch_inputs(torch, arrs, r.diff, 'float32', tdev)
             out = _check_forward(r, xs, ts)
             if out is None: continue   # forward raised: the other checks would only repeat it
             if ('backward' in checks and r.diff and all(y.dtype in ('float32', 'float64') for y in out[0])
                     and not r.skipped('backward')): _check_backward(r, xs, ts, *out)
         if not r.diff: continue
-        x64 = _mi_inputs(arrs, r.diff, 'float64', dev)
-        ys64 = _as_list(spec.fn(*x64, **c.kwargs))
+        x64 = minima_inputs(arrs, r.diff, 'float64', dev)
+        ys64 = as_list(spec.fn(*x64, **c.kwargs))
         if not all(y.dtype == 'float64' for y in ys64):
             for k in ('fd', 'second'):
                 if k in checks: rep.add(c, k, 'skip', note='the output is not floating point: nothing to differentiate')
             continue
-        gs = [_randn(rng, y.shape) for y in ys64]
+        gs = [normal_array(rng, y.shape) for y in ys64]
         if 'fd' in checks and not r.skipped('fd'): _check_fd(r, x64, ys64, gs)
         if 'second' in checks:
             if not spec.smooth: rep.add(c, 'second', 'skip', note=spec.skip.get('second', 'not smooth'))
@@ -367,7 +379,7 @@ def check_op(target, device=None, seed=0, checks=('forward', 'backward', 'fd', '
     against float64 finite differences. `target` is a name, an Op class, a functional wrapper or an OpSpec. In a
     student edition, a check that stops on another unit's empty body says which unit to write first."""
     spec = get_spec(target)
-    try: rep = _check_op(spec, device, seed, checks, raise_on_fail=False)
+    try: rep = run_checks(spec, device, seed, checks, raise_on_fail=False)
     except NotImplementedError as e:
         need = _needs(spec, str(e))
         if need: raise NotImplementedError(need) from None
@@ -389,24 +401,24 @@ def gradcheck(fn, *tensors, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
         if t.dtype != 'float64':
             raise TypeError(f"gradcheck: input {i} has dtype {t.dtype}; finite differences need float64")
     rng = np.random.default_rng(seed)
-    xs = [Tensor(t.numpy(), dtype='float64', device=t.device, requires_grad=True) for t in tensors]
-    ys = _as_list(fn(*xs))
-    gs = [_randn(rng, y.shape) for y in ys]
+    xs = [Tensor(t.cached_data.numpy(), dtype='float64', device=t.device, requires_grad=True) for t in tensors]
+    ys = as_list(fn(*xs))
+    gs = [normal_array(rng, y.shape) for y in ys]
     an = _grad(ys, xs, [Tensor(g, dtype='float64', device=y.device, requires_grad=False) for g, y in zip(gs, ys)])
     def L(arrs):
         xs = [Tensor(a, dtype='float64', device=t.device, requires_grad=False) for a, t in zip(arrs, tensors)]
-        out = _as_list(fn(*xs))
-        return sum(float((y.numpy() * g).sum()) for y, g in zip(out, gs))
-    base = [t.numpy().astype('float64') for t in tensors]
+        out = as_list(fn(*xs))
+        return sum(float((y.cached_data.numpy() * g).sum()) for y, g in zip(out, gs))
+    base = [t.cached_data.numpy().astype('float64') for t in tensors]
     for i, a in enumerate(an):
         num = np.zeros_like(base[i])
         for j in np.ndindex(base[i].shape):
             p, m = [b.copy() for b in base], [b.copy() for b in base]
             p[i][j] += eps; m[i][j] -= eps
             num[j] = (L(p) - L(m)) / (2 * eps)
-        diff = np.abs(a.numpy() - num)
+        diff = np.abs(a.cached_data.numpy() - num)
         if not np.all(diff <= atol + rtol * np.abs(num)):
             k = np.unravel_index(np.argmax(diff - rtol * np.abs(num)), num.shape)
-            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.numpy()[k]:.6g} "
+            raise GradcheckError(f"gradcheck: input {i} at index {k}: analytic {a.cached_data.numpy()[k]:.6g} "
                                  f"vs numerical {num[k]:.6g}")
     return True

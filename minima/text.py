@@ -48,7 +48,7 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         "The text of a 1-d sequence of ids (a list, a numpy array or a Tensor)."
-        ids = ids.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
+        ids = ids.cached_data.numpy() if isinstance(ids, Tensor) else np.asarray(ids)
         if ids.ndim != 1:
             raise ValueError(f"CharTokenizer.decode: expected a 1-d sequence of ids, got shape {ids.shape}")
         if ids.size and ids.dtype.kind not in 'iu':   # 1.7 is a bug upstream, not token 1

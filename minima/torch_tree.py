@@ -4,10 +4,9 @@
 
 # %% ../nbs/18b_torch_scripts.ipynb 4
 from __future__ import annotations
-import collections, contextlib, importlib, importlib.abc, importlib.machinery, os, runpy, sys, types, warnings
+import collections, contextlib, importlib, importlib.abc, importlib.machinery, os, runpy, sys, types
 import numpy as np
-from fastcore.basics import patch
-from .autograd import Tensor, no_grad
+from .autograd import Tensor
 from .backend_ndarray import device as _dev
 from .ops import movement as _mv
 from .ops import torch_face as _tf
@@ -134,7 +133,7 @@ class PackedSequence(collections.namedtuple('PackedSequence', 'data batch_sizes 
     def to(self, *args, **kwargs): return self._replace(data=self.data.to(*args, **kwargs))
 
 def _lengths(lengths, B, name) -> np.ndarray:
-    n = np.asarray(lengths.numpy() if isinstance(lengths, Tensor) else lengths).astype('int64').reshape(-1)
+    n = np.asarray(lengths.cached_data.numpy() if isinstance(lengths, Tensor) else lengths).astype('int64').reshape(-1)
     if n.shape[0] != B: raise ValueError(f"{name}: got {n.shape[0]} lengths for a batch of {B}")
     if (n <= 0).any(): raise ValueError(f"{name}: every length must be positive, got {n.tolist()}")
     return n
@@ -165,7 +164,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
 # %% ../nbs/18b_torch_scripts.ipynb
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None) -> tuple:
     "Undo `pack_padded_sequence`: `(padded, lengths)`, the batch in its original order, padded with `padding_value`."
-    data, bs = sequence.data, sequence.batch_sizes.numpy().astype('int64')
+    data, bs = sequence.data, sequence.batch_sizes.cached_data.numpy().astype('int64')
     B, T = int(bs[0]), len(bs)
     if total_length is not None:
         if total_length < T:
@@ -184,7 +183,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     lengths = np.array([(bs > i).sum() for i in range(B)], dtype='int64')
     if sequence.unsorted_indices is not None:
         out = _tf.index_select(out, 1, sequence.unsorted_indices)
-        lengths = lengths[sequence.unsorted_indices.numpy()]
+        lengths = lengths[sequence.unsorted_indices.cached_data.numpy()]
     return (_mv.transpose(out, (0, 1)) if batch_first else out), _tf.tensor(lengths)
 
 # %% ../nbs/18b_torch_scripts.ipynb

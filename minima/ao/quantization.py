@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy, functools
 import numpy as np
 from fastcore.basics import patch
-from ..autograd import Tensor, TensorOp
+from ..autograd import Tensor
 from ..backend_ndarray.ndarray import NDArray
 from ..backend_ndarray.device import BackendDevice, NumpyDevice
 from ..nn.modules import Module, Linear, Sequential, Conv2d, ReLU, MaxPool2d, Flatten
@@ -143,7 +143,7 @@ class HistogramObserver(MinMaxObserver):
 # %% ../../nbs/26_quantization.ipynb
 @patch
 def forward(self: HistogramObserver, x):
-    a = x.detach().numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
+    a = x.cached_data.numpy().astype(np.float32).reshape(-1)   # the histogram is small: it lives on the host
     a = a[np.abs(a) != np.inf]                              # torch ignores infinities (they would be clamped)
     if a.size == 0: return x
     lo, hi = a.min(), a.max()
@@ -245,11 +245,10 @@ def _quantize(x: Tensor, scale, zero_point, dtype, axis=None) -> QTensor:
     inv = out._bcast(inv, x.ndim)
     a = x.cached_data
     v = a * NDArray(inv, device=a.device).broadcast_to(a.shape)
-    r = v.numpy()   # the device contract has no rounding primitive: round on the host (np.rint: ties to even)
-    zp = out._bcast(out.zero_point, x.ndim)
-    q = np.rint(r + zp) if axis is None else np.rint(r) + zp
-    q = np.clip(q, lo, hi).astype(_STORAGE[dtype])
-    out.q = NDArray(q, device=x.device, dtype=_STORAGE[dtype])
+    zp = NDArray(out._bcast(out.zero_point.astype(np.float64), x.ndim), device=a.device).broadcast_to(a.shape)
+    # on the device: `round` is the contract's rint (ties to even); the sums in float64, as fbgemm's are exact
+    q = (v.astype('float64') + zp).round() if axis is None else v.round().astype('float64') + zp
+    out.q = q.maximum(float(lo)).minimum(float(hi)).astype(_STORAGE[dtype])
     return out
 
 def quantize_per_tensor(input: Tensor, scale: float, zero_point: int, dtype: str) -> QTensor:
@@ -341,7 +340,7 @@ class DynamicQuantizedLinear(Module):
 
 # %% ../../nbs/26_quantization.ipynb
 @patch
-def forward(self: DynamicQuantizedLinear, x: Tensor) -> Tensor:
+def forward(self: DynamicQuantizedLinear, x: Tensor) -> Tensor:  # noqa: F811 (a method)
     "y = s_x s_w [(q_x - z_x) q_w^T] + b, with q_x q_w^T in integers and z_x sum_k q_w[j, k] subtracted after."
     a = x.detach().cached_data
     lead = a.shape[:-1]
@@ -416,7 +415,7 @@ class _Weights:
 
 # %% ../../nbs/26_quantization.ipynb
 @patch
-def forward(self: DynamicQuantizedLSTM, input, hx=None):
+def forward(self: DynamicQuantizedLSTM, input, hx=None):  # noqa: F811 (a method)
     "`output, (h_n, c_n)` as `nn.LSTM`'s, for a batched `(T, B, n)` input (`(B, T, n)` with batch_first)."
     x = input.transpose((0, 1)) if self.batch_first else input
     T, B, H, D = x.shape[0], x.shape[1], self.hidden_size, 1 + self.bidirectional

@@ -156,7 +156,8 @@ _DTYPE_CODE = {n: i for i, n in enumerate(DTYPES)}   # cuda_common.cuh's DType e
 _ITEMSIZE = {n: (2 if n == 'bfloat16' else np.dtype(n).itemsize) for n in DTYPES}
 _BIN_CODE = {n: i for i, n in enumerate(('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt',
                                          'le', 'gt', 'ge', 'rsub', 'rdiv', 'rpow'))}
-_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'))}
+_UN_CODE = {n: i for i, n in enumerate(('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round',
+                                         'floor', 'erf'))}
 MATMUL_ALGOS = {'auto': 0, 'naive_uncoalesced': 1, 'naive': 2, 'smem': 3, 'reg64': 4, 'reg128': 5, 'wmma': 6,
                 'wmma1': 7}
 MATMUL_INT8_ALGOS = {'auto': 0, 'dp4a': 1, 'wmma': 2, 'wmma1': 3}
@@ -210,10 +211,6 @@ class _CudaLibrary:
     def why_disabled(self) -> str:
         "Why `enabled()` is False ('' when it is True)."
         return '' if self.enabled() else self._why
-
-    def loaded(self) -> bool:
-        "Whether the library is loaded and works (asks nothing: never probes, never builds)."
-        return self._ok is True
 
     def _load(self):
         prebuilt = os.environ.get('MINIMA_CUDA_LIB')
@@ -279,7 +276,11 @@ class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):
     "The backend contract implemented by minima's own CUDA kernels (`cuda_kernels.cu`)."
     name = 'cuda'
     dtypes = tuple(_DTYPE_CODE)   # the kernels' dtype table
+    # the kernel library's codes, for callers that emit C calls into it (the compiler's replay, chapter 21b)
+    DTYPE_CODE, BIN_CODE, UN_CODE = _DTYPE_CODE, _BIN_CODE, _UN_CODE
+    scalar_args = staticmethod(_scalar_args)
     def __deepcopy__(self, memo): return self   # one device per process: a copied array stays on it
+    def loaded(self) -> bool: "Whether the library is loaded (never probes, never builds)."; return self._ok is True
 
     # elementwise
     def ewise(self, op, a, b, out):

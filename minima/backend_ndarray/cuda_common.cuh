@@ -32,8 +32,9 @@ enum BinOp { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAXIMUM, OP_MINIMUM,
 static const char* const BIN_NAMES[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                         "eq", "ne", "lt", "le", "gt", "ge", "rsub", "rdiv", "rpow"};
 // unary op codes: UNARY_OPS
-enum UnOp { OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_SIN, OP_COS, OP_TANH, OP_ABS, OP_SIGN, OP_NUN };
-static const char* const UN_NAMES[] = {"neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign"};
+enum UnOp { OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_SIN, OP_COS, OP_TANH, OP_ABS, OP_SIGN, OP_ROUND, OP_FLOOR, OP_ERF, OP_NUN };
+static const char* const UN_NAMES[] = {"neg", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "round", "floor",
+                                        "erf"};
 
 // ---- errors: every entry point returns 0 or an error code; the message waits in g_err for Python to fetch.
 static thread_local char g_err[1024];

@@ -361,15 +361,22 @@ template <int OP> struct Un {
             else if constexpr (!std::is_signed<T>::value) return (T)(a > 0);
             else return is_nan(a) ? a : (T)((a > 0) - (a < 0));
         }
+        else if constexpr ((OP == OP_ROUND || OP == OP_FLOOR) && !std::is_floating_point<T>::value) return a;
         else if constexpr (std::is_same<T, float>::value) {
-            if constexpr (OP == OP_EXP) return expf(a);
+            if constexpr (OP == OP_ROUND) return rintf(a);   // half to even, as numpy's rint and torch's round
+            else if constexpr (OP == OP_FLOOR) return floorf(a);
+            else if constexpr (OP == OP_ERF) return erff(a);
+            else if constexpr (OP == OP_EXP) return expf(a);
             else if constexpr (OP == OP_LOG) return logf(a);
             else if constexpr (OP == OP_SQRT) return sqrtf(a);
             else if constexpr (OP == OP_SIN) return sinf(a);
             else if constexpr (OP == OP_COS) return cosf(a);
             else return tanhf(a);
         } else {
-            if constexpr (OP == OP_EXP) return exp(a);
+            if constexpr (OP == OP_ROUND) return rint(a);
+            else if constexpr (OP == OP_FLOOR) return floor(a);
+            else if constexpr (OP == OP_ERF) return erf(a);
+            else if constexpr (OP == OP_EXP) return exp(a);
             else if constexpr (OP == OP_LOG) return log(a);
             else if constexpr (OP == OP_SQRT) return sqrt(a);
             else if constexpr (OP == OP_SIN) return sin(a);
@@ -403,6 +410,8 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
         case OP_NEG: return launch_un<T, OP_NEG>(a, out, n, dt);
         case OP_ABS: return launch_un<T, OP_ABS>(a, out, n, dt);
         case OP_SIGN: return launch_un<T, OP_SIGN>(a, out, n, dt);
+        case OP_ROUND: return launch_un<T, OP_ROUND>(a, out, n, dt);
+        case OP_FLOOR: return launch_un<T, OP_FLOOR>(a, out, n, dt);
     }
     if constexpr (std::is_floating_point<typename Wide<T>::type>::value) switch (op) {
         case OP_EXP: return launch_un<T, OP_EXP>(a, out, n, dt);
@@ -411,6 +420,7 @@ static int un_t(int op, const void* a, void* out, i64 n, int dt) {
         case OP_SIN: return launch_un<T, OP_SIN>(a, out, n, dt);
         case OP_COS: return launch_un<T, OP_COS>(a, out, n, dt);
         case OP_TANH: return launch_un<T, OP_TANH>(a, out, n, dt);
+        case OP_ERF: return launch_un<T, OP_ERF>(a, out, n, dt);
     }
     char msg[96];
     snprintf(msg, sizeof msg, "no unary kernel for op %s on this dtype", (op >= 0 && op < OP_NUN) ? UN_NAMES[op] : "?");

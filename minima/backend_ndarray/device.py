@@ -5,9 +5,9 @@
 # %% ../../nbs/21_numpy_device.ipynb 4
 from __future__ import annotations
 from abc import ABC, abstractmethod, update_abstractmethods
-import functools, math
+import math
 import numpy as np
-import ml_dtypes   # registers numpy's `bfloat16` dtype (chapter 24)
+import ml_dtypes  # noqa: F401  (registers numpy's `bfloat16` dtype, chapter 24)
 from fastcore.basics import patch
 
 # %% auto 0
@@ -20,7 +20,7 @@ DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'i
 
 EWISE_OPS = ('add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge')
 SCALAR_OPS = EWISE_OPS + ('rsub', 'rdiv', 'rpow')
-UNARY_OPS = ('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign')
+UNARY_OPS = ('neg', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round', 'floor', 'erf')
 
 # %% ../../nbs/21_numpy_device.ipynb
 class BackendDevice(ABC):
@@ -106,6 +106,10 @@ update_abstractmethods(BackendDevice)
 def handle_dtype(self: BackendDevice, h) -> str: return str(h.dtype)
 @patch
 def handle_size(self: BackendDevice, h) -> int: return int(h.size)
+@patch
+def share_numpy(self: BackendDevice, a, shape, strides, offset):
+    "A numpy array sharing the strided view of `a`, for a device whose memory is the host's; else None."
+    return None
 
 # Optional fast paths. The defaults compose the primitives above (gather into temporaries, then run the compact
 # kernel), so a new device gets them for free; a device that can read strided views directly overrides them and
@@ -143,28 +147,46 @@ _as_strided = np.lib.stride_tricks.as_strided
 _NP_EWISE = dict(add=np.add, sub=np.subtract, mul=np.multiply, div=np.divide, pow=np.power,
                  maximum=np.maximum, minimum=np.minimum, eq=np.equal, ne=np.not_equal, lt=np.less,
                  le=np.less_equal, gt=np.greater, ge=np.greater_equal)
-_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos,
-                 tanh=np.tanh, abs=np.abs, sign=np.sign)
+def _np_erf(a, out):
+    """erf for numpy, which has none: chapter 03b's series (|a| <= 2.5, 40 terms) and continued fraction (30
+    levels), in float64 whatever the dtype; error below 1e-14. A GPU calls its math library's `erf` instead."""
+    x = a.astype(np.float64)
+    ax = np.abs(x)
+    small = ax <= 2.5
+    xs = np.where(small, x, 0.0)
+    minus_x2, term, s = -(xs * xs), xs, xs
+    for n in range(1, 41):
+        term = term * minus_x2 / n
+        s = s + term / (2 * n + 1)
+    xl = np.where(small, 3.0, ax)
+    f = xl
+    for k in range(30, 0, -1): f = xl + (k / 2) / f
+    erfc = np.exp(-(xl * xl)) / f / math.sqrt(math.pi)
+    out[...] = np.where(small, s * (2 / math.sqrt(math.pi)), np.sign(x) * (1.0 - erfc))
 
+_NP_UNARY = dict(neg=np.negative, exp=np.exp, log=np.log, sqrt=np.sqrt, sin=np.sin, cos=np.cos,
+                 tanh=np.tanh, abs=np.abs, sign=np.sign, round=np.rint, floor=np.floor, erf=_np_erf)
+
+# %% ../../nbs/21_numpy_device.ipynb
 # numpy warns (RuntimeWarning) on inf - inf, 0 * inf, log(0), ...; torch does not, so neither do we.
 # numpy 2 keeps its error state in a context variable; setting that variable directly costs less than
 # half of entering `np.errstate` (measured: +1.1 us against +2.8 us per primitive on a busy machine),
-# so every arithmetic primitive runs inside `_quiet`.
+# so every arithmetic primitive runs inside `_quiet` (the hottest inline its two calls).
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR
     with np.errstate(all='ignore'): _IGNORE = _ERR.get()
-except ImportError: _ERR = None   # another numpy: the public, slower context manager
+except ImportError:   # another numpy: its public (slower) error state, behind the same two calls
+    class _SetErr:
+        def set(self, _): return np.seterr(all='ignore')
+        def reset(self, old): np.seterr(**old)
+    _ERR, _IGNORE = _SetErr(), None
 
 def _quiet(f):
     "Run the device method `f` with numpy's floating-point warnings off."
-    if _ERR is None:
-        def g(*args):
-            with np.errstate(all='ignore'): return f(*args)
-    else:
-        def g(*args):
-            tok = _ERR.set(_IGNORE)
-            try: return f(*args)
-            finally: _ERR.reset(tok)
+    def g(*args):
+        tok = _ERR.set(_IGNORE)
+        try: return f(*args)
+        finally: _ERR.reset(tok)
     g.__name__, g.__doc__ = f.__name__, f.__doc__
     return g
 
@@ -178,19 +200,22 @@ def _view(h, shape, strides, offset):
         return h[offset:offset + (shape[0] * strides[0] if shape else 1)].reshape(shape)
     isz = h.itemsize
     # ~0.5 us:
-    try: return np.ndarray(shape, h.dtype, h, offset * isz, tuple(s * isz for s in strides))
+    byte_strides = tuple(map(isz.__mul__, strides))
+    try: return np.ndarray(shape, h.dtype, h, offset * isz, byte_strides)
     except (ValueError, TypeError):
         # numpy's own bounds check disagrees (empty views): the general, slower path
-        return _as_strided(h[offset:], shape=shape, strides=tuple(s * isz for s in strides))
+        return _as_strided(h[offset:], shape=shape, strides=byte_strides)
 
 # The 16-bit floats are stored in 16 bits but summed in float32, as torch's CPU kernels do: a bfloat16
 # accumulator stops growing at 256 when it adds ones (its 8 bits of precision).
 _LOW_FLOATS = frozenset(('float16', 'bfloat16'))
-def _wide(x): return x.astype(np.float32) if x.dtype.name in _LOW_FLOATS else x
+# as numpy dtypes: `x.dtype in _LOW` is a hash lookup; `x.dtype.name` runs Python code in numpy
+_LOW = frozenset((np.dtype('float16'), np.dtype(ml_dtypes.bfloat16)))
+def _wide(x): return x.astype(np.float32) if x.dtype in _LOW else x
 
 def _reduce_rows(ufunc, a, out, r):
     "Reduce each row of `a` viewed as `(-1, r)` into `out`."
-    if ufunc is np.add and a.dtype.name in _LOW_FLOATS:
+    if ufunc is np.add and a.dtype in _LOW:
         out[...] = np.add.reduce(_wide(a).reshape(-1, r), axis=1); return
     # numpy pays a per-row cost on short rows (a 2x2 max-pool reduces rows of 4: 0.85 ms for
     # 32k rows), so for a handful of columns we combine whole columns instead: r - 1
@@ -206,50 +231,58 @@ def _reduce_rows(ufunc, a, out, r):
 class _NumpyViews:
     "The numpy device's strided access: numpy views of the flat handles (`_view`), the optional fast paths included."
     def to_numpy(self, a, shape, strides, offset): return _view(a, shape, strides, offset).copy()
+    def share_numpy(self, a, shape, strides, offset):   # `Tensor.numpy()`: torch's shared memory
+        return _view(a, shape, strides, offset).view(np.ndarray)
     def compact(self, a, out, shape, strides, offset):
         out.reshape(shape)[...] = _view(a, shape, strides, offset)
     def ewise_setitem(self, a, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = a.reshape(shape)
     def scalar_setitem(self, size, value, out, shape, strides, offset):
         _view(out, shape, strides, offset)[...] = value
-    @_quiet
     def ewise_strided(self, op, a, a_strides, a_offset, b, b_strides, b_offset, out, shape):
         va, vb = _view(a, shape, a_strides, a_offset), _view(b, shape, b_strides, b_offset)
-        o = out.reshape(tuple(shape))
-        _NP_EWISE[op](va, vb, out=o)
+        tok = _ERR.set(_IGNORE)   # `_quiet`, inlined (a hot primitive: every broadcast)
+        try: _NP_EWISE[op](va, vb, out=out.reshape(tuple(shape)))
+        finally: _ERR.reset(tok)
     @_quiet
     def reduce_strided(self, kind, a, shape, strides, offset, out, k):
         nd, v = len(shape), _view(a, shape, strides, offset)
-        if kind == 'sum' and a.dtype.name in _LOW_FLOATS:
+        if kind == 'sum' and a.dtype in _LOW:
             out.reshape(tuple(shape[:nd - k]))[...] = np.sum(_wide(v), axis=tuple(range(nd - k, nd))); return
         (np.sum if kind == 'sum' else np.max)(v, axis=tuple(range(nd - k, nd)), out=out.reshape(tuple(shape[:nd - k])))
     @_quiet
     def matmul_strided(self, a, a_strides, a_offset, b, b_strides, b_offset, out, m, n, p):
         # BLAS takes a transposed operand as it is (numpy passes the transpose flag), so `x.T @ g` costs no copy
         va, vb = _view(a, (m, n), a_strides, a_offset), _view(b, (n, p), b_strides, b_offset)
-        if out.dtype.name in _LOW_FLOATS: out.reshape(m, p)[...] = np.matmul(_wide(va), _wide(vb)); return
+        if out.dtype in _LOW: out.reshape(m, p)[...] = np.matmul(_wide(va), _wide(vb)); return
         np.matmul(va, vb, out=out.reshape(m, p))
 
 # %% ../../nbs/21_numpy_device.ipynb
 class NumpyDevice(_NumpyViews, BackendDevice):
     "The backend contract implemented with numpy on the CPU."
     name = 'cpu'
+    EWISE, UNARY, SCALAR_REFLECTED = _NP_EWISE, _NP_UNARY, _SCALAR_REFLECTED   # compile reads (21b)
+    view, reduce_rows, quiet = staticmethod(_view), staticmethod(_reduce_rows), staticmethod(_quiet)
     def enabled(self): return True
     def alloc(self, size, dtype): return np.empty(size, dtype=dtype)   # numpy holds every one of DTYPES
     def from_numpy(self, a, out): out[:] = a.reshape(-1)
     def fill(self, out, value): out.fill(value)
-    @_quiet
     def ewise(self, op, a, b, out):
-        _NP_EWISE[op](a, b, out=out)
-    @_quiet
+        tok = _ERR.set(_IGNORE)   # `_quiet`, inlined
+        try: _NP_EWISE[op](a, b, out=out)
+        finally: _ERR.reset(tok)
     def scalar(self, op, a, value, out):
         try: v = np.asarray(value, dtype=a.dtype)
         except OverflowError: v = np.asarray(value).astype(a.dtype)   # -1 into uint8 wraps to 255, as in torch
-        if op in _SCALAR_REFLECTED: _SCALAR_REFLECTED[op](v, a, out=out)
-        else: _NP_EWISE[op](a, v, out=out)
-    @_quiet
+        tok = _ERR.set(_IGNORE)
+        try:
+            if op in _SCALAR_REFLECTED: _SCALAR_REFLECTED[op](v, a, out=out)
+            else: _NP_EWISE[op](a, v, out=out)
+        finally: _ERR.reset(tok)
     def unary(self, op, a, out):
-        _NP_UNARY[op](a, out=out)
+        tok = _ERR.set(_IGNORE)
+        try: _NP_UNARY[op](a, out=out)
+        finally: _ERR.reset(tok)
     @_quiet
     def where(self, cond, a, b, out): np.copyto(out, np.where(cond, a, b))
     @_quiet
@@ -258,12 +291,15 @@ class NumpyDevice(_NumpyViews, BackendDevice):
     def reduce_sum(self, a, out, reduce_size): _reduce_rows(np.add, a, out, reduce_size)
     @_quiet
     def reduce_max(self, a, out, reduce_size): _reduce_rows(np.maximum, a, out, reduce_size)
-    @_quiet
     def matmul(self, a, b, out, batch, m, n, p):
-        if out.dtype.name in _LOW_FLOATS:   # float32 products and sums, rounded once (torch's CPU matmul)
-            out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n), _wide(b).reshape(batch, n, p))
-            return
-        np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p), out=out.reshape(batch, m, p))
+        tok = _ERR.set(_IGNORE)
+        try:
+            if out.dtype in _LOW:   # float32 products and sums, rounded once (torch's CPU matmul)
+                out.reshape(batch, m, p)[...] = np.matmul(_wide(a).reshape(batch, m, n),
+                                                          _wide(b).reshape(batch, n, p))
+            else: np.matmul(a.reshape(batch, m, n), b.reshape(batch, n, p),
+                            out=out.reshape(batch, m, p))
+        finally: _ERR.reset(tok)
     def gather(self, a, idx, out, outer, axis_len, inner, k):
         np.take(a.reshape(outer, axis_len, inner), idx, axis=1, out=out.reshape(outer, k, inner))
     def scatter_add(self, a, idx, out, outer, axis_len, inner, k):

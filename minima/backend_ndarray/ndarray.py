@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_ndarray.ipynb 4
 from __future__ import annotations
-import functools, math, numbers
+import functools, itertools, math, numbers, operator
 import numpy as np
 from fastcore.basics import patch
 from .device import DTYPES, cpu, default_device, get_device
@@ -39,6 +39,7 @@ def _promote(a, b):
     return np.promote_types(a, b).name                                # one kind: the narrowest dtype that holds both
 _PROMOTE = {(a, b): _promote(a, b) for a in _KIND for b in _KIND}
 
+# %% ../../nbs/20_ndarray.ipynb
 def result_dtype(a: str, b: str) -> str:
     "torch's `promote_types`: the dtype of a binary op between two arrays with dimensions of dtypes `a` and `b`."
     return _PROMOTE[a, b]
@@ -49,8 +50,12 @@ def weak_result_dtype(strong: str, weak: str) -> str:
 
 def scalar_dtype(x) -> str:
     "The dtype a Python (or numpy) number stands for in promotion: bool, int64, or float32 (torch's default)."
+    if x.__class__ is float: return 'float32'   # the usual cases first: `isinstance` of
+    if x.__class__ is int: return 'int64'       # the abstract number classes runs Python code
     if isinstance(x, (bool, np.bool_)): return 'bool'
-    if isinstance(x, (numbers.Integral, np.integer)): return 'int64'
+    if isinstance(x, np.integer): return 'int64'
+    if isinstance(x, np.floating): return 'float32'
+    if isinstance(x, numbers.Integral): return 'int64'
     if isinstance(x, (numbers.Real, np.floating)): return 'float32'
     raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}: minima has no complex dtypes")
 
@@ -58,10 +63,12 @@ def scalar_dtype(x) -> str:
 def normalize_axes(axes, ndim, op='reduce'):
     "Turn `axes` (None, an int or a sequence, negatives allowed) into a sorted tuple of distinct axes in range."
     if axes is None: return tuple(range(ndim))
-    if isinstance(axes, numbers.Integral): axes = (axes,)
+    if axes.__class__ is int or (axes.__class__ is not tuple and isinstance(axes, numbers.Integral)):
+        axes = (axes,)
     out = []
     for ax in axes:
-        if not isinstance(ax, numbers.Integral): raise TypeError(f"{op}: axis must be an int, got {ax!r}")
+        if ax.__class__ is not int and not isinstance(ax, numbers.Integral):
+            raise TypeError(f"{op}: axis must be an int, got {ax!r}")
         a = ax + max(ndim, 1) if ax < 0 else ax   # a 0-d array accepts axis 0 and -1, as torch
         if not 0 <= a < max(ndim, 1) or (ndim == 0 and ax not in (0, -1)):
             raise ValueError(f"{op}: axis {ax} is out of range for an array with {ndim} dimensions")
@@ -72,7 +79,7 @@ def normalize_axes(axes, ndim, op='reduce'):
 def broadcast_shapes(*shapes, op='broadcast'):
     "numpy's broadcasting rule: align trailing axes; each pair must match or contain a 1."
     first = shapes[0]
-    if all(s == first for s in shapes): return tuple(first)
+    if shapes.count(first) == len(shapes): return tuple(first)   # all equal (`count` compares in C)
     return _broadcast_shapes(tuple(map(tuple, shapes)), op)
 
 @functools.lru_cache(maxsize=4096)
@@ -94,11 +101,15 @@ assert weak_result_dtype('float16', 'float64') == 'float16'
 assert result_dtype('bfloat16', 'float16') == 'float32' and result_dtype('bfloat16', 'int64') == 'bfloat16'
 
 # %% ../../nbs/20_ndarray.ipynb
-def _scalar_ok(x): return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
+_PY_SCALARS = frozenset((int, float, bool))
+def _scalar_ok(x):
+    if x.__class__ in _PY_SCALARS or isinstance(x, np.generic): return True   # before the ABC test
+    return isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray)
 
+# %% ../../nbs/20_ndarray.ipynb
 class NDArray:
     "A strided n-dimensional array on a device: `shape`, `strides`, `offset`, `dtype` and a flat `handle`."
-    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver')
+    __slots__ = ('_shape', '_strides', '_offset', '_device', '_handle', '_dtype', '_c', '_ver', '_nd')
     __array_priority__ = 1000
 
     def __init__(self, other, device=None, dtype=None):
@@ -117,6 +128,7 @@ class NDArray:
     def _init_from(self, o):
         self._shape, self._strides, self._offset = o._shape, o._strides, o._offset
         self._device, self._handle, self._dtype, self._c, self._ver = o._device, o._handle, o._dtype, o._c, o._ver
+        self._nd = o._nd
 
     @staticmethod
     def make(shape, strides=None, device=None, handle=None, offset=0, dtype='float32', ver=None):
@@ -124,6 +136,7 @@ class NDArray:
         a = NDArray.__new__(NDArray)
         a._ver = [0] if ver is None else ver
         a._shape = tuple(shape)
+        a._nd = len(a._shape)   # kept, so that `ndim` is read in C like the other properties
         a._strides = compact_strides(a._shape) if strides is None else tuple(strides)
         a._offset = offset
         a._device = default_device() if device is None else device
@@ -135,12 +148,14 @@ class NDArray:
         return a
 
 # %% ../../nbs/20_ndarray.ipynb
-NDArray.shape = property(lambda self: self._shape)
-NDArray.strides = property(lambda self: self._strides)
-NDArray.offset = property(lambda self: self._offset)
-NDArray.device = property(lambda self: self._device)
-NDArray.dtype = property(lambda self: self._dtype)
-NDArray.ndim = property(lambda self: len(self._shape))
+# read-only views of the slots; `attrgetter` runs in C, so reading `a.shape` costs no Python call
+# (a lambda would: they are read a thousand times per decoded token)
+NDArray.shape = property(operator.attrgetter('_shape'), doc="The size of each axis.")
+NDArray.strides = property(operator.attrgetter('_strides'), doc="The step of each axis, in elements.")
+NDArray.offset = property(operator.attrgetter('_offset'), doc="Where element 0 sits in the handle.")
+NDArray.device = property(operator.attrgetter('_device'), doc="The device that holds the handle.")
+NDArray.dtype = property(operator.attrgetter('_dtype'), doc="The dtype's name, e.g. 'float32'.")
+NDArray.ndim = property(operator.attrgetter('_nd'), doc="The number of axes.")
 NDArray.size = property(lambda self: prod(self._shape))
 NDArray.version = property(lambda self: self._ver[0],
                            doc="How many in-place writes the buffer (any view of it) has seen.")
@@ -163,12 +178,21 @@ def numpy(self: NDArray) -> np.ndarray:
     "A numpy copy of this array."
     return self._device.to_numpy(self._handle, self._shape, self._strides, self._offset)
 @patch
+def host_view(self: NDArray):
+    """A numpy array that shares this array's memory (its strides included), where the device keeps the
+    buffer in host memory (the numpy device); None where it cannot (a GPU, a step `minima.compile`
+    is capturing)."""
+    return self._device.share_numpy(self._handle, self._shape, self._strides, self._offset)
+@patch
 def __array__(self: NDArray, dtype=None, copy=None):
     return self.numpy() if dtype is None else self.numpy().astype(dtype)
 @patch
 def item(self: NDArray):
-    if self.size != 1: raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
+    if prod(self._shape) != 1:
+        raise ValueError(f"item: only arrays with one element can be converted, got shape {self._shape}")
     return self._device.to_numpy(self._handle, (), (), self._offset).item()
+
+# %% ../../nbs/20_ndarray.ipynb
 @patch
 def to(self: NDArray, device) -> 'NDArray':
     "This array on `device` (the same object if it is already there)."
@@ -179,6 +203,7 @@ def to(self: NDArray, device) -> 'NDArray':
 @patch
 def astype(self: NDArray, dtype) -> 'NDArray':
     "A compact copy converted to `dtype` (the array itself when nothing changes)."
+    if dtype.__class__ is str and dtype == self._dtype: return self   # the usual case: no change
     dtype = as_dtype(dtype)
     if dtype == self._dtype: return self
     a = self.compact()
@@ -186,8 +211,13 @@ def astype(self: NDArray, dtype) -> 'NDArray':
     self._device.cast(a._handle, out._handle)
     return out
 
+# %% ../../nbs/20_ndarray.ipynb
+_NP_COMMON = {np.dtype('float32'): 'float32', np.dtype('float64'): 'float32',   # numpy -> minima
+              np.dtype('int64'): 'int64', np.dtype('bool'): 'bool'}
 def _default_dtype_of(a: np.ndarray) -> str:
     "numpy input -> minima dtype: float64 becomes float32 (needle's default), the 16-bit floats and minima's ints stay."
+    dt = _NP_COMMON.get(a.dtype)
+    if dt is not None: return dt   # the common dtypes, without numpy's (Python-level) subtype tests
     if a.dtype == np.bool_: return 'bool'
     if np.issubdtype(a.dtype, np.integer): return a.dtype.name if a.dtype.name in DTYPES else 'int64'
     if a.dtype.name in ('float16', 'bfloat16'): return a.dtype.name
@@ -204,9 +234,10 @@ def _is_compact(self) -> bool:
 
 def _compact(self) -> NDArray:
     "A compact array with the same values: `self` when already compact, else a gathered copy."
-    if _is_compact(self): return self
+    if self._c or _is_compact(self): return self
     out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
-    if out.size: self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
+    if prod(self._shape):
+        self._device.compact(self._handle, out._handle, self._shape, self._strides, self._offset)
     return out
 
 def _as_strided(self, shape, strides) -> NDArray:
@@ -221,39 +252,43 @@ def _reshape(self, *new_shape) -> NDArray:
     "A view with `new_shape` (one entry may be -1); copies first only if the array is not compact."
     if len(new_shape) == 1 and isinstance(new_shape[0], (tuple, list)):
         new_shape = tuple(new_shape[0])
-    new_shape = tuple(int(s) for s in new_shape)
+    new_shape, size = tuple(map(int, new_shape)), prod(self._shape)
     if new_shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {new_shape}")
     if -1 in new_shape:
-        known = prod(s for s in new_shape if s != -1)
-        if known == 0 or self.size % known:
+        known = -prod(new_shape)   # the product of the other sizes (there is one -1)
+        if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape array of shape {self._shape} "
-                             f"(size {self.size}) into {new_shape}")
-        new_shape = tuple(self.size // known if s == -1 else s for s in new_shape)
-    if any(s < 0 for s in new_shape) or prod(new_shape) != self.size:
-        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {self.size}) "
+                             f"(size {size}) into {new_shape}")
+        i = new_shape.index(-1)
+        new_shape = new_shape[:i] + (size // known,) + new_shape[i + 1:]
+    if (new_shape and min(new_shape) < 0) or prod(new_shape) != size:
+        raise ValueError(f"reshape: cannot reshape array of shape {self._shape} (size {size}) "
                          f"into {new_shape}")
     if new_shape == self._shape: return self
-    a = self.compact()
-    return NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
+    a = self if self._c else self.compact()
+    out = NDArray.make(new_shape, device=a._device, handle=a._handle, dtype=a._dtype, ver=a._ver)
+    out._c = True   # row-major over the whole of a compact handle: compact by construction
+    return out
 
 def _permute(self, *axes) -> NDArray:
     "A view with the axes reordered: `new.shape[i] == old.shape[axes[i]]`."
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)): axes = tuple(axes[0])
-    if sorted(a % self.ndim if self.ndim else a for a in axes) != list(range(self.ndim)) \
-            or len(axes) != self.ndim:
-        raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {self.ndim} axes "
+    nd, given = len(self._shape), axes
+    if len(axes) == nd and sorted(axes) != list(range(nd)):
+        axes = [a % nd for a in axes]   # negative axes count from the end
+    if len(axes) != nd or sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute: {tuple(given)} is not a permutation of the {nd} axes "
                          f"of shape {self._shape}")
-    axes = [a % self.ndim for a in axes]
-    return self.as_strided(tuple(self._shape[a] for a in axes),
-                           tuple(self._strides[a] for a in axes))
+    return self.as_strided(tuple(map(self._shape.__getitem__, axes)),
+                           tuple(map(self._strides.__getitem__, axes)))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _broadcast_to(self, new_shape) -> NDArray:
     "A view of shape `new_shape` where every broadcast axis has stride 0."
     new_shape = tuple(new_shape)
     if new_shape == self._shape: return self
-    nd, od = len(new_shape), self.ndim
+    nd, od = len(new_shape), len(self._shape)
     if nd < od:
         raise ValueError(f"broadcast_to: cannot broadcast shape {self._shape} to {new_shape} (fewer dimensions)")
     strides = [0] * (nd - od)
@@ -280,16 +315,20 @@ NDArray.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))
 def _view_for_index(self, idx):
     "(shape, strides, offset) of the basic-indexing view `self[idx]`."
     if not isinstance(idx, tuple): idx = (idx,)
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1:
+    n_new = n_ell = 0
+    for i in idx:   # a plain loop: a generator would cost a Python frame on every index
+        if i is None: n_new += 1
+        elif i is Ellipsis: n_ell += 1
+    n_real, nd = len(idx) - n_new - n_ell, len(self._shape)
+    if n_ell > 1:
         raise IndexError("getitem: an index can only have a single ellipsis")
-    if n_real > self.ndim:
+    if n_real > nd:
         raise IndexError(f"getitem: too many indices ({n_real}) for an array with "
-                         f"{self.ndim} dimensions")
-    if Ellipsis in idx:
+                         f"{nd} dimensions")
+    if n_ell:
         k = idx.index(Ellipsis)
-        idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
-    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+        idx = idx[:k] + (slice(None),) * (nd - n_real) + idx[k + 1:]
+    else: idx = idx + (slice(None),) * (nd - n_real)
     shape, strides, offset, ax = [], [], self._offset, 0
     for i in idx:
         if i is None: shape.append(1); strides.append(0); continue
@@ -300,7 +339,8 @@ def _view_for_index(self, idx):
             length = max(0, (stop - start + (step - (1 if step > 0 else -1))) // step)
             shape.append(length); strides.append(st * step)
             if length: offset += start * st
-        elif isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_)):
+        elif i.__class__ is int or (isinstance(i, (numbers.Integral, np.integer))
+                                    and not isinstance(i, (bool, np.bool_))):
             j = int(i) + n if i < 0 else int(i)
             if not 0 <= j < n:
                 raise IndexError(f"getitem: index {int(i)} is out of range for axis {ax} "
@@ -322,16 +362,18 @@ def _getitem(self, idx) -> NDArray:
 def _setitem(self, idx, other):
     """Write `other` (an NDArray or a scalar) into the view `self[idx]`; bumps the buffer's version. A broadcast view
     is read-only, as in numpy."""
-    if self.size and any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
+    if 0 in self._strides and prod(self._shape) and \
+            any(st == 0 and n > 1 for st, n in zip(self._strides, self._shape)):
         raise ValueError(f"setitem: the array (shape {self._shape}, strides {self._strides}) is a broadcast view whose "
                          "elements share memory, so it is read-only (as in numpy); write into a copy (.compact())")
     shape, strides, offset = _view_for_index(self, idx)
     self._ver[0] += 1
     if isinstance(other, NDArray):
-        if other.device != self._device:
+        if other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"setitem: value is on {other.device} but the array is on {self._device}")
         if prod(shape) == 0: return
-        src = other.astype(self._dtype).broadcast_to(shape).compact()
+        src = other if other._dtype == self._dtype else other.astype(self._dtype)
+        src = src.broadcast_to(shape).compact()
         self._device.ewise_setitem(src._handle, self._handle, shape, strides, offset)
     elif _scalar_ok(other):
         if prod(shape): self._device.scalar_setitem(prod(shape), other, self._handle, shape, strides, offset)
@@ -345,8 +387,8 @@ _CMP = ('eq', 'ne', 'lt', 'le', 'gt', 'ge')
 
 def _pair_dtype(a, b) -> str:
     "torch's rule for two arrays: a 0-d array is weak against one with dimensions (table above)."
-    if (a.ndim == 0) == (b.ndim == 0): return _PROMOTE[a._dtype, b._dtype]
-    if b.ndim == 0: return weak_result_dtype(a._dtype, b._dtype)
+    if (not a._shape) == (not b._shape): return _PROMOTE[a._dtype, b._dtype]
+    if not b._shape: return weak_result_dtype(a._dtype, b._dtype)
     return weak_result_dtype(b._dtype, a._dtype)
 
 def _check_int_pow(dt, exponent):
@@ -357,17 +399,21 @@ def _check_int_pow(dt, exponent):
 # %% ../../nbs/20_ndarray.ipynb
 def _prep(self, other, op):
     if other._shape == self._shape and other._dtype == self._dtype \
-            and other._device == self._device and (op != 'div' or is_float_dtype(self._dtype)):
+            and (other._device is self._device or other._device == self._device) \
+            and (op != 'div' or self._dtype in _FLOATS):
         return self.compact(), other.compact(), self._shape, self._dtype
     if isinstance(other, NDArray):
-        if other._device != self._device:
+        if other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices "
                                f"({self._device} and {other._device})")
         shape = self._shape if other._shape == self._shape else \
-            broadcast_shapes(self._shape, other._shape, op=op)
-        dt = _pair_dtype(self, other)
-        if op == 'div' and not is_float_dtype(dt): dt = 'float32'
-        return self.astype(dt).broadcast_to(shape), other.astype(dt).broadcast_to(shape), shape, dt
+            _broadcast_shapes((self._shape, other._shape), op)   # the cached rule, called directly
+        dt = self._dtype if self._dtype == other._dtype else _pair_dtype(self, other)
+        if op == 'div' and dt not in _FLOATS: dt = 'float32'
+        a = self if self._dtype == dt else self.astype(dt)
+        b = other if other._dtype == dt else other.astype(dt)
+        return (a if a._shape == shape else a.broadcast_to(shape)), \
+            (b if b._shape == shape else b.broadcast_to(shape)), shape, dt
     raise TypeError(f"{op}: unsupported operand of type {type(other).__name__}")
 
 def _no_bool_sub(op, *dtypes):
@@ -377,6 +423,9 @@ def _no_bool_sub(op, *dtypes):
                         "`.astype('int64')`")
 
 def _scalar_op_dtype(self, other, op) -> str:
+    if self._dtype in _FLOATS and other.__class__ is not bool and \
+            isinstance(other, (float, int, np.floating, np.integer)):
+        return self._dtype   # the usual case: a float array and a number (no check below can fail)
     dt = self._dtype if self._dtype in _FLOATS and not isinstance(other, complex) else \
         weak_result_dtype(self._dtype, scalar_dtype(other))
     if op in ('div', 'rdiv') and not is_float_dtype(dt): dt = 'float32'
@@ -387,31 +436,44 @@ _FLOATS = frozenset(('float32', 'float64', 'float16', 'bfloat16'))
 
 # %% ../../nbs/20_ndarray.ipynb
 def _binary(op):
+    out_bool = op in _CMP
     def f(self, other):
         if isinstance(other, NDArray):
+            shape, dt, dev = self._shape, self._dtype, self._device
+            if self._c and other._c and shape == other._shape and dt == other._dtype and dt in _FLOATS \
+                    and dev is other._device:   # the hot path, decided from cached facts
+                out = NDArray.make(shape, device=dev, dtype='bool' if out_bool else dt)
+                if prod(shape): dev.ewise(op, self._handle, other._handle, out._handle)
+                return out
             a, b, shape, dt = _prep(self, other, op)
             if dt == 'bool' and op == 'pow':
                 raise TypeError("pow: not implemented for two bool operands (as in torch)")
             if op == 'sub': _no_bool_sub(op, self._dtype, other._dtype)
-            out = NDArray.make(shape, device=self._device, dtype='bool' if op in _CMP else dt)
-            if out.size:
-                if a.is_compact() and b.is_compact():
+            out = NDArray.make(shape, device=self._device, dtype='bool' if out_bool else dt)
+            if prod(shape):
+                if (a._c or a.is_compact()) and (b._c or b.is_compact()):
                     self._device.ewise(op, a._handle, b._handle, out._handle)
                 else:  # broadcast or strided operands: the device reads the views (or gathers them)
                     self._device.ewise_strided(op, a._handle, a._strides, a._offset,
                                                b._handle, b._strides, b._offset, out._handle, shape)
             return out
+        if (other.__class__ is float or other.__class__ is int) and self._c and self._dtype in _FLOATS:
+            # the hot path: a compact float array and a Python number (`_scalar_op_dtype` agrees)
+            out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else self._dtype)
+            if prod(self._shape): self._device.scalar(op, self._handle, other, out._handle)
+            return out
         if not _scalar_ok(other): return NotImplemented
         dt = _scalar_op_dtype(self, other, op)
         if dt == 'bool' and op == 'pow':
             return _binary(op)(self.astype('int64'), other).astype('bool')
-        a = self.astype(dt).compact()
-        out = NDArray.make(self._shape, device=self._device, dtype='bool' if op in _CMP else dt)
-        if out.size: self._device.scalar(op, a._handle, other, out._handle)
+        a = self if self._c and dt == self._dtype else self.astype(dt).compact()
+        out = NDArray.make(self._shape, device=self._device, dtype='bool' if out_bool else dt)
+        if prod(self._shape): self._device.scalar(op, a._handle, other, out._handle)
         return out
     f.__name__ = op
     return f
 
+# %% ../../nbs/20_ndarray.ipynb
 def _rscalar(op):
     def f(self, other):
         if not _scalar_ok(other): return NotImplemented
@@ -420,7 +482,7 @@ def _rscalar(op):
             raise TypeError("pow: not implemented for two bool operands (as in torch)")
         a = self.astype(dt).compact()
         out = NDArray.make(self._shape, device=self._device, dtype=dt)
-        if out.size: self._device.scalar(op, a._handle, other, out._handle)
+        if prod(self._shape): self._device.scalar(op, a._handle, other, out._handle)
         return out
     return f
 
@@ -431,7 +493,7 @@ def _unary(op):
             raise TypeError(f"{op}: expected a floating dtype (float32 or float64), got {self._dtype}")
         a = self.compact()
         out = NDArray.make(self._shape, device=self._device, dtype=self._dtype)
-        if out.size: self._device.unary(op, a._handle, out._handle)
+        if prod(self._shape): self._device.unary(op, a._handle, out._handle)
         return out
     f.__name__ = op
     return f
@@ -443,7 +505,7 @@ NDArray.__radd__, NDArray.__rmul__ = NDArray.__add__, NDArray.__mul__
 NDArray.__rsub__, NDArray.__rtruediv__, NDArray.__rpow__ = _rscalar('rsub'), _rscalar('rdiv'), _rscalar('rpow')
 NDArray.maximum, NDArray.minimum = _binary('maximum'), _binary('minimum')
 NDArray.__hash__ = object.__hash__
-for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign'): setattr(NDArray, _op, _unary(_op))
+for _op in ('exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'abs', 'sign', 'round', 'floor', 'erf'): setattr(NDArray, _op, _unary(_op))
 NDArray.__neg__ = _unary('neg')
 
 # %% ../../nbs/20_ndarray.ipynb
@@ -451,9 +513,9 @@ def _inplace(op):
     def f(self, other):
         """In place, as in numpy: `a += b` writes into `a`'s own buffer, through views too. `b` broadcasts to
         `a`'s shape and is cast to `a`'s dtype (float64 into float32 is fine; a float result into integers is not)."""
-        if isinstance(other, NDArray) and other._device != self._device:
+        if isinstance(other, NDArray) and other._device is not self._device and other._device != self._device:
             raise RuntimeError(f"{op}: arrays are on different devices ({self._device} and {other._device})")
-        fast = self.is_compact() and (
+        fast = (self._c or self.is_compact()) and (
             (isinstance(other, NDArray) and other._dtype == self._dtype) or
             (_scalar_ok(other) and (is_float_dtype(self._dtype) or
                                     (isinstance(other, (int, np.integer)) and op != 'div'))))
@@ -462,7 +524,7 @@ def _inplace(op):
                 raise ValueError(f"{op}: in place, the result of shapes {self._shape} and {other._shape} would not "
                                  f"keep shape {self._shape}")
             self._ver[0] += 1
-            if self.size:
+            if prod(self._shape):
                 b = other.broadcast_to(self._shape)
                 if b.is_compact(): self._device.ewise(op, self._handle, b._handle, self._handle)
                 else: self._device.ewise_strided(op, self._handle, self._strides, 0, b._handle, b._strides, b._offset,
@@ -470,7 +532,7 @@ def _inplace(op):
             return self
         if fast:
             self._ver[0] += 1
-            if self.size: self._device.scalar(op, self._handle, other, self._handle)
+            if prod(self._shape): self._device.scalar(op, self._handle, other, self._handle)
             return self
         res = _binary(op)(self, other) if isinstance(other, NDArray) or _scalar_ok(other) else NotImplemented
         if res is NotImplemented: return NotImplemented
@@ -497,7 +559,7 @@ def _where(cond: NDArray, a: NDArray, b: NDArray) -> NDArray:
     c = cond.astype('bool').broadcast_to(shape).compact()
     a2, b2 = a.astype(dt).broadcast_to(shape).compact(), b.astype(dt).broadcast_to(shape).compact()
     out = NDArray.make(shape, device=a._device, dtype=dt)
-    if out.size: a._device.where(c._handle, a2._handle, b2._handle, out._handle)
+    if prod(shape): a._device.where(c._handle, a2._handle, b2._handle, out._handle)
     return out
 
 def _fill(self, value):
@@ -509,25 +571,28 @@ NDArray.where, NDArray.fill = staticmethod(_where), _fill
 
 # %% ../../nbs/20_ndarray.ipynb
 def _reduce(self, axes, keepdims, kind):
-    axes = normalize_axes(axes, self.ndim, kind)
-    keep = tuple(i for i in range(self.ndim) if i not in axes)
-    out_shape = tuple(self._shape[i] for i in keep)
-    r = prod(self._shape[i] for i in axes)
+    nd, shape = len(self._shape), self._shape
+    axes = normalize_axes(axes, nd, kind)
+    keep = tuple(itertools.filterfalse(axes.__contains__, range(nd)))   # the axes not reduced
+    out_shape = tuple(map(shape.__getitem__, keep))
+    r = prod(map(shape.__getitem__, axes))
     if kind == 'max' and r == 0:
         raise ValueError(f"max: cannot reduce over a zero-size axis of shape {self._shape}")
-    a = (self.permute(keep + axes) if axes != tuple(range(self.ndim - len(axes), self.ndim))
-         else self)
-    dt = self._dtype if kind == 'max' or is_float_dtype(self._dtype) else 'int64'
+    a = self.permute(keep + axes) if axes != tuple(range(nd - len(axes), nd)) else self
+    dt = self._dtype if kind == 'max' or self._dtype in _FLOATS else 'int64'
     if dt != self._dtype: a = a.astype(dt)
     out = NDArray.make(out_shape, device=self._device, dtype=dt)
-    if out.size:
+    if prod(out_shape):
         if r == 0: out.fill(0)
-        elif not a.is_compact():   # reduce the strided view directly (the default gathers it first)
+        elif not (a._c or a.is_compact()):   # reduce the strided view (the default gathers it)
             self._device.reduce_strided(kind, a._handle, a._shape, a._strides, a._offset,
                                         out._handle, len(axes))
         elif kind == 'sum': self._device.reduce_sum(a._handle, out._handle, r)
         else: self._device.reduce_max(a._handle, out._handle, r)
-    if keepdims: out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(self._shape)))
+    if keepdims:
+        kept = list(shape)
+        for i in axes: kept[i] = 1
+        out = out.reshape(tuple(kept))
     return out
 
 # %% ../../nbs/20_ndarray.ipynb
@@ -568,8 +633,8 @@ def _matmul_2d(self, other) -> NDArray:
     "`(m, n) @ (n, p)` of one float dtype: the common case, without the general bookkeeping."
     (m, n), p = self._shape, other._shape[1]
     out = NDArray.make((m, p), device=self._device, dtype=self._dtype)
-    if not out.size: return out
-    if self.is_compact() and other.is_compact():
+    if not (m and p): return out
+    if (self._c or self.is_compact()) and (other._c or other.is_compact()):
         self._device.matmul(self._handle, other._handle, out._handle, 1, m, n, p)
     else:  # a transposed or sliced operand: the device reads the view (or gathers it, by default)
         self._device.matmul_strided(self._handle, self._strides, self._offset,
@@ -581,18 +646,18 @@ def _matmul_2d(self, other) -> NDArray:
 def _matmul(self, other) -> NDArray:
     "numpy-style matmul with broadcast batch dimensions."
     if not isinstance(other, NDArray): return NotImplemented
-    if self._device != other._device:
+    if self._device is not other._device and self._device != other._device:
         raise RuntimeError(f"matmul: arrays are on different devices ({self._device} and {other._device})")
-    if self.ndim == 2 and other.ndim == 2 and self._dtype == other._dtype and self._shape[1] == other._shape[0] \
-            and self._shape[1] and is_float_dtype(self._dtype):   # the common case, without the general bookkeeping
-        return _matmul_2d(self, other)
-    if self.ndim == 0 or other.ndim == 0:
+    if len(self._shape) == 2 and len(other._shape) == 2 and self._dtype == other._dtype \
+            and self._shape[1] == other._shape[0] and self._shape[1] and self._dtype in _FLOATS:
+        return _matmul_2d(self, other)   # the common case, without the general bookkeeping
+    nd_a, nd_b = len(self._shape), len(other._shape)
+    if nd_a == 0 or nd_b == 0:
         raise ValueError(f"matmul: operands must have at least one dimension, got shapes {self._shape} "
                          f"and {other._shape}")
-    a = self.reshape(1, self._shape[0]) if self.ndim == 1 else self
-    b = other.reshape(other._shape[0], 1) if other.ndim == 1 else other
-    m, n = a._shape[-2:]
-    n2, p = b._shape[-2:]
+    a = self.reshape(1, self._shape[0]) if nd_a == 1 else self
+    b = other.reshape(other._shape[0], 1) if nd_b == 1 else other
+    (m, n), (n2, p) = a._shape[-2:], b._shape[-2:]
     if n != n2:
         raise ValueError(f"matmul: shapes {self._shape} and {other._shape} are not aligned: {n} (dim -1 of the first) "
                          f"!= {n2} (dim -2 of the second)")
@@ -600,7 +665,7 @@ def _matmul(self, other) -> NDArray:
     dt = result_dtype(a._dtype, b._dtype)
     if dt == 'bool': dt = 'int64'
     a, b = a.astype(dt), b.astype(dt)
-    if b.ndim == 2 and a.ndim > 2:  # fold the batch into the rows of a
+    if len(b._shape) == 2 and len(a._shape) > 2:  # fold the batch into the rows of a
         rows = prod(a._shape[:-1])
         out = NDArray.make((rows, p), device=a._device, dtype=dt)
         if out.size: a._device.matmul(a.compact()._handle, b.compact()._handle, out._handle, 1, rows, n, p)
@@ -613,8 +678,8 @@ def _matmul(self, other) -> NDArray:
         if out.size:
             if n == 0: out.fill(0)
             else: a._device.matmul(a2._handle, b2._handle, out._handle, nb, m, n, p)
-    if self.ndim == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
-    if other.ndim == 1: out = out.reshape(out._shape[:-1])
+    if nd_a == 1: out = out.reshape(out._shape[:-2] + out._shape[-1:])
+    if nd_b == 1: out = out.reshape(out._shape[:-1])
     return out
 NDArray.__matmul__ = NDArray.matmul = _matmul
 
@@ -636,7 +701,8 @@ def _take(self, indices, axis=0) -> NDArray:
     if idx._device != self._device: idx = idx.to(self._device)
     outer, inner, k = prod(self._shape[:ax]), prod(self._shape[ax + 1:]), idx.size
     out = NDArray.make(self._shape[:ax] + idx._shape + self._shape[ax + 1:], device=self._device, dtype=self._dtype)
-    if out.size: self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
+    if prod(out._shape):
+        self._device.gather(self.compact()._handle, idx.compact()._handle, out._handle, outer, n, inner, k)
     return out
 
 def _scatter_add(self, indices, axis, shape) -> NDArray:

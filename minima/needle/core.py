@@ -5,7 +5,7 @@
 # %% ../../nbs/30_needle.ipynb 3
 #| code-fold: true
 from __future__ import annotations
-import gc, math, sys, types
+import gc, importlib, math, types
 import numpy as np
 import minima.autograd as _ag
 import minima.backend_ndarray as _mnd
@@ -17,23 +17,27 @@ import minima.data as _md
 import minima.datasets as _ds
 import minima.text as _text
 from ..backend_ndarray.ndarray import NDArray
-from ..nn import Module, Parameter
+from ..nn import Module
 from ..ops import BatchNormOp
 from ..ops.recurrent import cell_step
 
 def namespace(name: str, base, *objs, **named) -> types.ModuleType:
-    "A module `minima.needle.<name>`: minima's `base` module's public names, then needle's `objs`."
-    doc = f"needle's `{name}`: minima's `{base.__name__}` with needle's changes."
-    m = types.ModuleType(f'minima.needle.{name}', doc)
+    """The module `minima.needle.<name>`, a file that imports needle's objects from here (so that
+    an editor finds them), filled with minima's `base` module's public names, then needle's `objs`
+    and `named`."""
+    m = importlib.import_module(f'minima.needle.{name}')
     m.__dict__.update({k: v for k, v in vars(base).items() if not k.startswith('_')})
     m.__dict__.update({o.__name__: o for o in objs}, **named)
-    sys.modules[m.__name__] = m
+    api = {k for k in getattr(base, '__all__', dir(base))
+           if not isinstance(getattr(base, k, None), types.ModuleType)}   # its API, not its imports
+    api |= {o.__name__ for o in objs} | set(named)
+    m.__all__ = sorted(k for k in api if not k.startswith('_'))
     return m
 
 # %% auto 0
 __all__ = ['autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models', 'namespace', 'Tensor', 'TensorTuple',
-           'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice', 'cpu',
-           'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'matmul', 'make_tuple',
+           'Parameter', 'compute_gradient_of_variables', 'as_needle', 'live_tensors', 'Buffer', 'NeedleNumpyDevice',
+           'cpu', 'logsoftmax', 'add_scalar', 'mul_scalar', 'divide_scalar', 'power_scalar', 'matmul', 'make_tuple',
            'tuple_get_item', 'fused_add_scalars', 'Linear', 'Sequential', 'BatchNorm1d', 'BatchNorm2d', 'Conv',
            'SoftmaxLoss', 'Embedding', 'RNNCell', 'RNN', 'LSTMCell', 'LSTM', 'MultiHeadAttention', 'AttentionLayer',
            'TransformerLayer', 'Transformer', 'SGD', 'Adam', 'RandomFlipHorizontal', 'RandomCrop', 'Dataset',
@@ -56,6 +60,9 @@ class Tensor(_ag.Tensor):
             out_grad = NDArray.make(self.shape, device=self.device, dtype=self.dtype).fill(1)
         compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
     def detach(self): return Tensor.make_const(self.cached_data)
+    def numpy(self):
+        "needle's `numpy()`: a copy, also of a tensor that requires grad (torch's shares, and refuses that)."
+        return self.cached_data.numpy()
     data = property(lambda self: as_needle(_ag.Tensor.data.fget(self)), _ag.Tensor.data.fset)
     def __sub__(self, other):
         "needle's `a - b` is two nodes, `a + (-b)`."
@@ -85,6 +92,16 @@ class TensorTuple(_ag.TensorTuple):
     __slots__ = ()
 Tensor._result_classes = TensorTuple._result_classes = {_ag.Tensor: Tensor,
                                                         _ag.TensorTuple: TensorTuple}
+
+# %% ../../nbs/30_needle.ipynb
+#| code-fold: true
+class Parameter(Tensor, _mnn.Parameter):
+    "needle's Parameter: a needle Tensor (`numpy()` copies, as needle's) that modules find as a Parameter."
+    __slots__ = ()
+
+def _needle_params(m):
+    "The parameters a minima constructor made for `m`, as needle Parameters (the same objects)."
+    for p in m.parameters(): p.__class__ = Parameter
 
 def compute_gradient_of_variables(output_tensor, out_grad):
     """needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a
@@ -229,6 +246,7 @@ class Sequential(_mnn.Sequential):
 # %% ../../nbs/30_needle.ipynb
 class _NeedleBatchNorm:
     "Training-mode forward with needle's running statistics (biased variance)."
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); _needle_params(self)
     def forward(self, x):
         if not self.training: return super().forward(x)
         op = BatchNormOp(self.eps)
@@ -278,7 +296,7 @@ class Conv(Module):
 # %% ../../nbs/30_needle.ipynb
 def _as_int64(y, what) -> _ag.Tensor:
     "Integer-valued labels of any dtype as an int64 Tensor (needle's labels are float32 or uint8)."
-    a = y.numpy() if isinstance(y, _ag.Tensor) else np.asarray(y)
+    a = y.cached_data.numpy() if isinstance(y, _ag.Tensor) else np.asarray(y)
     dev = y.device if isinstance(y, _ag.Tensor) else None
     if a.dtype.kind == 'f':
         if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
@@ -293,6 +311,7 @@ class SoftmaxLoss(_mnn.SoftmaxLoss):
 
 class Embedding(_mnn.Embedding):
     "needle's Embedding: integer-valued ids `(seq_len, batch)` -> `(seq_len, batch, dim)`."
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); _needle_params(self)
     def forward(self, x): return super().forward(_as_int64(x, 'Embedding'))
 
 # %% ../../nbs/30_needle.ipynb
@@ -479,7 +498,7 @@ class Transformer(Module):
         if not self.batch_first: x = _ops.transpose(x, axes=(0, 1))
         return x, _minit.zeros_like(x)
 
-nn = namespace('nn', _mnn, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
+nn = namespace('nn', _mnn, Parameter, Sequential, Linear, BatchNorm1d, BatchNorm2d, Conv, SoftmaxLoss, Embedding,
                RNNCell, RNN, LSTMCell, LSTM, MultiHeadAttention, AttentionLayer, TransformerLayer, Transformer)
 
 # %% ../../nbs/30_needle.ipynb

@@ -10,9 +10,9 @@ from fastcore.basics import patch
 import numpy as np
 import minima.init as init
 from .. import ops
-from ..autograd import Tensor, TensorOp, is_grad_enabled
+from ..autograd import Tensor, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
-from ..ops.fused import SoftmaxCrossEntropy, BatchNormOp, LinearOp, affine, batch_norm, softmax_cross_entropy
+from ..ops.fused import SoftmaxCrossEntropy, LinearOp, batch_norm
 from ..ops.layers import conv_padding, int_pair
 from ..ops.nn_extras import single_int
 from . import functional as F
@@ -67,6 +67,10 @@ class Module:
         if not hooks: return self.forward(*args, **kwargs)   # the usual case: one dict lookup
         return _call_with_hooks(self, hooks, args, kwargs)   # section "Hooks" below
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} does not define forward")
+    def save(self, path): "Save the state to `path` (.npz): `save` below."; return save(self, path)
+    def load(self, path, strict=True):
+        "Load the state from `path` (.npz), with `load` below."
+        return load(self, path, strict)
 
     def extra_repr(self) -> str: return ''
     def __repr__(self):
@@ -299,11 +303,12 @@ def _state_items(self: Module, prefix=''):
 
 @patch
 def state_dict(self: Module, *args, destination=None, prefix: str = '', keep_vars: bool = False) -> OrderedDict:
-    """Name -> a numpy copy of every parameter and persistent buffer, in torch's order (module by module); the
-    tensors themselves with `keep_vars` (torch gives detached tensors without it). A tensor shared by two layers is
+    """Name -> every parameter and persistent buffer, in torch's order (module by module), as a detached
+    tensor that shares the module's memory, as torch's: `sd['w'].copy_(x)` writes into the module,
+    `v.clone()` snapshots it. The tensors themselves with `keep_vars`. A tensor shared by two layers is
     listed under both names, as torch. `destination` and `prefix` as torch's."""
     out = OrderedDict() if destination is None else destination
-    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.numpy()
+    for k, t in self._state_items(prefix): out[k] = t if keep_vars else t.detach()
     return out
 
 # %% ../../nbs/10_nn.ipynb
@@ -316,11 +321,22 @@ class StateDictError(RuntimeError):
 class _StateKeys(StateDictError, KeyError): __str__ = RuntimeError.__str__
 class _StateShape(StateDictError, ValueError): pass
 
+def _copy_into(t, a):
+    "Write the values `a` (an NDArray or a numpy array) into `t`'s memory, as torch's `copy_`."
+    d = t.cached_data
+    if not isinstance(a, NDArray) or a.device != d.device or a.dtype != d.dtype:
+        a = NDArray(a, device=d.device, dtype=d.dtype)
+    if d.is_compact(): d[...] = a   # the same memory: its aliases (a state_dict's values) see it
+    else: t.cached_data = NDArray(a, device=d.device, dtype=d.dtype)   # a broadcast view: a copy
+
+# %% ../../nbs/10_nn.ipynb
+#| code-fold: true
 @patch
 def load_state_dict(self: Module, state, strict: bool = True, assign: bool = False):
-    """Copy arrays (numpy, minima or torch tensors) from `state` into the parameters and buffers; names and shapes
-    must match (all of them if `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a
-    minima tensor's memory is taken over instead of copied."""
+    """Copy tensors (minima's or torch's) or numpy arrays from `state` into the parameters and buffers, in
+    place, as torch's `copy_` (cast to each one's dtype); names and shapes must match (all of them if
+    `strict`). Returns torch's `(missing_keys, unexpected_keys)`. With `assign`, a minima tensor's memory
+    is taken over instead of copied."""
     own = OrderedDict(self._state_items())
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -330,19 +346,16 @@ def load_state_dict(self: Module, state, strict: bool = True, assign: bool = Fal
         if k not in state: continue
         v = state[k]
         if hasattr(v, 'detach') and not isinstance(v, Tensor): v = v.detach().cpu().numpy()   # a torch tensor
-        a = v.numpy() if isinstance(v, (Tensor, NDArray)) else np.asarray(v)
+        a = v.cached_data if isinstance(v, Tensor) else v if isinstance(v, NDArray) else np.asarray(v)
         if tuple(a.shape) != t.shape:
             raise _StateShape(f"load_state_dict({type(self).__name__}): '{k}' has shape {tuple(a.shape)} in the "
                              f"state but {t.shape} in the module")
         if assign and isinstance(v, Tensor) and v.device == t.device and v.dtype == t.dtype:
             t.cached_data = v.cached_data
-        else: t.cached_data = NDArray(a.astype(t.dtype), device=t.device, dtype=t.dtype)
+        else: _copy_into(t, a)
     return _IncompatibleKeys(missing, unexpected)
 
-@patch
-def save(self: Module, path): "Save the state to `path` (.npz)."; return save(self, path)
-@patch
-def load(self: Module, path, strict=True): "Load the state from `path` (.npz)."; return load(self, path, strict)
+
 
 # %% ../../nbs/10_nn.ipynb
 import contextlib, secrets, zipfile
@@ -810,32 +823,8 @@ class MSELoss(Module):
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
 import warnings
+from ..ops.nn_extras import BackwardGate, GatePick, GateSide   # the gate's ops (chapter 10b)
 
-class _Pick(TensorOp):
-    "The `i`-th tensor of a gated side, unchanged (the same storage); backward stores its gradient for the gate."
-    saved_inputs, saves_output = (), False
-    def __init__(self, side, i): self.side, self.i = side, i
-    def compute(self, gate): return self.side.tensors[self.i].cached_data
-    def gradient(self, out_grad, node):
-        self.side.grads[self.i] = out_grad
-        g = node.inputs[0]
-        return Tensor.make_const(NDArray.make((), device=g.device, dtype=g.dtype).fill(0))
-
-class _Gate(TensorOp):
-    "One node that all tensors of one side of a call pass through; backward reaches it once, with all their gradients."
-    saved_inputs, saves_output = (), False
-    def __init__(self, side): self.side = side
-    def compute(self, *arrays): return NDArray.make((), device=arrays[0].device, dtype=arrays[0].dtype).fill(0)
-    def gradient(self, out_grad, node):
-        side = self.side
-        grads, side.grads = side.grads, [None] * len(side.tensors)   # ready for another backward (retain_graph)
-        return tuple(side.fire(grads))
-
-class _Side:
-    def __init__(self, tensors, fire): self.tensors, self.fire, self.grads = tensors, fire, [None] * len(tensors)
-
-# %% ../../nbs/10_nn.ipynb
-#| code-fold: true
 def _check_hook_grads(what, got, n, like):
     "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
     if not isinstance(got, (tuple, list)): got = (got,)
@@ -856,9 +845,9 @@ class _BackwardHooks:
         "Route the tensors among `values` that require grad through one gate: (new values, positions, tensors)."
         pos = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
         if not pos: return values, None, []
-        side = _Side([values[i] for i in pos], fire)
-        gate, out = _Gate(side)(*side.tensors), list(values)
-        for j, i in enumerate(pos): out[i] = _Pick(side, j)(gate)
+        side = GateSide([values[i] for i in pos], fire)
+        gate, out = BackwardGate(side)(*side.tensors), list(values)
+        for j, i in enumerate(pos): out[i] = GatePick(side, j)(gate)
         return tuple(out), pos, side.tensors
     def inputs(self, args):
         self.n_in = len(args)
@@ -1350,12 +1339,12 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not implemented")
     m = cls(*embeddings.shape, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
-    m.weight.cached_data = NDArray(embeddings.numpy(), device=embeddings.device, dtype=embeddings.dtype)
+    m.weight.cached_data = NDArray(embeddings.cached_data.numpy(), device=embeddings.device, dtype=embeddings.dtype)
     m.weight.requires_grad = not freeze
     return m
 
 # %% ../../nbs/10b_nn_more.ipynb 58
-import io, json, sys, types
+import json, sys, types
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
 
@@ -1374,7 +1363,7 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
     def rec(v, w): return _flatten_obj(v, arrays, memo, w)
     if id(obj) in memo: return memo[id(obj)]
     if isinstance(obj, (Tensor, NDArray)):
-        node = {'tensor': put(obj.numpy())}
+        node = {'tensor': put(obj.cached_data.numpy())}
         if isinstance(obj, Tensor):
             node.update(requires_grad=bool(obj.requires_grad), parameter=isinstance(obj, Parameter))
         memo[id(obj)] = node; return node

@@ -111,9 +111,9 @@ def _broadcast_all(tensors):
     groups = {}
     for t in tensors: groups.setdefault(str(t.dtype), []).append(t)
     for dt, ts in groups.items():
-        flat = Tensor.make_const(NDArray(np.concatenate([t.numpy().reshape(-1) for t in ts]), dtype=dt))
+        flat = Tensor.make_const(NDArray(np.concatenate([t.cached_data.numpy().reshape(-1) for t in ts]), dtype=dt))
         dist.broadcast(flat, 0)
-        a, i = flat.numpy(), 0
+        a, i = flat.cached_data.numpy(), 0
         for t in ts:
             t.cached_data[...] = NDArray(a[i:i + t.size].reshape(t.shape), device=t.device, dtype=t.dtype)
             i += t.size

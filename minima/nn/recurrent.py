@@ -5,7 +5,6 @@
 # %% ../../nbs/14b_recurrent_lm.ipynb 6
 from __future__ import annotations
 import math, numbers
-import numpy as np
 import minima.init as init
 from .. import ops
 from ..autograd import Tensor
@@ -244,7 +243,7 @@ def _run_packed(self: _RNNBase, packed, h0, c0=None):
     from minima.torch_tree import pad_packed_sequence, pack_padded_sequence
     x, lengths = pad_packed_sequence(packed)   # (T, B, ·), the batch in its original order
     T, outs, hs, cs = x.shape[0], [], [], []
-    for b, n in enumerate(lengths.numpy().tolist()):
+    for b, n in enumerate(lengths.cached_data.numpy().tolist()):
         xb = x[:n, b:b + 1]
         out, h, c = self._run(ops.transpose(xb, (0, 1)) if self.batch_first else xb,
                               None if h0 is None else h0[:, b:b + 1], None if c0 is None else c0[:, b:b + 1])

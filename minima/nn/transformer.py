@@ -190,7 +190,7 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, use_cac
                 cache = model.make_cache(idx.shape[0])
                 logits = model(idx[:, -bs:], cache)
             else: logits = model(idx[:, -1:], cache)
-            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+            nxt = _sample(logits.cached_data.numpy()[:, -1, :], temperature, top_k, rng)
             idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
     model.train(was_training)
     return idx[0] if squeeze else idx
@@ -335,7 +335,7 @@ def _static_generate(self: StaticDecoder, prompt, max_new_tokens, temperature=1.
         # the prompt, one token at a time
         for t in range(idx.shape[1]): logits = self(idx[:, t:t + 1])
         for _ in range(max_new_tokens):
-            nxt = _sample(logits.numpy()[:, -1, :], temperature, top_k, rng)
+            nxt = _sample(logits.cached_data.numpy()[:, -1, :], temperature, top_k, rng)
             idx = np.concatenate([idx, nxt[:, None].astype('int64')], 1)
             if idx.shape[1] - idx_len < max_new_tokens: logits = self(idx[:, -1:])
     finally: self.model.train(was)

@@ -143,7 +143,7 @@ def _extra_keys(self: MultiheadAttention, k, v, mask):
     if self.add_zero_attn: extra.append((init.zeros(B, H, 1, d, device=k.device, dtype=k.dtype),) * 2)
     for ek, ev in extra: k, v = ops.concatenate([k, ek], axis=2), ops.concatenate([v, ev], axis=2)
     if mask is not None:
-        a = mask.numpy()
+        a = (mask.cached_data if isinstance(mask, Tensor) else mask).numpy()
         a = np.concatenate([a, np.zeros(a.shape[:-1] + (len(extra),), a.dtype)], -1)
         mask = NDArray(a, device=mask.device, dtype=str(a.dtype))
     return k, v, mask

@@ -6,10 +6,10 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, tensor_method
 from ..backend_ndarray.ndarray import broadcast_shapes
 from ..testing import register_op, case
-from .elementwise import exp, power, sqrt, square, sin, cos, tanh, unbroadcast
+from .elementwise import exp, tanh, unbroadcast
 from .elementwise import _operands, _tensor, _float, _const, _UN, _BIN
 
 # %% auto 0
@@ -61,25 +61,9 @@ register_op('relu', relu, lambda T, a: T.relu(a), _UN, op=ReLUOp, domain='away_f
 register_op('abs', absolute, lambda T, a: T.abs(a), _UN, op=Abs, domain='away_from_kinks', smooth=False, skip={'second': _kink});
 
 # %% ../../nbs/03b_ops_activations.ipynb
-def _erf_nd(a: NDArray) -> NDArray:
-    x = a.astype('float64')
-    ax = x.abs()
-    small = ax <= 2.5
-    zero = NDArray.make((), device=a.device, dtype='float64').fill(0)
-    xs = NDArray.where(small, x, zero)
-    minus_x2, term, s = -(xs * xs), xs, xs
-    for n in range(1, 41):
-        term = term * minus_x2 / n
-        s = s + term / (2 * n + 1)
-    xl = NDArray.where(small, zero + 3.0, ax)
-    f = xl
-    for k in range(30, 0, -1): f = xl + (k / 2) / f
-    erfc = (-(xl * xl)).exp() / f / math.sqrt(math.pi)
-    return NDArray.where(small, s * (2 / math.sqrt(math.pi)), x.sign() * (1.0 - erfc)).astype(a.dtype)
-
 class Erf(TensorOp):
-    "The error function (series and continued fraction in float64); its gradient is exact."
-    def compute(self, a: NDArray): return _erf_nd(a)
+    "The error function (the device's `erf` primitive); its gradient is exact."
+    def compute(self, a: NDArray): return a.erf()
     def gradient(self, out_grad, node):
         a = node.inputs[0]
         return out_grad * exp(-(a * a)) * (2 / math.sqrt(math.pi))
@@ -115,7 +99,7 @@ class GELUOp(TensorOp):
         "The tanh GELU's derivative at `x`, given `t = tanh(K (x + C x^3))`: one formula on NDArrays and Tensors."
         return (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (1.5 * _C * _K) + 0.5 * _K)
     def compute(self, a: NDArray):
-        if self.approximate == 'none': return (_erf_nd(a / math.sqrt(2.0)) + 1.0) * a * 0.5
+        if self.approximate == 'none': return ((a / math.sqrt(2.0)).erf() + 1.0) * a * 0.5
         t = ((a + a * a * a * _C) * _K).tanh()
         self.save(t)
         return (t + 1.0) * a * 0.5
@@ -274,11 +258,7 @@ register_op('where', where, lambda T, c, a, b: T.where(c, a, b),
             op=Where, make_inputs=_where_inputs, grad=(1, 2));
 
 # %% ../../nbs/03b_ops_activations.ipynb
-Tensor.sigmoid = lambda self: sigmoid(self)
-Tensor.silu = lambda self: silu(self)
-Tensor.gelu = lambda self, approximate='none': gelu(self, approximate)
-Tensor.erf = lambda self: erf(self)
-Tensor.abs = Tensor.__abs__ = lambda self: absolute(self)
-Tensor.maximum = lambda self, other: maximum(self, other)
-Tensor.minimum = lambda self, other: minimum(self, other)
-Tensor.clamp = Tensor.clip = lambda self, lo=None, hi=None: clamp(self, lo, hi)
+for _f in (relu, sigmoid, silu, gelu, erf, maximum, minimum):
+    tensor_method()(_f)   # `x.relu()` calls `relu(x)` itself
+tensor_method('abs', '__abs__')(absolute)
+tensor_method('clamp', 'clip')(clamp)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, as_operand, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray, as_operand, tensor_method
 from ..backend_ndarray.ndarray import broadcast_shapes, is_float_dtype
 from ..testing import register_op, case
 
@@ -335,9 +335,5 @@ register_op('cos', cos, lambda T, a: T.cos(a), _UN, op=Cos)
 register_op('tanh', tanh, lambda T, a: T.tanh(a), _UN, op=TanhOp)
 
 # %% ../../nbs/03_ops_elementwise.ipynb
-Tensor.sqrt = lambda self: sqrt(self)
-Tensor.square = lambda self: square(self)
-Tensor.sin = lambda self: sin(self)
-Tensor.cos = lambda self: cos(self)
-Tensor.tanh = lambda self: tanh(self)
-Tensor.pow = lambda self, other: power(self, other)
+for _f in (exp, log, sqrt, square, sin, cos, tanh): tensor_method()(_f)   # `x.exp()` is `exp(x)`
+tensor_method('pow')(power)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, NDArray
 from ..backend_ndarray.ndarray import full, zeros, arange
 from .elementwise import _const
 from .movement import _is_array_index
@@ -519,8 +519,8 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0, s
 # %% ../../nbs/08_nn_functional.ipynb
 def _embedding_renorm(weight, idx, max_norm, norm_type):
     "torch's `embedding_renorm_`: the rows `idx` uses whose `norm_type`-norm exceeds `max_norm`, scaled to it, in place."
-    rows = np.unique(idx.numpy().reshape(-1))
-    w = weight.numpy()[rows].astype('float64')
+    rows = np.unique(idx.cached_data.numpy().reshape(-1))
+    w = weight.cached_data.numpy()[rows].astype('float64')
     norms = np.linalg.norm(w, ord=norm_type, axis=1)
     big = norms > max_norm
     if not big.any(): return
@@ -532,7 +532,7 @@ def _embedding_renorm(weight, idx, max_norm, norm_type):
 def _embedding_grad_scale(out, idx, padding_idx, by_freq):
     """`out` with its gradient zeroed at the rows of `padding_idx` and divided by each row's count (`by_freq`):
     `const(out) + (out - const(out)) * s` has exactly `out`'s value, and `s` times its gradient."""
-    i = idx.numpy()
+    i = idx.cached_data.numpy()
     s = np.ones(i.shape, dtype='float64')
     if by_freq:
         _, inv, counts = np.unique(i.reshape(-1), return_inverse=True, return_counts=True)
@@ -549,7 +549,7 @@ def _array_axes(idx, ndim):
     if len(pos) > 1: raise IndexError(f"getitem: only one integer-array or mask index is supported, got {len(pos)}")
     k = pos[0]
     arr = idx[k]
-    arr = arr.numpy() if isinstance(arr, (Tensor, NDArray)) else np.asarray(arr)
+    arr = (arr.cached_data if isinstance(arr, Tensor) else arr).numpy() if isinstance(arr, (Tensor, NDArray)) else np.asarray(arr)
     if arr.dtype.kind == 'f' and arr.size == 0: arr = arr.astype('int64')
     if arr.dtype.kind not in 'biu': raise IndexError(f"getitem: index arrays must hold integers or booleans, got {arr.dtype}")
     covers = arr.ndim if arr.dtype == bool else 1

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/06_ops_linalg.ipynb 3
 from __future__ import annotations
-from ..autograd import Tensor, TensorOp, NDArray
+from ..autograd import Tensor, TensorOp, NDArray, tensor_method
 from ..testing import register_op, case
 from .elementwise import unbroadcast
 
@@ -39,3 +39,4 @@ def matmul(a, b) -> Tensor:
 register_op('matmul', matmul, lambda T, a, b: a @ b,
             [case((3, 4), (4, 5)), case((2, 3, 4), (4, 5)), case((2, 1, 3, 4), (5, 4, 2)), case((4,), (4, 5)),
              case((2, 3, 4), (4,)), case((4,), (4,)), case((3, 4), (2, 4, 3))], op=MatMul)
+tensor_method()(matmul)

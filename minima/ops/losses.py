@@ -293,6 +293,9 @@ def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor
     if input.size and not (0 <= input.cached_data.min().item() and input.cached_data.max().item() <= 1):
         raise ValueError("binary_cross_entropy: every input must be a probability in [0, 1]; for logits use "
                          "binary_cross_entropy_with_logits")
+    lo, hi = (t.cached_data.min().item(), t.cached_data.max().item()) if t.size else (0, 0)
+    if not 0 <= lo <= hi <= 1:   # as torch (a target outside [0, 1] gives a meaningless loss)
+        raise ValueError(f"binary_cross_entropy: every target must be in [0, 1], got {lo}..{hi}")
     loss = BinaryCrossEntropy()(input, t)
     w = _weights('binary_cross_entropy', input, weight)
     return _reduce(loss if w is None else loss * w, reduction, 'binary_cross_entropy')

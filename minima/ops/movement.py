@@ -7,6 +7,7 @@ from __future__ import annotations
 import numbers
 import numpy as np
 from ..autograd import Tensor, TensorOp, TensorTupleOp, TensorTuple, MakeTensorTuple, NDArray, is_grad_enabled
+from ..autograd import tensor_method
 from ..backend_ndarray.ndarray import normalize_axes, broadcast_shapes, as_dtype, is_float_dtype
 from ..backend_ndarray.device import get_device, DTYPES
 from ..testing import register_op, case
@@ -23,6 +24,7 @@ __all__ = ['cat', 'Transpose', 'transpose', 'Reshape', 'reshape', 'BroadcastTo',
 class Transpose(TensorOp):
     "Swap two axes (the last two by default)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, axes=None): self.axes = axes
     def _perm(self, ndim):
         if ndim < 2: raise ValueError(f"transpose: needs at least 2 dimensions, got {ndim}")
@@ -47,6 +49,7 @@ register_op('transpose', lambda a, axes=None: transpose(a, axes),
 class Reshape(TensorOp):
     "View `a` with a new shape of the same size (one entry may be -1)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.reshape(self.shape)
     def gradient(self, out_grad, node): return reshape(out_grad, node.inputs[0].shape)
@@ -60,6 +63,7 @@ register_op('reshape', lambda a, shape: reshape(a, shape), lambda T, a, shape: a
 class BroadcastTo(TensorOp):
     "Broadcast `a` to `shape` (numpy rules)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, shape): self.shape = tuple(shape)
     def compute(self, a: NDArray): return a.broadcast_to(self.shape)
     def gradient(self, out_grad, node): return unbroadcast(out_grad, node.inputs[0].shape)
@@ -75,6 +79,7 @@ register_op('broadcast_to', lambda a, shape: broadcast_to(a, shape),
 class Permute(TensorOp):
     "Reorder the axes: `out.shape[i] == a.shape[axes[i]]`."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, axes): self.axes = tuple(axes)
     def compute(self, a: NDArray): return a.permute(self.axes)
     def gradient(self, out_grad, node):
@@ -83,8 +88,9 @@ class Permute(TensorOp):
 
 def permute(a, axes) -> Tensor:
     "`a` with its axes reordered. `permute(x, (2, 0, 1))` turns HWC into CHW."
-    axes = tuple(axes)
-    if sorted(ax % a.ndim if a.ndim else ax for ax in axes) != list(range(a.ndim)) or len(axes) != a.ndim:
+    axes, nd = tuple(axes), a.ndim
+    if len(axes) != nd or (sorted(axes) != list(range(nd))
+                           and sorted(ax % nd for ax in axes) != list(range(nd))):
         raise ValueError(f"permute: {axes} is not a permutation of the {a.ndim} axes of shape {a.shape}")
     return Permute(axes)(a)
 
@@ -96,6 +102,7 @@ register_op('permute', lambda a, axes: permute(a, axes), lambda T, a, axes: a.pe
 class Squeeze(TensorOp):
     "Remove size-1 axes (all of them when `axes` is None)."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray):
         axes = _squeeze_axes(a.shape, self.axes)
@@ -119,6 +126,7 @@ def squeeze(a, axes=None) -> Tensor:
 class Unsqueeze(TensorOp):
     "Insert a size-1 axis at position `axis` of the output."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, axis): self.axis = axis
     def compute(self, a: NDArray):
         ax = self.axis + a.ndim + 1 if self.axis < 0 else self.axis
@@ -156,6 +164,7 @@ register_op('expand', lambda a, shape: expand(a, shape), lambda T, a, shape: a.e
 class Flip(TensorOp):
     "Reverse the order of elements along `axes`."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, axes=None): self.axes = axes
     def compute(self, a: NDArray): return a.flip(self.axes)
     def gradient(self, out_grad, node): return flip(out_grad, self.axes)
@@ -186,6 +195,7 @@ def _norm_index(idx):
 class GetItem(TensorOp):
     "Basic indexing `a[idx]`: ints, slices (any step), `None`, `...`."
     saved_inputs, saves_output = (), False   # the gradient needs no values
+    is_view = True   # the output shares the input's storage (in-place writes reach it)
     def __init__(self, idx): self.idx = idx
     def compute(self, a: NDArray): return a[self.idx]
     def gradient(self, out_grad, node): return getitem_grad(out_grad, self.idx, node.inputs[0].shape)
@@ -217,7 +227,7 @@ def _host_index(i):
     "An index entry with its tensors as numpy arrays (small metadata, read on the host)."
     if isinstance(i, Tensor):
         if i.ndim == 0 and i.dtype == 'int64': return int(i.item())
-        return i.numpy()
+        return i.cached_data.numpy()
     if isinstance(i, NDArray): return i.numpy()
     return np.asarray(i) if isinstance(i, list) else i
 
@@ -306,6 +316,7 @@ register_op('shrink', lambda a, bounds: shrink(a, bounds),
 
 # %% ../../nbs/05_ops_movement.ipynb
 def _setitem(self, idx, value):
+    "`self[idx] = value`, into the storage (a view's base sees it); refused if it requires grad."
     if self.requires_grad and is_grad_enabled():
         raise RuntimeError(f"setitem: cannot assign in place into a tensor that requires grad "
                            f"(shape {self.shape}); autograd would not see it. "
@@ -351,8 +362,8 @@ def _setitem_positions(self, pos: np.ndarray, value):
     old = d.compact().reshape((n,))
     d[...] = NDArray.where(NDArray(hit, device=self.device, dtype='bool'), placed, old).reshape(self.shape)
 
-Tensor.__getitem__ = getitem
-Tensor.__setitem__ = _setitem
+tensor_method('__getitem__')(getitem)
+tensor_method('__setitem__')(_setitem)
 
 # %% ../../nbs/05_ops_movement.ipynb
 class Pad(TensorOp):
@@ -706,17 +717,20 @@ def flatten(a, start_dim=0, end_dim=-1) -> Tensor:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {a.shape}")
     return reshape(a, a.shape[:s] + (int(np.prod(a.shape[s:e + 1])),) + a.shape[e + 1:])
 
-Tensor.permute = lambda self, *axes: permute(self, _shape_args(axes))
-Tensor.squeeze = lambda self, axes=None: squeeze(self, axes)
-Tensor.unsqueeze = lambda self, axis: unsqueeze(self, axis)
-Tensor.expand = lambda self, *shape: expand(self, _shape_args(shape))
-Tensor.view = Tensor.reshape
-Tensor.flatten = lambda self, start_dim=0, end_dim=-1: flatten(self, start_dim, end_dim)
-Tensor.flip = lambda self, axes=None: flip(self, axes)
-Tensor.pad = lambda self, pad_width, value=0.0, mode='constant': pad(self, pad_width, value, mode)
-Tensor.split = lambda self, axis=0, sizes=None: split(self, axis, sizes)
-Tensor.contiguous = lambda self: contiguous(self)
-Tensor.cast = Tensor.astype = lambda self, dtype: cast(self, dtype)
-Tensor.float = lambda self: cast(self, 'float32')
-Tensor.double = lambda self: cast(self, 'float64')
-Tensor.to = _to
+@tensor_method('reshape', 'view')
+def _reshape(self, *shape) -> Tensor:
+    "`self` with a new shape: `x.reshape(2, -1)` or `x.reshape((2, -1))`; a view when it can be."
+    return Reshape(_shape_args(shape))(self)
+
+@tensor_method('permute')
+def _permute(self, *axes) -> Tensor:
+    "`self` with its axes reordered: `x.permute(2, 0, 1)` or `x.permute((2, 0, 1))`."
+    return permute(self, _shape_args(axes))
+
+@tensor_method('T', kind=property)
+def _T(self) -> Tensor: "The last two axes swapped (`transpose`)."; return transpose(self)
+
+for _f in (transpose, broadcast_to, squeeze, unsqueeze, expand, flatten, flip, pad, split,
+           contiguous):
+    tensor_method()(_f)   # `x.flip((0,))` calls `flip(x, (0,))` itself
+tensor_method('cast', 'astype')(cast)

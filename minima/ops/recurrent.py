@@ -6,7 +6,7 @@
 __all__ = ['GATES_PER_MODE', 'cell_step', 'recurrence_reference', 'Recurrence', 'recurrence']
 
 # %% ../../nbs/14_sequence.ipynb
-from ..autograd import Tensor, TensorTupleOp, TensorTuple, NDArray, is_grad_enabled, grad
+from ..autograd import Tensor, TensorTupleOp, TensorTuple, NDArray, is_grad_enabled
 from ..testing import register_op, case
 from .elementwise import tanh
 from .activations import sigmoid, relu, _sigmoid_nd

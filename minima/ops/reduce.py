@@ -6,7 +6,7 @@
 from __future__ import annotations
 import numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray
+from ..autograd import Tensor, TensorOp, NDArray, tensor_method
 from ..backend_ndarray.ndarray import normalize_axes
 from ..testing import register_op, case
 
@@ -210,28 +210,17 @@ register_op('argmin', lambda a, axis=None, keepdims=False: argmin(a, axis, keepd
             domain='distinct')
 
 # %% ../../nbs/04_ops_reduce.ipynb
-Tensor.mean = lambda self, axes=None, keepdims=False: mean(self, axes, keepdims)
-Tensor.max = lambda self, axes=None, keepdims=False: amax(self, axes, keepdims)
-Tensor.min = lambda self, axes=None, keepdims=False: amin(self, axes, keepdims)
-Tensor.amax, Tensor.amin = Tensor.max, Tensor.min
-Tensor.logsumexp = lambda self, axes=None, keepdims=False: logsumexp(self, axes, keepdims)
-Tensor.argmax = lambda self, axis=None, keepdims=False: argmax(self, axis, keepdims)
-Tensor.argmin = lambda self, axis=None, keepdims=False: argmin(self, axis, keepdims)
-
-# %% ../../nbs/04_ops_reduce.ipynb
 def _axes_method(fn, name):
     "A reduction method that takes the axes as `axes`, `axis` or `dim` and the flag as `keepdims` or `keepdim`."
     def method(self, axes=None, keepdims=False, *, axis=None, dim=None, keepdim=None):
         given = [v for v in (axes, axis, dim) if v is not None]
         if len(given) > 1: raise TypeError(f"{name}: give the axes once (as axes, axis or dim), got {given}")
         return fn(self, given[0] if given else None, keepdims if keepdim is None else keepdim)
-    method.__name__ = name
+    method.__name__, method.__qualname__ = name, f'Tensor.{name}'
+    method.__doc__ = f"{fn.__doc__} The method takes the axes as `axes`, `axis` or `dim`."
     return method
 
-Tensor.sum = _axes_method(summation, 'sum')
-Tensor.mean = _axes_method(mean, 'mean')
-Tensor.max = Tensor.amax = _axes_method(amax, 'max')
-Tensor.min = Tensor.amin = _axes_method(amin, 'min')
-Tensor.logsumexp = _axes_method(logsumexp, 'logsumexp')
-Tensor.argmax = _axes_method(argmax, 'argmax')
-Tensor.argmin = _axes_method(argmin, 'argmin')
+for _f, _names in [(summation, ('sum',)), (mean, ('mean',)), (amax, ('max', 'amax')),
+                   (amin, ('min', 'amin')), (logsumexp, ('logsumexp',)), (argmax, ('argmax',)),
+                   (argmin, ('argmin',))]:
+    tensor_method(*_names)(_axes_method(_f, _names[0]))

@@ -5,7 +5,7 @@
 # %% ../../nbs/07_ops_softmax.ipynb 4
 from __future__ import annotations
 import numbers
-from ..autograd import Tensor, TensorOp, NDArray
+from ..autograd import Tensor, TensorOp, NDArray, tensor_method
 from ..backend_ndarray.ndarray import normalize_axes
 from ..testing import register_op, case
 
@@ -72,11 +72,10 @@ def log_softmax(a, axis=-1, *, dim=None) -> Tensor:
 register_op('log_softmax', lambda a, axis=-1: log_softmax(a, axis), lambda T, a, axis=-1: T.log_softmax(a, dim=axis), _CASES, op=LogSoftmaxOp)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-Tensor.softmax = lambda self, axis=-1, *, dim=None: softmax(self, axis, dim=dim)
-Tensor.log_softmax = lambda self, axis=-1, *, dim=None: log_softmax(self, axis, dim=dim)
+tensor_method()(softmax)
+tensor_method()(log_softmax)
 
 # %% ../../nbs/07_ops_softmax.ipynb
-from fastcore.basics import patch
 from ..autograd import is_grad_enabled
 _ROW_DTYPES = ('float32', 'float16', 'bfloat16')
 

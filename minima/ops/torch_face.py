@@ -6,29 +6,30 @@
 from __future__ import annotations
 import builtins, collections, math, numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, no_grad, draws_random
-from ..backend_ndarray.ndarray import normalize_axes, as_dtype, is_float_dtype, result_dtype
-from ..backend_ndarray.device import DTYPES, get_device, default_device
+from ..autograd import Tensor, TensorOp, NDArray, is_grad_enabled, draws_random, tensor_method
+from ..backend_ndarray.ndarray import (normalize_axes, as_dtype, is_float_dtype, result_dtype,
+                                            broadcast_shapes)
+from ..backend_ndarray.device import DTYPES, get_device
 from ..testing import register_op, case
 from . import elementwise as _ew, activations as _act, movement as _mv, reduce as _rd
 from . import softmax_family as _sf, linalg as _la
-from .layers import take as _take, Take
+from .layers import take as _take
 from .attention import tril, triu   # the causal mask's triangles (chapter 15)
 
 # %% auto 0
-__all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min', 'return_sort', 'return_topk', 'logical_not',
-           'logical_and', 'logical_or', 'mean', 'amax', 'amin', 'logsumexp', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh',
-           'square', 'sigmoid', 'relu', 'erf', 'clip', 'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor',
-           'is_floating_point', 'numel', 'tensor', 'from_numpy', 'as_tensor', 'zeros', 'ones', 'empty', 'full',
-           'empty_like', 'full_like', 'arange', 'linspace', 'eye', 'rand', 'randn', 'rand_like', 'randn_like',
-           'randint', 'randperm', 'multinomial', 'ViewTake', 'ViewPut', 'CopySlices', 'view_take', 'view_put',
-           'copy_slices', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add', 'index_select', 'masked_fill',
-           'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max', 'min', 'sort', 'argsort',
-           'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze', 'clamp', 'bitwise_and', 'bitwise_or',
-           'bitwise_xor', 'bitwise_not', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack',
-           'flatten', 'flip', 'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin',
-           'softmax', 'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan',
-           'allclose', 'equal', 'device', 'Log1p', 'log1p', 'Round', 'round', 'narrow', 'roll', 'index_add', 'einsum',
+__all__ = ['DTYPE_NAMES', 'zeros_like', 'ones_like', 'return_max', 'return_min', 'return_sort', 'return_topk', 'mean', 'amax',
+           'amin', 'logsumexp', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'square', 'sigmoid', 'relu', 'erf', 'clip',
+           'TORCH_FUNCTIONS', 'get_default_dtype', 'is_tensor', 'is_floating_point', 'numel', 'tensor', 'from_numpy',
+           'as_tensor', 'zeros', 'ones', 'empty', 'full', 'empty_like', 'full_like', 'arange', 'linspace', 'eye',
+           'rand', 'randn', 'rand_like', 'randn_like', 'randint', 'randperm', 'multinomial', 'ViewTake', 'ViewPut',
+           'CopySlices', 'view_take', 'view_put', 'copy_slices', 'Clone', 'clone', 'gather', 'scatter', 'scatter_add',
+           'index_select', 'masked_fill', 'masked_select', 'var', 'std', 'norm', 'cumsum', 'prod', 'all', 'any', 'max',
+           'min', 'take_along_dim', 'sort', 'argsort', 'topk', 'transpose', 'split', 'chunk', 'unbind', 'squeeze',
+           'clamp', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'logical_not', 'logical_and',
+           'logical_or', 'floor_divide', 'remainder', 'repeat', 'where', 'nonzero', 'cat', 'stack', 'flatten', 'flip',
+           'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'argmax', 'argmin', 'softmax',
+           'log_softmax', 'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose',
+           'equal', 'device', 'Log1p', 'log1p', 'Round', 'round', 'narrow', 'roll', 'index_add', 'einsum',
            'set_default_dtype']
 
 # %% ../../nbs/18_torch_face.ipynb
@@ -208,7 +209,7 @@ def randperm(n, generator=None, dtype=None, device=None) -> Tensor:
 def multinomial(input, num_samples, replacement=False, generator=None) -> Tensor:
     "Draw `num_samples` indices from each row of the (unnormalised) probabilities `input` (1-D or 2-D), as torch."
     if input.ndim not in (1, 2): raise ValueError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
-    p = input.numpy().astype('float64').reshape(-1, input.shape[-1])
+    p = input.cached_data.numpy().astype('float64').reshape(-1, input.shape[-1])
     if (p < 0).any() or not np.isfinite(p).all() or (p.sum(1) <= 0).any():
         raise RuntimeError("multinomial: probabilities must be finite, non-negative and not all zero in a row")
     if not replacement and (num_samples > (p > 0).sum(1)).any():
@@ -312,34 +313,53 @@ def _iop(fn, name):
     def f(self, other):
         if not isinstance(other, (Tensor, numbers.Number, np.generic, np.ndarray, list)): return NotImplemented
         return _inplace(self, fn(self, other), name)
-    f.__name__ = name
-    return f
+    f.__name__, f.__qualname__ = name, f'Tensor.{name}'
+    f.__doc__ = f"`{name}`: the in-place operator (autograd sees the write)."
+    return tensor_method(name)(f)
 
 def _alpha(other, alpha): return other if alpha == 1 else other * alpha
 
-Tensor.__iadd__ = _iop(lambda a, b: a + b, '__iadd__')
-Tensor.__isub__ = _iop(lambda a, b: a - b, '__isub__')
-Tensor.__imul__ = _iop(lambda a, b: a * b, '__imul__')
-Tensor.__itruediv__ = _iop(lambda a, b: a / b, '__itruediv__')
-Tensor.add_ = lambda self, other, alpha=1: _inplace(self, self + _alpha(other, alpha), 'add_')
-Tensor.sub_ = lambda self, other, alpha=1: _inplace(self, self - _alpha(other, alpha), 'sub_')
-Tensor.mul_ = lambda self, other: _inplace(self, self * other, 'mul_')
-Tensor.div_ = lambda self, other: _inplace(self, self / other, 'div_')
-Tensor.pow_ = lambda self, other: _inplace(self, self ** other, 'pow_')
-Tensor.clamp_ = lambda self, min=None, max=None: _inplace(self, self.clamp(min, max), 'clamp_')
+for _n, _f in [('__iadd__', lambda a, b: a + b), ('__isub__', lambda a, b: a - b),
+               ('__imul__', lambda a, b: a * b), ('__itruediv__', lambda a, b: a / b)]:
+    _iop(_f, _n)
+
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
+@tensor_method('add_')
+def _add_(self, other, alpha=1):
+    "`self += alpha * other`, in place."
+    return _inplace(self, self + _alpha(other, alpha), 'add_')
+@tensor_method('sub_')
+def _sub_(self, other, alpha=1):
+    "`self -= alpha * other`, in place."
+    return _inplace(self, self - _alpha(other, alpha), 'sub_')
+@tensor_method('mul_')
+def _mul_(self, other): "`self *= other`, in place."; return _inplace(self, self * other, 'mul_')
+@tensor_method('div_')
+def _div_(self, other): "`self /= other`, in place."; return _inplace(self, self / other, 'div_')
+@tensor_method('pow_')
+def _pow_(self, other): "`self **= other`, in place."; return _inplace(self, self ** other, 'pow_')
+@tensor_method('clamp_')
+def _clamp_(self, min=None, max=None):
+    "`clamp`, in place."
+    return _inplace(self, clamp(self, min, max), 'clamp_')
+
+@tensor_method('copy_')
 def _copy_(self, src):
+    "Copy `src` (broadcast, cast and moved as needed) into this tensor, in place (differentiable)."
     src = _ew._tensor(src, self)
     if src.device != self.device: src = src.to(self.device)
     if src.dtype != self.dtype: src = _mv.cast(src, self.dtype)
     if src.shape != self.shape: src = src.broadcast_to(self.shape)
     return _inplace(self, src, 'copy_')
-Tensor.copy_ = _copy_
+
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
 def _graphed(t): return is_grad_enabled() and t.requires_grad
 
 def _fill_(self, value, name='fill_'):
+    "Fill the tensor with `value`, in place."
     _check_leaf(self, name)
     if isinstance(value, Tensor): value = value.item()
     if _graphed(self): return _inplace(self, Tensor.make_const(NDArray.make(self.shape, device=self.device,
@@ -355,11 +375,21 @@ def _random_(self, draw, name):
     self.cached_data[...] = value
     return self
 
-Tensor.fill_ = _fill_
-Tensor.zero_ = lambda self: _fill_(self, 0, 'zero_')
-Tensor.uniform_ = lambda self, a=0.0, b=1.0: _random_(self, lambda s: np.random.uniform(a, b, s), 'uniform_')
-Tensor.normal_ = lambda self, mean=0.0, std=1.0: _random_(self, lambda s: np.random.normal(mean, std, s), 'normal_')
-Tensor.masked_fill_ = lambda self, mask, value: _inplace(self, masked_fill(self, mask, value), 'masked_fill_')
+tensor_method('fill_')(_fill_)
+@tensor_method('zero_')
+def _zero_(self): "Fill the tensor with zeros, in place."; return _fill_(self, 0, 'zero_')
+@tensor_method('uniform_')
+def _uniform_(self, a=0.0, b=1.0):
+    "Fill with uniform samples in `[a, b)`, in place (numpy's global stream)."
+    return _random_(self, lambda s: np.random.uniform(a, b, s), 'uniform_')
+@tensor_method('normal_')
+def _normal_(self, mean=0.0, std=1.0):
+    "Fill with normal samples, in place (numpy's global stream)."
+    return _random_(self, lambda s: np.random.normal(mean, std, s), 'normal_')
+@tensor_method('masked_fill_')
+def _masked_fill_(self, mask, value):
+    "`masked_fill`, in place."
+    return _inplace(self, masked_fill(self, mask, value), 'masked_fill_')
 
 # %% ../../nbs/18_torch_face.ipynb
 class _Region:
@@ -395,9 +425,11 @@ class _Region:
         v[...] = s
         return b.compact()
 
+# %% ../../nbs/18_torch_face.ipynb
 class ViewTake(TensorOp):
     "The elements of base-shaped `a` that a view shows (`a[idx]` for a basic index, as a copy)."
     saved_inputs, saves_output = (), False
+    is_view = True   # stands for a view in the graph (its value is a copy)
     def __init__(self, region): self.region = region
     def compute(self, a): return self.region.take(a)
     def gradient(self, out_grad, node): return ViewPut(self.region)(out_grad)
@@ -450,8 +482,7 @@ register_op('copy_slices', copy_slices, _torch_copy_slices,
             [case((3, 4), (2,), idx=_IDX[0]), case((3, 4), (2, 2), idx=_IDX[1]),
              case((2, 3, 4), (3, 4), idx=_IDX[2])], op=CopySlices)
 
-_ag._VIEW_OPS.update({_mv.GetItem, _mv.Reshape, _mv.Transpose, _mv.Permute, _mv.Squeeze, _mv.Unsqueeze, _mv.Flip,
-                      _mv.BroadcastTo, ViewTake})
+
 
 # %% ../../nbs/18_torch_face.ipynb
 def _setitem(self, idx, value):
@@ -481,7 +512,9 @@ def _setitem(self, idx, value):
     _inplace(self, new.reshape(self.shape), 'setitem')
 
 _plain_setitem = _mv._setitem
-Tensor.__setitem__ = _setitem
+_WHY = ("with a graph, a write becomes a node (CopySlices) that autograd sees; chapter 5's refuses "
+        "a tensor that requires grad")
+tensor_method('__setitem__', replaces=_WHY)(_setitem)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -497,34 +530,56 @@ class _Numel(builtins.int):
         return self.shape[normalize_axes(dim, len(self.shape), 'size')[0]] if self.shape else \
             self.shape[normalize_axes(dim, 1, 'size')[0]]
 
-Tensor.size = property(lambda self: _Numel(self.cached_data.shape))
-Tensor.numel = Tensor.nelement = lambda self: builtins.int(self.cached_data.size)
-Tensor.dim = Tensor.ndimension = lambda self: self.cached_data.ndim
-Tensor.is_floating_point = lambda self: is_float_dtype(self.dtype)
-Tensor.element_size = lambda self: np.dtype(self.dtype).itemsize
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
+@tensor_method('size', kind=property,
+               replaces="torch's size() is a method; _Numel is the count and, called, the shape")
+def _size_(self) -> _Numel:
+    "The number of elements, an int; called, torch's `size()` (the shape) or `size(dim)`."
+    return _Numel(self.cached_data.shape)
+@tensor_method('numel', 'nelement')
+def _numel(self) -> builtins.int: "How many elements."; return builtins.int(self.cached_data.size)
+@tensor_method('dim', 'ndimension')
+def _ndim(self) -> builtins.int: "The number of dimensions."; return self.cached_data.ndim
+tensor_method('is_floating_point')(is_floating_point)
+@tensor_method('element_size')
+def _element_size(self) -> builtins.int: "Bytes per element."; return np.dtype(self.dtype).itemsize
 
 def _scalar_of(t, kind, name):
     if t.cached_data.size != 1:
         raise RuntimeError(f"{name}: only a tensor with one element can be converted to a Python scalar, got shape "
                            f"{t.shape}")
     return kind(t.item())
-Tensor.__float__ = lambda self: _scalar_of(self, builtins.float, 'float()')
-Tensor.__int__ = lambda self: _scalar_of(self, builtins.int, 'int()')
+@tensor_method('__float__')
+def _float_(self): "`float(t)`, one element."; return _scalar_of(self, builtins.float, 'float()')
+@tensor_method('__int__')
+def _int_(self): "`int(t)` of a one-element tensor."; return _scalar_of(self, builtins.int, 'int()')
+@tensor_method('__index__')
 def _index(self):
+    "A one-element integer tensor as an index (`range(t)`, `xs[t]`)."
     if is_float_dtype(self.dtype) or self.cached_data.size != 1:
         raise TypeError(f"__index__: only integer tensors of a single element can be converted to an index (as torch), "
                         f"got dtype {self.dtype} and shape {self.shape}")
     return builtins.int(self.item())
-Tensor.__index__ = _index
+
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
 for _n, _dt in [('float', 'float32'), ('double', 'float64'), ('half', 'float16'), ('bfloat16', 'bfloat16'),
                 ('long', 'int64'), ('int', 'int32'),
                 ('short', 'int16'), ('char', 'int8'), ('byte', 'uint8'), ('bool', 'bool')]:
-    setattr(Tensor, _n, (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt))
-Tensor.type_as = lambda self, other: self if self.dtype == other.dtype else _mv.cast(self, other.dtype)
+    _f = (lambda dt: lambda self: self if self.dtype == dt else _mv.cast(self, dt))(_dt)
+    _f.__name__, _f.__qualname__ = _n, f'Tensor.{_n}'
+    _f.__doc__ = f"The tensor as {_dt} (itself if it is already)."
+    tensor_method(_n)(_f)
 
+@tensor_method('type_as')
+def _type_as(self, other):
+    "The tensor cast to `other`'s dtype (itself if they match)."
+    return self if self.dtype == other.dtype else _mv.cast(self, other.dtype)
+
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
 def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
     """torch's `to`: `x.to('float64')`, `x.to(minima.float64)`, `x.to('cuda')`, `x.to(device, dtype)`, `x.to(other)`."""
     for a in args:
@@ -535,21 +590,31 @@ def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
     if device is not None and get_device(device) != out.device: out = _mv.to_device(out, device)
     if dtype is not None and as_dtype(dtype) != out.dtype: out = _mv.cast(out, dtype)
     return out.clone() if copy and out is self else out
-Tensor.to = _to
-Tensor.cpu = lambda self: _to(self, 'cpu')
-Tensor.cuda = lambda self, device=None: _to(self, 'cuda' if device is None else device)
-Tensor.view = lambda self, *shape: _mv.reshape(self, _mv._shape_args(shape))
-Tensor.view_as = Tensor.reshape_as = lambda self, other: _mv.reshape(self, other.shape)
-Tensor.expand_as = lambda self, other: _mv.broadcast_to(self, other.shape)
-Tensor.mT = property(lambda self: _mv.transpose(self, (-2, -1)))
-Tensor.new_zeros = lambda self, *size, dtype=None, device=None, requires_grad=False: \
-    zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-Tensor.new_ones = lambda self, *size, dtype=None, device=None, requires_grad=False: \
-    ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-Tensor.new_full = lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: \
-    full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-Tensor.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: \
-    tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+tensor_method('to')(_to)
+@tensor_method('cpu')
+def _cpu(self): "The tensor in host memory (itself if it is there)."; return _to(self, 'cpu')
+@tensor_method('cuda')
+def _cuda(self, device=None):
+    "The tensor on the GPU."
+    return _to(self, 'cuda' if device is None else device)
+@tensor_method('view_as', 'reshape_as')
+def _view_as(self, other): "Reshaped to `other`'s shape."; return _mv.reshape(self, other.shape)
+@tensor_method('expand_as')
+def _expand_as(self, other):
+    "The tensor broadcast to `other`'s shape."
+    return _mv.broadcast_to(self, other.shape)
+@tensor_method('mT', kind=property)
+def _mT(self): "The last two dims swapped."; return _mv.transpose(self, (-2, -1))
+
+def _new(f, name):
+    "A `new_*` method: `f` with this tensor's dtype and device as the defaults."
+    def new(self, *args, dtype=None, device=None, requires_grad=False):
+        return f(*args, dtype=dtype or self.dtype, device=device or self.device,
+                 requires_grad=requires_grad)
+    new.__name__, new.__qualname__ = name, f'Tensor.{name}'
+    new.__doc__ = f"`{f.__name__}` with this tensor's dtype and device as the defaults."
+    return tensor_method(name)(new)
+_new(zeros, 'new_zeros'); _new(ones, 'new_ones'); _new(full, 'new_full'); _new(tensor, 'new_tensor')
 
 # %% ../../nbs/18_torch_face.ipynb
 class Clone(TensorOp):
@@ -562,7 +627,7 @@ class Clone(TensorOp):
     def gradient(self, out_grad, node): return out_grad
 
 def clone(input) -> Tensor: "A copy of `input` that does not share memory (differentiable)."; return Clone()(input)
-Tensor.clone = clone
+tensor_method()(clone)
 
 register_op('clone', clone, lambda T, a: a.clone(), [case((3, 4)), case(()), case((2, 3, 4))], op=Clone)
 
@@ -584,7 +649,7 @@ def _index_array(index, n, name) -> np.ndarray:
     if not isinstance(index, Tensor) or index.dtype not in ('int64', 'int32', 'int16', 'int8', 'uint8'):
         raise TypeError(f"{name}: index must be an integer tensor, got "
                         f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
-    i = index.numpy().astype('int64')
+    i = index.cached_data.numpy().astype('int64')
     if i.size and (i.min() < -n or i.max() >= n):
         raise IndexError(f"{name}: index {builtins.int(i.max() if i.max() >= n else i.min())} is out of bounds for "
                          f"a dim of size {n}")
@@ -667,16 +732,12 @@ def masked_select(input, mask) -> Tensor:
     "The elements of `input` where `mask` (broadcast together) is True, as a 1-D tensor."
     shape = tuple(np.broadcast_shapes(input.shape, mask.shape))
     x = input if input.shape == shape else _mv.broadcast_to(input, shape)
-    return x[mask.numpy() if mask.shape == shape else np.broadcast_to(mask.numpy(), shape)]
+    return x[mask.cached_data.numpy() if mask.shape == shape else np.broadcast_to(mask.cached_data.numpy(), shape)]
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
-Tensor.gather = gather
-Tensor.scatter = scatter
-Tensor.scatter_add = scatter_add
-Tensor.index_select = index_select
-Tensor.masked_fill = masked_fill
-Tensor.masked_select = masked_select
+for _f in (gather, scatter, scatter_add, index_select, masked_fill, masked_select):
+    tensor_method()(_f)
 
 def _gather_inputs(rng, shapes, dim):
     x = rng.standard_normal(shapes[0])
@@ -795,8 +856,7 @@ def any(input, dim=None, keepdim=False) -> Tensor:
     "Whether some element (over `dim`) is nonzero."
     return _truth(input, dim, keepdim, 'any', False)
 
-Tensor.var, Tensor.std, Tensor.norm, Tensor.cumsum, Tensor.prod = var, std, norm, cumsum, prod
-Tensor.all, Tensor.any = all, any
+for _f in (var, std, norm, cumsum, prod, all, any): tensor_method()(_f)
 
 register_op('var', lambda a, dim=None, correction=1, keepdim=False: var(a, dim, keepdim=keepdim, correction=correction),
             lambda T, a, dim=None, correction=1, keepdim=False: T.var(a, dim, correction=correction, keepdim=keepdim),
@@ -836,7 +896,7 @@ def _extreme(input, dim, keepdim, name, pick, amax_fn, other):
     d = _dim(input, dim, name)
     if input.ndim == 0: return (return_max if name == 'max' else return_min)(input * 1, zeros((), dtype='int64'))
     idx = (_rd.argmax if pick else _rd.argmin)(input, d, True)
-    values = _take_along(input, d, idx.numpy())
+    values = _take_along(input, d, idx.cached_data.numpy())
     if not keepdim: values, idx = _mv.squeeze(values, d), _mv.squeeze(idx, d)
     return (return_max if name == 'max' else return_min)(values, idx)
 
@@ -858,12 +918,28 @@ def min(input, dim=None, keepdim=False, *, other=None, keepdims=None, axis=None,
     return _extreme(input, dim, keepdim, 'min', False, _rd.amin, other)
 
 # %% ../../nbs/18_torch_face.ipynb
+@tensor_method()
+def take_along_dim(input, indices, dim=None) -> Tensor:
+    """`input`'s entries at `indices` along `dim`, the two broadcast in every other dim (both flattened
+    when `dim` is None), as torch's `take_along_dim` (numpy's `take_along_axis`); differentiable in `input`."""
+    if dim is None: return gather(_mv.reshape(input, (-1,)), 0, _mv.reshape(indices, (-1,)))
+    d = _dim(input, dim, 'take_along_dim')
+    if indices.ndim != input.ndim:
+        raise ValueError(f"take_along_dim: indices have {indices.ndim} dims but input has "
+                         f"{input.ndim} (shapes {indices.shape} and {input.shape})")
+    other = lambda s: s[:d] + (1,) + s[d + 1:]
+    b = broadcast_shapes(other(input.shape), other(indices.shape), op='take_along_dim')
+    at = lambda n: b[:d] + (n,) + b[d + 1:]
+    x = _mv.broadcast_to(input, at(input.shape[d]))
+    return gather(x, d, _mv.broadcast_to(indices, at(indices.shape[d])))
+
+# %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
 def sort(input, dim=-1, descending=False, stable=False):
     "The named tuple `(values, indices)` of `input` sorted along `dim` (ties keep their order); values differentiable."
     d = _dim(input, dim, 'sort')
     if input.ndim == 0: return return_sort(input * 1, zeros((), dtype='int64'))
-    a = input.numpy()
+    a = input.cached_data.numpy()
     key = a if a.dtype.kind == 'f' else a.astype('float64') if a.dtype.kind in 'bu' else a
     idx = np.argsort(-key if descending else key, axis=d, kind='stable')   # ties keep their order
     return return_sort(_take_along(input, d, idx), _leaf(NDArray(idx, device=input.device, dtype='int64')))
@@ -881,7 +957,12 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     sl = (slice(None),) * d + (slice(0, k),)
     return return_topk(v[sl], i[sl])
 
-Tensor.max, Tensor.min, Tensor.sort, Tensor.argsort, Tensor.topk = max, min, sort, argsort, topk
+# %% ../../nbs/18_torch_face.ipynb
+#| code-fold: true
+_WHY = "torch's {}(dim) also returns the indices (needle's stays in minima.needle)"
+tensor_method('max', replaces=_WHY.format('max'))(max)
+tensor_method('min', replaces=_WHY.format('min'))(min)
+for _f in (sort, argsort, topk): tensor_method()(_f)
 
 register_op('max_dim', lambda a, dim, keepdim=False: max(a, dim, keepdim).values,
             lambda T, a, dim, keepdim=False: T.max(a, dim, keepdim).values,
@@ -943,9 +1024,14 @@ def clamp(input, min=None, max=None) -> Tensor:
     "torch's `clamp(min=, max=)`: limit `input` to `[min, max]` (numbers or tensors)."
     return _act.clamp(input, min, max)
 
-Tensor.transpose, Tensor.split, Tensor.chunk, Tensor.unbind, Tensor.squeeze = transpose, split, chunk, unbind, squeeze
-Tensor.clamp = Tensor.clip = clamp
-Tensor.swapaxes = Tensor.swapdims = lambda self, a, b: transpose(self, a, b)
+_WHY = {'transpose': "torch's transpose(dim0, dim1); needle's transpose(axes) is in minima.needle",
+        'split': "torch's split(split_size, dim); needle's split(axis) is in minima.needle",
+        'squeeze': "torch's squeeze(dim) leaves a dim that is not 1; numpy's raises"}
+for _f in (transpose, split, squeeze): tensor_method(replaces=_WHY[_f.__name__])(_f)
+tensor_method('clamp', 'clip', replaces="torch's clamp(min, max), tensors or numbers")(clamp)
+for _f in (chunk, unbind): tensor_method()(_f)
+@tensor_method('swapaxes', 'swapdims')
+def _swapaxes(self, a, b): "Swap dims `a` and `b`: `transpose(a, b)`."; return transpose(self, a, b)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -960,7 +1046,7 @@ def _bitwise(name, logical, on_host):
         _int_or_bool(a, name); _int_or_bool(b, name)
         if a.dtype == b.dtype == 'bool': return logical(a, b).detach()
         dt = result_dtype(a.dtype, b.dtype)
-        return _leaf(NDArray(on_host(a.numpy().astype(dt), b.numpy().astype(dt)), device=a.device, dtype=dt))
+        return _leaf(NDArray(on_host(a.cached_data.numpy().astype(dt), b.cached_data.numpy().astype(dt)), device=a.device, dtype=dt))
     f.__name__ = name
     return f
 
@@ -979,15 +1065,21 @@ def bitwise_not(input) -> Tensor:
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
-logical_not = lambda input: _act.equal(input, 0 if input.dtype != 'bool' else False).detach()
-logical_and = lambda a, b: bitwise_and(_act.not_equal(a, 0), _act.not_equal(b, 0))
-logical_or = lambda a, b: bitwise_or(_act.not_equal(a, 0), _act.not_equal(b, 0))
+def logical_not(input) -> Tensor:
+    "Where `input` is zero (False), as a bool tensor."
+    return _act.equal(input, 0 if input.dtype != 'bool' else False).detach()
+def logical_and(input, other) -> Tensor:
+    "Where both are nonzero, as a bool tensor."
+    return bitwise_and(_act.not_equal(input, 0), _act.not_equal(other, 0))
+def logical_or(input, other) -> Tensor:
+    "Where either is nonzero, as a bool tensor."
+    return bitwise_or(_act.not_equal(input, 0), _act.not_equal(other, 0))
 
 def floor_divide(a, b) -> Tensor:
     "`a // b`, rounded toward minus infinity as Python and torch; no gradient (it is piecewise constant)."
     if not isinstance(a, Tensor): a = _ew._tensor(a, b)
     b = _ew._tensor(b, a)
-    x, y = a.numpy(), b.numpy()
+    x, y = a.cached_data.numpy(), b.cached_data.numpy()
     dt = (a.cached_data + b.cached_data).dtype   # torch's promotion, a 0-d operand weak
     if not is_float_dtype(dt) and (y == 0).any():
         raise RuntimeError("floor_divide: ZeroDivisionError (integer division by zero)")
@@ -998,16 +1090,17 @@ def remainder(a, b) -> Tensor:
     if not isinstance(a, Tensor): a = _ew._tensor(a, b)
     return a - floor_divide(a, b) * b
 
-Tensor.__and__ = Tensor.__rand__ = lambda self, other: bitwise_and(self, other)
-Tensor.__or__ = Tensor.__ror__ = lambda self, other: bitwise_or(self, other)
-Tensor.__xor__ = Tensor.__rxor__ = lambda self, other: bitwise_xor(self, other)
-Tensor.__invert__ = bitwise_not
-Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
-Tensor.__rfloordiv__ = lambda self, other: floor_divide(_ew._tensor(other, self), self)
-Tensor.__mod__ = lambda self, other: remainder(self, other)
-Tensor.__rmod__ = lambda self, other: remainder(_ew._tensor(other, self), self)
-Tensor.logical_not, Tensor.logical_and, Tensor.logical_or = logical_not, logical_and, logical_or
-Tensor.bitwise_not = bitwise_not
+tensor_method('__and__', '__rand__')(bitwise_and)   # `a & b` calls `bitwise_and(a, b)` itself
+tensor_method('__or__', '__ror__')(bitwise_or)
+tensor_method('__xor__', '__rxor__')(bitwise_xor)
+tensor_method('__invert__', 'bitwise_not')(bitwise_not)
+tensor_method('__floordiv__')(floor_divide)
+tensor_method('__mod__')(remainder)
+@tensor_method('__rfloordiv__')
+def _rfloordiv(self, other): "`other // self`."; return floor_divide(_ew._tensor(other, self), self)
+@tensor_method('__rmod__')
+def _rmod(self, other): "`other % self`."; return remainder(_ew._tensor(other, self), self)
+for _f in (logical_not, logical_and, logical_or): tensor_method()(_f)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -1023,7 +1116,7 @@ def repeat(input, *sizes) -> Tensor:
     return _mv.reshape(x, tuple(r * n for r, n in zip(sizes, shape)))
 
 
-Tensor.repeat, Tensor.tril, Tensor.triu = repeat, tril, triu
+for _f in (repeat, tril, triu): tensor_method()(_f)
 register_op('repeat', lambda a, sizes: repeat(a, sizes), lambda T, a, sizes: a.repeat(*sizes),
             [case((2, 3), sizes=(2, 1)), case((3,), sizes=(2, 2)), case((), sizes=(3,))])
 register_op('remainder', lambda a, b: remainder(a, b), lambda T, a, b: a % b, [case((3, 4), (3, 4)), case((5,), ())],
@@ -1046,12 +1139,15 @@ def where(condition, input=None, other=None):
 
 def nonzero(input, as_tuple=False):
     "The indices of the nonzero entries: an `(n, ndim)` int64 tensor, or one 1-D tensor per dim with `as_tuple`."
-    idx = np.nonzero(input.numpy())
+    idx = np.nonzero(input.cached_data.numpy())
     if as_tuple: return tuple(_leaf(NDArray(i, device=input.device, dtype='int64')) for i in idx)
     return _leaf(NDArray(np.stack(idx, 1) if idx else np.zeros((0, 0)), device=input.device, dtype='int64'))
 
-Tensor.nonzero = nonzero
-Tensor.where = lambda self, condition, other: _act.where(condition, self, other)
+tensor_method()(nonzero)
+@tensor_method('where')
+def _where(self, condition, other):
+    "`self` where `condition`, else `other`."
+    return _act.where(condition, self, other)
 
 # %% ../../nbs/18_torch_face.ipynb
 #| code-fold: true
@@ -1140,19 +1236,20 @@ clip = clamp
 def isnan(input) -> Tensor: "Where `input` is NaN."; return _act.not_equal(input, input).detach()
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
     "Whether `|input - other| <= atol + rtol * |other|` everywhere."
-    return builtins.bool(np.allclose(input.numpy(), other.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return builtins.bool(np.allclose(input.cached_data.numpy(), other.cached_data.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
 def equal(input, other) -> builtins.bool:
     "Whether the two tensors have the same shape and elements."
-    return input.shape == other.shape and builtins.bool((input.numpy() == other.numpy()).all())
+    return input.shape == other.shape and builtins.bool((input.cached_data.numpy() == other.cached_data.numpy()).all())
 
-for _n, _f in [('add', lambda self, other, alpha=1: self + _alpha(other, alpha)),
-               ('sub', lambda self, other, alpha=1: self - _alpha(other, alpha)),
-               ('mul', lambda self, other: self * other), ('div', lambda self, other: self / other),
-               ('neg', lambda self: -self), ('reciprocal', reciprocal), ('rsqrt', rsqrt),
-               ('eq', lambda self, o: self == o), ('ne', lambda self, o: self != o), ('lt', lambda self, o: self < o),
-               ('le', lambda self, o: self <= o), ('gt', lambda self, o: self > o), ('ge', lambda self, o: self >= o),
-               ('isnan', isnan), ('equal', equal), ('allclose', allclose), ('mm', mm), ('bmm', bmm)]:
-    setattr(Tensor, _n, _f)
+@tensor_method('add')
+def _add(self, other, alpha=1): "`self + alpha * other`."; return self + _alpha(other, alpha)
+@tensor_method('sub')
+def _sub(self, other, alpha=1): "`self - alpha * other`."; return self - _alpha(other, alpha)
+for _n, _op in [('mul', '__mul__'), ('div', '__truediv__'), ('eq', '__eq__'), ('ne', '__ne__'),
+                ('lt', '__lt__'), ('le', '__le__'), ('gt', '__gt__'), ('ge', '__ge__'),
+                ('neg', '__neg__')]:
+    tensor_method(_n)(Tensor.__dict__[_op])   # `x.mul(y)` is `x * y`: the same function
+for _f in (reciprocal, rsqrt, isnan, equal, allclose, mm, bmm): tensor_method()(_f)
 
 # %% ../../nbs/18_torch_face.ipynb
 TORCH_FUNCTIONS = ['tensor', 'as_tensor', 'from_numpy', 'zeros', 'ones', 'empty', 'full', 'zeros_like', 'ones_like',
@@ -1164,7 +1261,8 @@ TORCH_FUNCTIONS = ['tensor', 'as_tensor', 'from_numpy', 'zeros', 'ones', 'empty'
     'floor_divide', 'remainder', 'repeat', 'tril', 'triu', 'where', 'nonzero', 'cat', 'stack', 'flatten', 'flip',
     'permute', 'reshape', 'unsqueeze', 'matmul', 'mm', 'bmm', 'sum', 'mean', 'amax', 'amin', 'logsumexp', 'argmax',
     'argmin', 'softmax', 'log_softmax', 'exp', 'log', 'sqrt', 'sin', 'cos', 'tanh', 'sigmoid', 'relu', 'square', 'erf',
-    'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose', 'equal']
+    'abs', 'neg', 'rsqrt', 'reciprocal', 'pow', 'maximum', 'minimum', 'isnan', 'allclose', 'equal',
+    'take_along_dim']
 TORCH_FUNCTIONS = {n: globals()[n] for n in TORCH_FUNCTIONS}
 TORCH_FUNCTIONS.update(concat=cat, concatenate=cat)
 
@@ -1177,9 +1275,10 @@ def _softmax_method(fn):
             _dim(x, d, fn.__name__)
             return _mv.reshape(fn(_mv.reshape(x, (1,)), dim=0), ())
         return fn(x, dim=d)
-    method.__name__ = fn.__name__
-    return method
-Tensor.softmax, Tensor.log_softmax = _softmax_method(_sf.softmax), _softmax_method(_sf.log_softmax)
+    method.__name__, method.__qualname__ = fn.__name__, f'Tensor.{fn.__name__}'
+    method.__doc__ = f"torch's `{fn.__name__}(dim=None, dtype=None)`: {fn.__doc__}"
+    return tensor_method(fn.__name__, replaces="torch's dtype= and a 0-d tensor's dim")(method)
+_softmax_method(_sf.softmax); _softmax_method(_sf.log_softmax)
 TORCH_FUNCTIONS.update(softmax=softmax, log_softmax=log_softmax)
 
 # %% ../../nbs/18_torch_face.ipynb
@@ -1215,16 +1314,20 @@ TORCH_FUNCTIONS.update(device=device)
 BackendDevice.type = property(lambda self: 'cuda' if self.name == 'cuda' else 'cpu',
                               doc="torch's `device.type`: 'cpu' or 'cuda'.")
 BackendDevice.index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`.")
-Tensor.is_cuda = property(lambda self: self.device.name == 'cuda', doc="Whether the tensor lives on the GPU.")
-Tensor.is_cpu = property(lambda self: self.device.name != 'cuda', doc="Whether the tensor lives in host memory.")
+@tensor_method('is_cuda', kind=property)
+def _is_cuda(self) -> builtins.bool: "Whether it is on the GPU."; return self.device.name == 'cuda'
+@tensor_method('is_cpu', kind=property)
+def _is_cpu(self) -> builtins.bool: "Whether it is in host RAM."; return self.device.name != 'cuda'
 
+@tensor_method('__format__')
 def _format(self, spec):
+    "`f'{t:.3f}'` formats a one-element tensor as its number."
     "`f'{loss:.4f}'`: a 0-d tensor formats as its value, as in torch; other tensors take no format spec."
     if self.ndim == 0: return format(self.item(), spec)
     if spec: raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ for a tensor of shape "
                              f"{self.shape} (only 0-d tensors format as numbers)")
     return str(self)
-Tensor.__format__ = _format
+
 
 # %% ../../nbs/18_torch_face.ipynb
 class Log1p(TensorOp):
@@ -1242,22 +1345,29 @@ class Round(TensorOp):
     "Round half to even, as torch (and numpy); piecewise constant, so the gradient is 0."
     saved_inputs, saves_output = (), False
     def __init__(self, decimals=0): self.decimals = decimals
-    def compute(self, a: NDArray):   # on the host, as floor_divide: no device primitive rounds
-        return NDArray(np.round(a.numpy(), self.decimals).astype(a.dtype), device=a.device, dtype=a.dtype)
+    def compute(self, a: NDArray):   # numpy's algorithm: scale by 10**decimals, rint (the device's), scale back
+        d = self.decimals
+        if d == 0: return a.round()
+        return (a * 10 ** d).round() / 10 ** d if d > 0 else (a / 10 ** -d).round() * 10 ** -d
     def gradient(self, out_grad, node): return out_grad * 0
 
 def round(input, decimals=0) -> Tensor:
     "Round to `decimals` places, half to even: `round(tensor([0.5, 1.5, 2.5]))` is `[0, 2, 2]`."
     return Round(decimals)(input) if is_float_dtype(input.dtype) else input
-Tensor.log1p, Tensor.round = log1p, round
+tensor_method()(log1p); tensor_method()(round)
 TORCH_FUNCTIONS.update(log1p=log1p, round=round)
 register_op('log1p', log1p, lambda T, a: T.log1p(a), [case((3, 4)), case(())], op=Log1p, domain='positive')
 register_op('round', round, lambda T, a, decimals=0: T.round(a, decimals=decimals), [case((3, 4)), case((5,), decimals=1)], op=Round,
             smooth=False, skip={'fd': 'piecewise constant: a step at every rounding point'})
 
 # %% ../../nbs/18_torch_face.ipynb
-Tensor.t = lambda self: self if self.ndim < 2 else _mv.transpose(self, (0, 1)) if self.ndim == 2 else _t_error(self)
-def _t_error(t): raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {t.ndim} (shape {t.shape}); use mT")
+@tensor_method('t')
+def _t(self) -> Tensor:
+    "A matrix transposed (a vector or scalar as is), as torch's `t()`; more dims raise (use `mT`)."
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {self.ndim} (shape "
+                         f"{self.shape}); use mT")
+    return self if self.ndim < 2 else _mv.transpose(self, (0, 1))
 
 def narrow(input, dim, start, length) -> Tensor:
     "The view `input[..., start:start + length, ...]` along `dim` (torch's `narrow`)."
@@ -1278,7 +1388,7 @@ def _type(self, dtype=None, non_blocking=False):
         names = {v: k for k, v in _TYPE_NAMES.items()}
         dtype = names.get(dtype[len('torch.'):], dtype[len('torch.'):])
     return self if as_dtype(dtype) == self.dtype else _mv.cast(self, dtype)
-Tensor.narrow, Tensor.type = narrow, _type
+tensor_method()(narrow); tensor_method('type')(_type)
 TORCH_FUNCTIONS.update(narrow=narrow)
 
 # %% ../../nbs/18_torch_face.ipynb
@@ -1298,7 +1408,7 @@ def roll(input, shifts, dims=None) -> Tensor:
             idx = lambda a, b: (slice(None),) * d + (slice(a, b),)
             out = _mv.concatenate([out[idx(n - k, n)], out[idx(0, n - k)]], axis=d)
     return out
-Tensor.roll = roll
+tensor_method()(roll)
 TORCH_FUNCTIONS.update(roll=roll)
 register_op('roll', lambda a, shifts, dims: roll(a, shifts, dims), lambda T, a, shifts, dims: T.roll(a, shifts, dims),
             [case((5, 4), shifts=2, dims=0), case((3, 4), shifts=(1, -3), dims=(0, 1)), case((2, 3), shifts=4, dims=None)])
@@ -1319,9 +1429,11 @@ def index_add(input, dim, index, source, *, alpha=1) -> Tensor:
     full = np.broadcast_to(i.reshape(shape), source.shape)
     idx = Tensor.make_const(NDArray(np.ascontiguousarray(full), device=input.device, dtype='int64'))
     return scatter_add(input, d, idx, source if alpha == 1 else source * alpha)
-Tensor.index_add = index_add
-Tensor.index_add_ = lambda self, dim, index, source, *, alpha=1: \
-    _inplace(self, index_add(self, dim, index, source, alpha=alpha), 'index_add_')
+tensor_method()(index_add)
+@tensor_method('index_add_')
+def _index_add_(self, dim, index, source, *, alpha=1):
+    "`index_add`, in place."
+    return _inplace(self, index_add(self, dim, index, source, alpha=alpha), 'index_add_')
 TORCH_FUNCTIONS.update(index_add=index_add)
 register_op('index_add', lambda x, i, s, dim: index_add(x, dim, i, s), lambda T, x, i, s, dim: T.index_add(x, dim, i, s),
             [case((5, 3), (4,), (4, 3), dim=0), case((2, 6, 3), (8,), (2, 8, 3), dim=1)],

@@ -3,7 +3,6 @@ scale sequence and skipped steps against torch's GradScaler, step for step, with
 import numpy as np, pytest
 import minima as mi
 import minima.nn.functional as F
-from minima import amp
 
 torch = pytest.importorskip('torch')
 TF = torch.nn.functional

@@ -196,8 +196,8 @@ def test_static_quantization_of_a_cnn_equals_torch():
                       T.Conv2d(8, 16, 3, padding=1), T.ReLU(), T.MaxPool2d(2), T.Flatten(), T.Linear(64, 10),
                       tq.DeQuantStub())
     for i in (1, 4, 8):
-        tm[i].weight.data = torch.tensor(qm.modules_[i].weight.numpy())
-        tm[i].bias.data = torch.tensor(qm.modules_[i].bias.numpy())
+        tm[i].weight.data = torch.tensor(qm.modules_[i].weight.detach().numpy())
+        tm[i].bias.data = torch.tensor(qm.modules_[i].bias.detach().numpy())
     tm.qconfig = tq.QConfig(activation=tq.MinMaxObserver.with_args(reduce_range=True),
                             weight=tq.PerChannelMinMaxObserver.with_args(dtype=torch.qint8,
                                                                          qscheme=torch.per_channel_symmetric))
@@ -232,13 +232,32 @@ def test_fake_quantize_values_and_ste_gradient_equal_torch(s, z, lo, hi):
     ty = torch.fake_quantize_per_tensor_affine(tx, s, z, lo, hi); ty.backward(torch.tensor(g))
     mx = mi.tensor(x, requires_grad=True)
     my = mi.fake_quantize_per_tensor_affine(mx, s, z, lo, hi); my.backward(mi.tensor(g))
-    assert np.array_equal(my.numpy(), ty.detach().numpy()) and np.array_equal(mx.grad.numpy(), tx.grad.numpy())
+    assert np.array_equal(my.detach().numpy(), ty.detach().numpy()) and np.array_equal(mx.grad.detach().numpy(), tx.grad.detach().numpy())
 
 def test_fake_quantize_module_observes_then_rounds():
     fq = Q.FakeQuantize(Q.MinMaxObserver, dtype='quint8')
     x = mi.tensor(np.linspace(-1, 3, 50, dtype='float32'), requires_grad=True)
     y = fq(x)
     s, z = fq.activation_post_process.calculate_qparams()
-    assert np.abs(y.numpy() - x.numpy()).max() <= s[0] / 2 * (1 + 1e-4)
+    assert np.abs(y.detach().numpy() - x.detach().numpy()).max() <= s[0] / 2 * (1 + 1e-4)
     y.sum().backward()
     assert np.array_equal(x.grad.numpy(), np.ones(50, 'float32'))   # nothing clamped: the range is the data's
+
+
+def test_quantize_rounds_on_the_device_without_a_host_copy(monkeypatch):
+    "Quantizing keeps the data on its device: `round` is a device primitive, so no NDArray goes through numpy."
+    import minima as mi
+    from minima.backend_ndarray import NDArray
+    from minima.ao.quantization import quantize_per_tensor, quantize_per_channel
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 7)).astype('float32') * 3
+    x[0, :4] = [0.5, 1.5, -0.5, 2.5]          # ties: half to even, as torch
+    want_t = torch.quantize_per_tensor(torch.tensor(x), 1.0, 3, torch.quint8).int_repr().numpy()
+    want_c = torch.quantize_per_channel(torch.tensor(x), torch.tensor([0.1] * 6, dtype=torch.float64),
+                                        torch.tensor([-1, 0, 1, 2, -3, 5]), 0, torch.qint8).int_repr().numpy()
+    t = mi.tensor(x)
+    def no_host(*a, **k): raise AssertionError('an NDArray was copied to the host while quantizing')
+    monkeypatch.setattr(NDArray, 'numpy', no_host)
+    qt, qc = quantize_per_tensor(t, 1.0, 3, 'quint8'), quantize_per_channel(t, [0.1] * 6, [-1, 0, 1, 2, -3, 5], 0, 'qint8')
+    monkeypatch.undo()
+    assert np.array_equal(qt.q.numpy(), want_t) and np.array_equal(qc.q.numpy(), want_c)

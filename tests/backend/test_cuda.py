@@ -5,7 +5,7 @@ import itertools, re
 from pathlib import Path
 import numpy as np, pytest
 import minima
-from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, DTYPES, cpu
+from minima.backend_ndarray import NDArray, EWISE_OPS, SCALAR_OPS, UNARY_OPS, cpu
 from minima.backend_ndarray.cuda import cuda_device, kernel_source, KERNEL_DIR, MATMUL_ALGOS, CudaDevice
 CUDA_DTYPES = CudaDevice.dtypes   # the kernels' dtypes; the others are refused (tests/backend/test_device_conformance.py)
 
@@ -278,7 +278,7 @@ def test_ndarray_and_autograd_on_cuda_match_cpu():
         X, W = minima.Tensor(x, device=d), minima.Tensor(w, device=d)
         y = minima.ops.logsumexp(minima.ops.relu(X @ W) * 0.5 + 1, axes=(1,)).sum()
         y.backward()
-        outs.append((y.numpy(), X.grad.numpy(), W.grad.numpy()))
+        outs.append((y.detach().cpu().numpy(), X.grad.detach().cpu().numpy(), W.grad.detach().cpu().numpy()))
         assert X.grad.device.name == d
     for a, b in zip(*outs): np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     a = NDArray(x, device='cuda')
@@ -458,7 +458,7 @@ def test_quantized_linear_and_autocast_run_on_cuda():
         y = q(minima.Tensor(x, device=d))
         with minima.autocast(d, dtype='float16'): z = lin(minima.Tensor(x, device=d))
         assert y.device.name == d and z.dtype == 'float16'
-        outs[d] = (y.numpy(), z.numpy().astype('float32'))
+        outs[d] = (y.detach().cpu().numpy(), z.detach().cpu().numpy().astype('float32'))
     # same integer codes and accumulators on both devices; only the float32 epilogue's rounding may differ
     np.testing.assert_allclose(outs['cuda'][0], outs['cpu'][0], rtol=1e-5, atol=1e-5)
     # float16 outputs of float32-accumulated products: equal up to one float16 rounding (2**-11 relative)

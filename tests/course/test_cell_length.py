@@ -6,6 +6,9 @@ from pathlib import Path
 NBS = Path(__file__).resolve().parents[2] / 'nbs'
 LIMIT = 40
 LONGER = {   # (notebook, first line of code) -> why the cell stays longer than LIMIT
+    ('21_numpy_device.ipynb', 'class NumpyDevice(_NumpyViews, BackendDevice):'):
+        "one class, the backend contract on numpy: a method of one to four lines per primitive, "
+        "written whole as CudaDevice is; the hottest set numpy's error state inline (issue 38)",
     ('22_cuda.ipynb', 'class CudaDevice(_CudaLibrary, _CudaMemory, BackendDevice):'):
         "one class, the backend contract on the CUDA kernels: a method of one or two lines per primitive, written "
         "whole rather than patched on (issue 38)",

@@ -1,5 +1,5 @@
 "tools/check_outputs (re-executes notebooks, compares their printed numbers with the stored ones) and notebook cell ids."
-import importlib.machinery, importlib.util, json, os, shutil, subprocess, sys, warnings
+import importlib.machinery, importlib.util, json, shutil, subprocess, sys, warnings
 from pathlib import Path
 import pytest
 

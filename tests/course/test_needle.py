@@ -34,7 +34,7 @@ def test_manual_seed_is_numpys_seed():
 @pytest.mark.parametrize('ns', [mi, ndl], ids=['minima', 'needle'])
 def test_dropout_mask_is_needles(ns):
     x = np.random.default_rng(0).standard_normal((4, 5)).astype('float32')
-    np.random.seed(7); y = ns.nn.Dropout(0.3)(mi.Tensor(x)).numpy()
+    np.random.seed(7); y = ns.nn.Dropout(0.3)(mi.Tensor(x)).detach().numpy()
     np.random.seed(7); mask = np.random.rand(4, 5) <= 0.7
     np.testing.assert_allclose(y, x * mask / 0.7, rtol=1e-6)
 
@@ -66,7 +66,7 @@ def test_sgd_momentum_is_an_exponential_moving_average():
     for g in gs:
         w.grad = mi.Tensor(g); opt.step()
         u = 0.9 * u + 0.1 * (g + 0.01 * ref); ref = ref - 0.1 * u
-    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.detach().numpy(), ref, rtol=1e-5, atol=1e-6)
     assert w.dtype == 'float32'
     t = torch.tensor(w0.copy(), requires_grad=True)                 # torch's SGD (minima's) accumulates instead
     topt = torch.optim.SGD([t], lr=0.1, momentum=0.9, weight_decay=0.01)
@@ -115,7 +115,7 @@ def test_conv_module_matches_torch(k, stride):
     up = np.random.default_rng(4).standard_normal(y.shape).astype('float32')
     y.backward(mi.Tensor(up)); ty.backward(torch.tensor(up))
     np.testing.assert_allclose(X.grad.numpy(), tX.grad.numpy(), atol=1e-4, rtol=1e-4)
-    np.testing.assert_allclose(f.weight.grad.numpy(), g.weight.grad.numpy().transpose(2, 3, 1, 0), atol=1e-3, rtol=1e-4)
+    np.testing.assert_allclose(f.weight.grad.detach().numpy(), g.weight.grad.detach().numpy().transpose(2, 3, 1, 0), atol=1e-3, rtol=1e-4)
 
 def _copy_cells(cells, tm, bias):
     for k, c in enumerate(cells):
@@ -145,7 +145,7 @@ def test_recurrent_layers_match_torch(kind, bias, nonlin):
         cell = m.lstm_cells[0]
     np.testing.assert_allclose(o.numpy(), _np(to), atol=1e-5)
     o.backward(); to.sum().backward()                     # needle's backward(): ones of the output's shape
-    np.testing.assert_allclose(cell.W_ih.grad.numpy(), tm.weight_ih_l0.grad.numpy().T, atol=1e-4)
+    np.testing.assert_allclose(cell.W_ih.grad.detach().numpy(), tm.weight_ih_l0.grad.detach().numpy().T, atol=1e-4)
 
 def test_recurrent_cells_start_from_zeros_and_draw_needles_init():
     np.random.seed(2); cell = nn.LSTMCell(3, 2)
@@ -187,19 +187,19 @@ def test_missing_names_exist():
     assert ndl.init._calculate_fans(mi.Tensor(np.zeros((16, 8)))) == (16, 8)
     with pytest.raises(ValueError, match='_calculate_fans'): ndl.init._calculate_fans(np.zeros(3))
     z = np.random.default_rng(0).standard_normal((3, 5)).astype('float32')
-    np.testing.assert_allclose(ndl.ops.logsoftmax(mi.Tensor(z)).numpy(), _np(torch.log_softmax(torch.tensor(z), -1)), atol=1e-6)
+    np.testing.assert_allclose(ndl.ops.logsoftmax(mi.Tensor(z)).detach().numpy(), _np(torch.log_softmax(torch.tensor(z), -1)), atol=1e-6)
     n0 = ndl.autograd.TENSOR_COUNTER
     keep = [mi.Tensor(z) for _ in range(5)]
     assert ndl.autograd.TENSOR_COUNTER >= n0 + 5 and isinstance(n0, int) and len(keep) == 5
     assert minima.needle.nn.Conv is ndl.nn.Conv
     assert repr(ndl.cpu()) == 'cpu()' and ndl.cpu() == mi.cpu() and hash(ndl.cpu()) == hash(mi.cpu())
     x = mi.Tensor(np.ones(2, 'float32'), device=ndl.cpu()) + mi.Tensor(np.ones(2, 'float32'))
-    assert x.device == mi.cpu() and x.numpy().tolist() == [2, 2]
+    assert x.device == mi.cpu() and x.detach().numpy().tolist() == [2, 2]
 
 def test_tuple_helpers():
     x = mi.Tensor(np.array([1.0, 2.0], 'float32'))
     t = ndl.ops.fused_add_scalars(x, 1.0, 10.0)
-    assert isinstance(t, ndl.TensorTuple) and ndl.ops.tuple_get_item(t, 1).numpy().tolist() == [11, 12]
+    assert isinstance(t, ndl.TensorTuple) and ndl.ops.tuple_get_item(t, 1).detach().numpy().tolist() == [11, 12]
     (t[0] * t[1]).sum().backward()                       # d/dx (x + 1)(x + 10) = 2x + 11
     assert x.grad.numpy().tolist() == [13, 15]
     assert len(ndl.ops.make_tuple(x, x)) == 2
@@ -232,8 +232,8 @@ def test_needle_tensor_keeps_float64_and_labels_of_any_integer_dtype():
     assert ndl.Tensor(np.zeros(3)).dtype == 'float64' and ndl.Tensor(np.zeros(3, 'float32')).dtype == 'float32'
     assert mi.Tensor(np.zeros(3)).dtype == 'float32'
     z = mi.Tensor(np.random.default_rng(0).standard_normal((4, 3)).astype('float32'))
-    want = ndl.nn.SoftmaxLoss()(z, mi.Tensor(np.array([0, 2, 1, 1]))).numpy()
-    np.testing.assert_allclose(ndl.nn.SoftmaxLoss()(z, mi.Tensor(np.array([0., 2, 1, 1], 'float32'))).numpy(), want)
+    want = ndl.nn.SoftmaxLoss()(z, mi.Tensor(np.array([0, 2, 1, 1]))).detach().numpy()
+    np.testing.assert_allclose(ndl.nn.SoftmaxLoss()(z, mi.Tensor(np.array([0., 2, 1, 1], 'float32'))).detach().numpy(), want)
     with pytest.raises(ValueError, match='whole numbers'): ndl.nn.SoftmaxLoss()(z, mi.Tensor(np.array([0.5, 2, 1, 1])))
 
 def test_needle_datasets_and_loader():
@@ -280,7 +280,7 @@ def test_needle_subtraction_is_add_of_negate_and_minimas_is_one_op():
     assert type(c.op).__name__ == 'EWiseAdd' and type(c.inputs[1].op).__name__ == 'Negate'
     ma, mb = mi.Tensor(a.numpy(), dtype='float64'), mi.Tensor(b.numpy(), dtype='float64')
     assert len(mi.autograd.find_topo_sort([3 * ma * ma + 4 * mb * ma - ma])) == 8
-    np.testing.assert_allclose(c.numpy(), (3 * ma * ma + 4 * mb * ma - ma).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(c.detach().numpy(), (3 * ma * ma + 4 * mb * ma - ma).detach().numpy(), rtol=1e-12)
     assert (2.0 - a).numpy()[0, 0] == pytest.approx(2.0 - 0.88282157)   # scalar on the left: unchanged
 
 def test_ops_on_needle_tensors_return_needle_tensors_and_minima_stays_minima():

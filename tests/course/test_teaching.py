@@ -1,9 +1,9 @@
 """The teacher's edition: solution markers, the student edition of the whole course, and the autograder."""
-import hashlib, json, os, shutil, subprocess, sys, zipfile
+import hashlib, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from minima.teaching import (strip_solution, parse_solution, course_units, student_edition, grade, format_report,
-                             diagnose, gradescope_results, gradescope_bundle)
+                             diagnose)
 
 ROOT = Path(__file__).resolve().parents[2]
 

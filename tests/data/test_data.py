@@ -1,6 +1,5 @@
 "minima.data: loader semantics, transforms, digits, and the idx reader on files written here."
 import gzip, struct, numpy as np, pytest
-import minima as mi
 from minima import data, init
 
 def test_dataloader_batches_shuffle_drop_last():

@@ -1,6 +1,6 @@
 """minima.data downloads over loopback: mirrors, checksums, truncation, timeouts, atomic writes, MNIST, Shakespeare;
 the one data folder (`data_dir`, $MINIMA_DATA) and the stand-in text offline."""
-import gzip, hashlib, http.server, os, struct, threading, time
+import gzip, hashlib, http.server, struct, threading, time
 from pathlib import Path
 import numpy as np, pytest
 from minima import data

@@ -1,6 +1,4 @@
 "Real MNIST (the 10,000 test images in minima's data folder, $MINIMA_DATA/mnist): reading, a fixed split, brief training."
-import os
-from pathlib import Path
 import numpy as np, pytest
 from minima import nn, optim, init, data
 from minima.learner import Learner, accuracy

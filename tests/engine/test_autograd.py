@@ -46,13 +46,13 @@ def test_detach_and_data():
     d = x.detach()
     assert d.op is None and not d.requires_grad and d.cached_data is x.cached_data
     x.data = mi.Tensor([5.0, 6.0])
-    assert x.numpy().tolist() == [5.0, 6.0] and x.requires_grad
+    assert x.detach().numpy().tolist() == [5.0, 6.0] and x.requires_grad
     with pytest.raises(TypeError, match='dtype'): x.data = mi.Tensor([1.0], dtype='float64')
 
 def test_grad_accumulates_without_growing_graph():
     x = mi.Tensor([1.0, 2.0])
     for _ in range(3): (x * x).sum().backward()
-    assert np.allclose(x.grad.numpy(), 3 * 2 * x.numpy())
+    assert np.allclose(x.grad.detach().numpy(), 3 * 2 * x.detach().numpy())
     assert x.grad.op is None and not x.grad.requires_grad
 
 def test_higher_order_via_create_graph():
@@ -61,8 +61,8 @@ def test_higher_order_via_create_graph():
     (g,) = mi.grad(y, [x], create_graph=True)
     assert g.requires_grad
     (h,) = mi.grad(g.sum(), [x])
-    xs = x.numpy()
-    assert np.allclose(g.numpy(), np.exp(xs) * (1 + xs)) and np.allclose(h.numpy(), np.exp(xs) * (2 + xs))
+    xs = x.detach().numpy()
+    assert np.allclose(g.detach().numpy(), np.exp(xs) * (1 + xs)) and np.allclose(h.detach().numpy(), np.exp(xs) * (2 + xs))
     x2 = mi.Tensor([2.0])
     (x2 ** 3).sum().backward(create_graph=True)
     assert x2.grad.requires_grad
@@ -94,9 +94,9 @@ def test_comparisons_are_not_differentiable():
 
 def test_python_operators_and_reflected_forms():
     x = mi.Tensor([1.0, 2.0, 4.0])
-    assert np.allclose((2 - x).numpy(), [1, 0, -2]) and np.allclose((2 / x).numpy(), [2, 1, 0.5])
-    assert np.allclose((x - 1).numpy(), [0, 1, 3]) and np.allclose((x / 2).numpy(), [0.5, 1, 2])
-    assert np.allclose((-x).numpy(), [-1, -2, -4]) and np.allclose((x ** 2).numpy(), [1, 4, 16])
+    assert np.allclose((2 - x).detach().numpy(), [1, 0, -2]) and np.allclose((2 / x).detach().numpy(), [2, 1, 0.5])
+    assert np.allclose((x - 1).detach().numpy(), [0, 1, 3]) and np.allclose((x / 2).detach().numpy(), [0.5, 1, 2])
+    assert np.allclose((-x).detach().numpy(), [-1, -2, -4]) and np.allclose((x ** 2).detach().numpy(), [1, 4, 16])
 
 def test_topo_sort_order():
     a = mi.Tensor([1.0]); b = a * 2; c = a + b; d = b * c

@@ -9,7 +9,7 @@ import minima as mi
 def M(a, rg=True): return mi.tensor(np.asarray(a, dtype='float64'), dtype=mi.float64, requires_grad=rg)
 def T(a, rg=True): return torch.tensor(np.asarray(a, dtype='float64'), requires_grad=rg)
 def close(a, b, tol=1e-12):
-    a = a.numpy() if isinstance(a, mi.Tensor) else np.asarray(a)
+    a = a.detach().numpy() if isinstance(a, mi.Tensor) else np.asarray(a)
     b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
@@ -160,7 +160,7 @@ def _train(setup, steps, out, errors, key):
             loss.backward()
             opt.step()
             with mi.no_grad(): model(x)   # an evaluation in between
-        out[key] = [p.numpy().copy() for p in model.parameters()]
+        out[key] = [p.detach().numpy().copy() for p in model.parameters()]
     except Exception as e: errors.append(repr(e))
 
 def test_grad_mode_is_per_thread():

@@ -30,8 +30,8 @@ def train(make, shape, compiled, steps=50, drop=0.3, backend='c', make_opt=sgd, 
         return loss
     f = mi.compile(step, backend=backend) if compiled else step
     init.manual_seed(2)   # the dropout masks: compiled replays draw from the same generator, in the same order
-    losses = [float(f(xs[i % 3], ys[i % 3]).numpy()) for i in range(steps)]
-    state = [p.numpy() for p in m.parameters()] + [b.numpy() for _, b in m.named_buffers()]
+    losses = [float(f(xs[i % 3], ys[i % 3]).detach().numpy()) for i in range(steps)]
+    state = [p.detach().numpy() for p in m.parameters()] + [b.detach().numpy() for _, b in m.named_buffers()]
     return np.array(losses), state, f
 
 @pytest.mark.parametrize('make,shape', [(mlp, (8, 12)), (cnn, (6, 1, 6, 6))], ids=['mlp', 'cnn'])
@@ -71,8 +71,8 @@ def train_gpt(compiled, steps=50, B=3, T=8, V=11, device='cpu'):
         return loss
     f = mi.compile(step) if compiled else step
     init.manual_seed(2)
-    losses = [float(f(xs[i % 2], ys[i % 2]).numpy()) for i in range(steps)]
-    return np.array(losses), [p.numpy() for p in m.parameters()], f
+    losses = [float(f(xs[i % 2], ys[i % 2]).detach().numpy()) for i in range(steps)]
+    return np.array(losses), [p.detach().numpy() for p in m.parameters()], f
 
 def test_gpt_compiled_matches_eager():
     "The issue's GPT check: 50 AdamW steps with dropout on, compiled against eager, same seed and masks."
@@ -133,7 +133,7 @@ def test_train_eval_and_grad_mode_are_guards():
     with pytest.warns(UserWarning, match='backward'):   # under grad: a forward whose backward is eager
         for _ in range(4): y = f(x)
     assert f.captures == 5 and y.requires_grad
-    np.testing.assert_allclose(y.numpy(), m(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
 
 def test_item_inside_is_a_clear_error():
     lin = nn.Linear(3, 1)
@@ -187,7 +187,7 @@ def test_random_programs(ops, seed, fuse):
         args = (T(3, 4), T(4), T(4, 4), T(3, 4))
         got = f(*args)
         want = fn(*args)
-        for g, e in zip(got, want): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-5, atol=2e-5)
+        for g, e in zip(got, want): np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=2e-5, atol=2e-5)
     assert f.program is not None
 
 def _fused_kernels_and_inputs():
@@ -265,7 +265,7 @@ def test_attention_dropout_draws_like_eager():
     for compiled in (False, True):
         f = mi.compile(fn) if compiled else fn
         init.manual_seed(3)
-        outs[compiled] = [f(q, k, v).numpy().copy() for _ in range(6)]
+        outs[compiled] = [f(q, k, v).detach().numpy().copy() for _ in range(6)]
     assert not np.allclose(outs[True][4], outs[True][5])
     for a, b in zip(outs[False], outs[True]): np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
 
@@ -302,7 +302,7 @@ def test_row_reductions_fuse_with_their_chain():
     assert [i.prim for i in instrs] == ['fused'] * 3   # max | sub, exp, sum | divide, scale, sum
     reduced = [i for i in instrs if isinstance(i.args[5][-1][4], str) and i.args[5][-1][4] == 'reduce']
     assert [m.args[5][-1][3][0] for m in reduced] == ['max', 'sum', 'sum']
-    np.testing.assert_allclose(out.numpy(), g(x).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), g(x).detach().numpy(), rtol=1e-6, atol=1e-6)
 
 def test_strided_kernels_vectorise_and_overlap_falls_back():
     """An LSTM cell's gate slices (strided reads of one buffer): the C kernel has its strides as constants and an

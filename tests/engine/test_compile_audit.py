@@ -1,7 +1,6 @@
 """`minima.compile` against eager for each silent-wrong or crash item of the fourth torch audit (SW3-SW7, C1, C2, C4,
 M27): returned tensors are fresh, every hyperparameter, module attribute, closure tensor and `requires_grad` flag a
 step reads is guarded, a compiled forward takes an eager backward."""
-import warnings
 import numpy as np
 import pytest
 import minima as mi
@@ -26,7 +25,7 @@ def run(compiled, make_opt, steps=8, after=None, seed=0, device='cpu'):
     for i in range(steps):
         losses.append(f(x, y))            # held, not read: a later replay must not change it
         if after is not None: after(i, m, opt)
-    return np.array([float(l.numpy()) for l in losses]), [p.numpy().copy() for p in m.parameters()], f
+    return np.array([float(l.detach().numpy()) for l in losses]), [p.detach().numpy().copy() for p in m.parameters()], f
 
 def same(make_opt, after=None, steps=8, tol=1e-5, device='cpu'):
     le, pe, _ = run(False, make_opt, steps, after, device=device)
@@ -42,7 +41,7 @@ def test_sw4_returned_tensors_are_not_overwritten():
     xs = [mi.Tensor(np.random.default_rng(i).standard_normal((3, 4)).astype('float32')) for i in range(7)]
     with mi.no_grad(): outs = [f(x) for x in xs]
     assert f.program is not None
-    want = [float((lin(x) ** 2).sum().numpy()) for x in xs]
+    want = [float((lin(x) ** 2).sum().detach().numpy()) for x in xs]
     np.testing.assert_allclose([float(o.numpy()) for o in outs], want, rtol=1e-6)
 
 @pytest.mark.parametrize('name', ['sgd', 'sgd_nesterov', 'adamw_capturable', 'adam_capturable'])
@@ -105,7 +104,7 @@ def test_sw6_rebound_closure_tensor_in_a_training_step():
         scale[0] = mi.Tensor(np.full((3,), 1.0, 'float32'))
         out = []
         for i in range(8):
-            out.append(float(f(x, y).numpy()))
+            out.append(float(f(x, y).detach().numpy()))
             if i == 4:
                 assert not compiled or f.program is not None
                 scale[0] = mi.Tensor(np.full((3,), 3.0, 'float32'))
@@ -209,7 +208,7 @@ def test_c4_clip_grad_norm_returns_a_fresh_norm_and_clips_only_when_above(norm_t
             return loss, n
         f = mi.compile(step) if compiled else step
         out = [f(xs[i % 2], y) for i in range(10)]   # held: later calls must not change them
-        return np.array([[float(l.numpy()), float(n)] for l, n in out]), [p.numpy() for p in m.parameters()], f
+        return np.array([[float(l.detach().numpy()), float(n)] for l, n in out]), [p.detach().numpy() for p in m.parameters()], f
     (a, pa, _), (b, pb, f) = run_(False), run_(True)
     assert f.program is not None
     assert (a[:, 1] > 0.4).any() and (a[:, 1] < 0.4).any()   # both sides of max_norm were exercised
@@ -336,3 +335,17 @@ def test_guard_quick_check_after_equal_value_rebinding():
         opt.param_groups[0]['lr'] = float(str(opt.param_groups[0]['lr']))   # equal value, new object
     f = same(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), after)
     assert f.captures == 2
+
+def test_device_method_a_capture_cannot_record_is_refused():
+    "A device method outside the recorded primitives (the int8 product) would be left out of the program: refused."
+    from minima.compile import CaptureError
+    d = mi.cpu()
+    a, b, out = d.alloc(8, 'int8'), d.alloc(8, 'int8'), d.alloc(4, 'int32')
+    a[:], b[:] = 1, 2
+    def step(x):
+        d.matmul_int8(a, b, out, 2, 4, 2)
+        return x * 2.0
+    f = mi.compile(step)
+    x = mi.Tensor(np.ones(3, 'float32'))
+    f(x)
+    with pytest.raises(CaptureError, match='matmul_int8 on the cpu device'): f(x)

@@ -126,7 +126,7 @@ def step_losses(n=6):
         opt.zero_grad(); loss = lossf(m(x), y); loss.backward(); opt.step()
         return loss
     f = mi.compile(step)
-    return [float(f(x, y).numpy()) for _ in range(n)], f
+    return [float(f(x, y).detach().numpy()) for _ in range(n)], f
 
 @needs_cc
 def test_read_only_home_falls_back(fresh, tmp_path, monkeypatch):

@@ -3,7 +3,7 @@ its fused kernels and the device library's functions. The compile suites' equali
 batch norm, momentum, Adam(W), gradient clipping, a GPT, random programs) run here on `cuda` against eager minima on
 `cuda`; so do the guards and the refusals. On a machine without a GPU they run on the CPU emulator of the CUDA device
 (`tools/cuda_emu/run_tests`, as CI does); `tools/cuda_gpu_check tests` runs them on a real GPU."""
-import ctypes, os
+import os
 import numpy as np
 import pytest
 import minima as mi
@@ -140,3 +140,37 @@ def test_work_on_the_gpu_in_a_step_captured_on_the_cpu_is_refused(cuda):
     f = mi.compile(lambda: step(x))
     f()
     with pytest.raises(CaptureError, match='on the cuda device cannot be part of a program captured on the cpu'): f()
+
+@pytest.mark.parametrize('ops,fuse', [(['exp', 'add_b', 'matmul', 'softmax', 'tanh'], True),
+                                      (['square', 'max_b', 'rowsum', 'sigmoid', 'div_b', 'log1p_abs'], True),
+                                      (['relu', 'mul_b', 'neg', 'scale', 'matmul'], False)])
+def test_random_op_programs_on_cuda(ops, fuse):
+    "test_compile's op chains, forward and gradients, on new arguments at each replay: compiled cuda == eager cuda."
+    rng = np.random.default_rng(len(ops))
+    def fn(a, b, w, up):
+        h = a
+        for name in ops: h = TC.UNARY[name](h) if name in TC.UNARY else TC.BINARY[name](h, w if name == 'matmul' else b)
+        loss = (h * up).sum()
+        return (loss,) + mi.grad(loss, [a, b, w], materialize_grads=True)
+    T = lambda *s: mi.Tensor(rng.standard_normal(s).astype('float32'), requires_grad=True, device='cuda')
+    f = mi.compile(fn, fuse=fuse)
+    for i in range(5):   # calls 4 and 5 replay, on new arguments
+        args = (T(3, 4), T(4), T(4, 4), T(3, 4))
+        for g, e in zip(f(*args), fn(*args)): np.testing.assert_allclose(g.numpy(), e.numpy(), **TOL)
+    assert isinstance(f.program, CudaProgram) and (f.program.stats['kernels'] > 0) == fuse
+
+def test_fused_row_reductions_replay_on_cuda():
+    "Over many short rows a kernel ends in its row's sum or max (one warp per row): softmax, log-softmax, a norm."
+    F, rng = mi.nn.functional, np.random.default_rng(0)
+    def fn(x, up):
+        c = x - x.mean(-1, keepdims=True)
+        h = F.softmax(x * 1.5, -1) + F.log_softmax(x, -1) + c / ((c * c).mean(-1, keepdims=True) + 1e-5).sqrt()
+        loss = (h * up).sum()
+        return (loss,) + mi.grad(loss, [x])
+    T = lambda: mi.Tensor(rng.standard_normal((1030, 40)).astype('float32'), requires_grad=True, device='cuda')
+    f = mi.compile(fn)
+    for _ in range(4):
+        args = (T(), T())
+        for g, e in zip(f(*args), fn(*args)): np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-4)
+    red = [i for i in f.program.instrs if i.prim == 'fused' and i.args[5][-1][4] == 'reduce']
+    assert len(red) >= 3 and all('__shfl_xor_sync' in i.args[0].source for i in red)

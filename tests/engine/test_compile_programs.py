@@ -84,7 +84,7 @@ def run(plan, compiled, device='cpu'):
         if i == plan['at'] + 3 and plan['change'] == 1: m.train()
     f.replays = N_STEPS - ran.n
     flat = lambda o: [float(v) for v in (o if isinstance(o, tuple) else (o,))]
-    return np.array([flat(o) for o in losses]), [p.numpy() for p in m.parameters()], f
+    return np.array([flat(o) for o in losses]), [p.detach().numpy() for p in m.parameters()], f
 
 @pytest.mark.parametrize('seed', range(N_PROGRAMS))
 def test_random_training_program(seed, device='cpu'):

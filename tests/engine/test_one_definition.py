@@ -117,3 +117,155 @@ def test_nn_imports_no_private_ops_name():
             if isinstance(node, ast.ImportFrom) and 'ops' in (node.module or '').split('.'):
                 bad += [(path.name, node.module, a.name) for a in node.names if a.name.startswith('_')]
     assert not bad, f'minima.nn imports private names of minima.ops: {bad}'
+
+
+# ---- Tensor's declared surface (issue 38): each method declared once, beside its op ----
+
+def _all_faces():
+    "Import all that declares or wraps Tensor methods: torch's face, needle's, compile, autocast."
+    import minima.needle, minima.compile, minima.amp, minima.torch_tree   # noqa: F401
+    from minima import autograd
+    return autograd
+
+
+# Every replacement of a declared method: (the module that declared it, the one that replaced it).
+# A new replacement is added here (and says why where it is declared); any other rebinding fails.
+REPLACEMENTS = {
+    '__setitem__': ('minima.ops.movement', 'minima.ops.torch_face'),
+    'clamp': ('minima.ops.activations', 'minima.ops.torch_face'),
+    'clip': ('minima.ops.activations', 'minima.ops.torch_face'),
+    'softmax': ('minima.ops.softmax_family', 'minima.ops.torch_face'),
+    'log_softmax': ('minima.ops.softmax_family', 'minima.ops.torch_face'),
+    'max': ('minima.ops.reduce', 'minima.ops.torch_face'),
+    'min': ('minima.ops.reduce', 'minima.ops.torch_face'),
+    'size': ('the class body', 'minima.ops.torch_face'),
+    'split': ('minima.ops.movement', 'minima.ops.torch_face'),
+    'squeeze': ('minima.ops.movement', 'minima.ops.torch_face'),
+    'transpose': ('minima.ops.movement', 'minima.ops.torch_face'),
+}
+
+
+def test_every_replacement_is_listed_with_a_reason():
+    ag = _all_faces()
+    got = {n: [(old, new) for old, new, _ in r] for n, r in ag.REPLACED.items()}
+    assert got == {n: [w] for n, w in REPLACEMENTS.items()}, f'replacements changed: {got}'
+    for n, r in ag.REPLACED.items():
+        assert all(len(why) >= 20 for *_, why in r), f'Tensor.{n}: a replacement needs a reason'
+
+
+def test_tensor_holds_what_was_declared():
+    "No undeclared rebinding: each attribute is the class body's or its declaration's."
+    ag = _all_faces()
+    from minima import Tensor
+    for n, v in vars(Tensor).items():
+        if n == '__slotnames__': continue   # copyreg's cache, set by any copy.deepcopy or pickle of a Tensor
+        if n in ag.SURFACE:
+            where, declared = ag.SURFACE[n]
+            assert v is declared or getattr(v, '__autocast_original__', None) is declared, \
+                f'Tensor.{n} is not what {where} declared: rebound around tensor_method'
+        else: assert n in ag._CLASS_BODY, f'Tensor.{n} was bound without tensor_method'
+    assert len(ag.SURFACE) > 150
+    assert {'exp', 'reshape', 'sum', 'add_', '__add__', 'T'} <= set(ag.SURFACE)
+
+
+def test_public_tensor_methods_are_named_and_documented():
+    import inspect, pydoc
+    from minima import Tensor
+    _all_faces()
+    bad = []
+    for n in dir(Tensor):
+        if n.startswith('_'): continue
+        a = inspect.getattr_static(Tensor, n)
+        f = a.fget if isinstance(a, property) else getattr(a, '__func__', a)
+        if not callable(f): continue
+        doc = a.__doc__ if isinstance(a, property) else f.__doc__
+        if getattr(f, '__name__', '') == '<lambda>' or not doc: bad.append(n)
+    assert not bad, f'public Tensor methods that are lambdas or have no docstring: {bad}'
+    text = pydoc.render_doc(Tensor.reshape, renderer=pydoc.plaintext)
+    assert 'a new shape' in text and 'reshape(self, *shape)' in text
+    # the op's own function, bound as the method: its docstring and signature
+    assert 'e ** a' in pydoc.render_doc(Tensor.exp, renderer=pydoc.plaintext)
+
+
+def _declare_from(module, code, **ns):
+    from minima.autograd import tensor_method
+    exec(code, {'__name__': module, 'tensor_method': tensor_method, **ns})
+
+
+def test_an_undeclared_second_declaration_raises():
+    ag = _all_faces()
+    from minima import Tensor
+    held = Tensor.__dict__['exp']
+    with pytest.raises(RuntimeError, match=r"Tensor\.exp is already declared by "
+                                           r"minima\.ops\.elementwise; some\.chapter"):
+        _declare_from('some.chapter', "@tensor_method('exp')\ndef f(self): 'mine'; return self")
+    assert Tensor.__dict__['exp'] is held and 'exp' not in ag.REPLACED
+    with pytest.raises(RuntimeError, match='already declared by the class body'):
+        _declare_from('some.chapter', "@tensor_method('numpy')\ndef f(self): 'mine'; return self")
+    with pytest.raises(ValueError, match='replaces Tensor._no_method, which nothing declared'):
+        _declare_from('some.chapter', "@tensor_method('_no_method', replaces='a long reason, so')\n"
+                                      "def f(self): 'doc'; return self")
+    with pytest.raises(TypeError, match='a named function with a docstring'):
+        _declare_from('some.chapter', "tensor_method('_a_lambda')(lambda self: self)")
+    with pytest.raises(TypeError, match='a named function with a docstring'):
+        _declare_from('some.chapter', "@tensor_method('_no_doc')\ndef f(self): return self")
+    for n in ('_no_method', '_a_lambda', '_no_doc'): assert not hasattr(Tensor, n)
+
+
+def test_a_declared_replacement_is_recorded_and_a_chapter_may_rerun():
+    ag = _all_faces()
+    from minima import Tensor
+    held, src = Tensor.__dict__['exp'], ag.SURFACE['exp']
+    try:
+        _declare_from('some.chapter', "@tensor_method('exp', replaces='a test, for a moment')\n"
+                                      "def my_exp(self): 'mine'; return self")
+        assert Tensor.__dict__['exp'].__name__ == 'my_exp'
+        assert ag.REPLACED['exp'][-1][:2] == ('minima.ops.elementwise', 'some.chapter')
+        _declare_from('__main__', "@tensor_method('exp')\ndef exp2(self): 'a re-run'; return self")
+        assert Tensor.__dict__['exp'].__name__ == 'exp2' and ag.SURFACE['exp'][0] == 'some.chapter'
+    finally:
+        Tensor.exp, ag.SURFACE['exp'] = held, src
+        ag.REPLACED.pop('exp', None)
+
+
+# Modules that still assign attributes of Tensor directly, and why (the rest use `tensor_method`).
+DIRECT_ASSIGNMENTS = {
+    'autograd.py': 'tensor_method itself',
+    'amp.py': "autocast wraps declared methods (keeping __autocast_original__, checked above)",
+    'compile.py': 'capture tracks writes to .grad while it records, and puts the descriptor back',
+    'torch_tree.py': "as_torch swaps Tensor.__init__ for torch's defaults, and back",
+    'needle/core.py': "needle's own Tensor subclass (not minima's Tensor) names its result classes",
+}
+
+
+def _is_patch(d):
+    return getattr(d, 'id', getattr(getattr(d, 'func', None), 'id', None)) == 'patch'
+
+
+def _tensor_assignments(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        for t in (node.targets if isinstance(node, ast.Assign) else []):
+            for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(e, ast.Attribute) and getattr(e.value, 'id', None) == 'Tensor':
+                    yield node.lineno
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', None) == 'setattr' \
+                and node.args and getattr(node.args[0], 'id', None) == 'Tensor':
+            yield node.lineno
+        first = node.args.args[0] if isinstance(node, ast.FunctionDef) and node.args.args else None
+        if first is not None and any(_is_patch(d) for d in node.decorator_list) \
+                and getattr(first.annotation, 'id', None) == 'Tensor':
+            yield node.lineno
+
+
+def test_no_module_binds_tensor_methods_around_tensor_method(tmp_path):
+    found = {}
+    for path in sorted(PKG.rglob('*.py')):
+        if path.name == '_modidx.py': continue
+        lines = list(_tensor_assignments(path))
+        if lines: found[path.relative_to(PKG).as_posix()] = lines
+    extra = {k: v for k, v in found.items() if k not in DIRECT_ASSIGNMENTS}
+    assert not extra, f'Tensor attributes assigned directly (use tensor_method): {extra}'
+    (tmp_path / 'x.py').write_text("Tensor.a = f\nTensor.b, Tensor.c = g, h\n"
+                                   "setattr(Tensor, 'd', f)\n@patch\ndef e(self: Tensor): pass\n")
+    assert sorted(set(_tensor_assignments(tmp_path / 'x.py'))) == [1, 2, 3, 5]

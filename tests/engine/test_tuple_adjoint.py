@@ -53,5 +53,5 @@ def test_second_order_through_a_split():
     ta, tb = torch.unbind(tx, 0)[1], torch.unbind(tx, 0)[3]
     (tg,) = torch.autograd.grad((ta * ta * tb).sum(), [tx], create_graph=True)
     (g * g).sum().backward(); (tg * tg).sum().backward()
-    np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)

@@ -64,7 +64,7 @@ def train_one(make, shape, chunks):
 
 def same_weights(a, b, tol=1e-5):
     for (k, x), (_, y) in zip(a.named_parameters(), b.named_parameters()):
-        d = np.abs(x.numpy() - y.numpy()).max()
+        d = np.abs(x.detach().numpy() - y.detach().numpy()).max()
         assert d <= tol, f'{k}: differs by {d:.3g} > {tol}'
 
 
@@ -79,14 +79,14 @@ def check_collectives(device=None):
         v = t._version
         dist.all_reduce(t, op)
         assert t.dtype == 'float32' and t._version == v + 1
-        np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(t.detach().numpy(), want, rtol=1e-6)
     t = T(np.arange(5) * (r + 1), dtype='int64')
     dist.all_reduce(t)
     assert t.dtype == 'int64' and t.tolist() == [i * sum(range(1, p + 1)) for i in range(5)]
     with mi.no_grad(): v = T(base + r).transpose()   # a strided view: MPI works on a copy, written back
     assert not v.cached_data.is_compact()
     dist.all_reduce(v)
-    np.testing.assert_allclose(v.numpy(), (base * p + sum(range(p))).T)
+    np.testing.assert_allclose(v.detach().numpy(), (base * p + sum(range(p))).T)
     t = T(np.full(3, float(r)))
     dist.broadcast(t, src=p - 1)
     assert t.tolist() == [p - 1.0] * 3
@@ -220,7 +220,7 @@ def check_mismatch():
     frozen[0].weight.requires_grad_(False)   # not trained, but every replica must still start from rank 0's
     DDP(frozen)
     every = [None] * 2
-    dist.all_gather_object(every, frozen[0].weight.numpy())
+    dist.all_gather_object(every, frozen[0].weight.detach().numpy())
     np.testing.assert_array_equal(every[0], every[1])
     try: DDP(nn.Linear(4, 3 + r))
     except ValueError as e:

@@ -13,11 +13,11 @@ def test_conv2d_default_init_bounds_match_torch(args):
     m, t = nn.Conv2d(*args), torch.nn.Conv2d(*args)
     fan_in = m.weight.shape[1] * math.prod(m.weight.shape[2:])
     b = 1 / math.sqrt(fan_in)
-    a, ta = m.weight.numpy(), t.weight.detach().numpy()
+    a, ta = m.weight.detach().numpy(), t.weight.detach().numpy()
     assert np.abs(a).max() <= b and np.abs(ta).max() <= b and np.abs(a).max() > 0.9 * b
     np.testing.assert_allclose(a.std(), b / math.sqrt(3), rtol=0.15)   # U(-b, b), as torch's
     np.testing.assert_allclose(ta.std(), b / math.sqrt(3), rtol=0.15)
-    assert np.abs(m.bias.numpy()).max() <= b and np.abs(t.bias.detach().numpy()).max() <= b
+    assert np.abs(m.bias.detach().numpy()).max() <= b and np.abs(t.bias.detach().numpy()).max() <= b
 
 @pytest.mark.parametrize('fn', [lambda t, g: init.normal_(t, generator=g), lambda t, g: init.uniform_(t, generator=g),
                                 lambda t, g: init.trunc_normal_(t, generator=g),

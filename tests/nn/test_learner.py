@@ -107,7 +107,7 @@ def _same_state(a, b):
 def test_lr_find_restores_everything_and_suggests_a_finite_lr():
     model = nn.Sequential(nn.Linear(2, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
     learn = make_learner(model, opt_func=optim.SGD)
-    before = model.state_dict()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     rng_before = init.generator().bit_generator.state
     s = learn.lr_find(end_lr=100, show_plot=False)
     assert math.isfinite(s) and 1e-7 <= s <= 100

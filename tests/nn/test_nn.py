@@ -3,14 +3,14 @@ import numpy as np, pytest, torch
 import minima as mi
 from minima import nn, init
 
-def _t(x, grad=False): return torch.tensor(x.numpy(), requires_grad=grad)
+def _t(x, grad=False): return torch.tensor(x.detach().numpy(), requires_grad=grad)
 
 def test_linear_matches_torch_forward_backward():
     init.manual_seed(0)
     lin = nn.Linear(7, 5)
     assert lin.weight.shape == (5, 7) and lin.bias.shape == (5,)   # torch's layout
     tl = torch.nn.Linear(7, 5)
-    tl.load_state_dict({k: torch.tensor(v) for k, v in lin.state_dict().items()})
+    tl.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lin.state_dict().items()})
     x = init.randn(3, 7, requires_grad=True); tx = _t(x, True)
     g = np.random.default_rng(0).standard_normal((3, 5)).astype('float32')
     (lin(x) * mi.Tensor(g)).sum().backward(); (tl(tx) * torch.tensor(g)).sum().backward()
@@ -33,13 +33,13 @@ def test_batchnorm_running_stats_match_torch(M, TM, shape):
     for _ in range(4):
         x = init.randn(*shape, mean=1.0, std=2.0, requires_grad=True); tx = _t(x, True)
         y, ty = bn(x), tbn(tx)
-        assert np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-4)
+        assert np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-4)
         (y * y).sum().backward(); (ty * ty).sum().backward()
         assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-3)
     assert np.allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), atol=1e-5)
     assert np.allclose(bn.running_var.numpy(), tbn.running_var.numpy(), atol=1e-5)
     bn.eval(); tbn.eval()
-    assert np.allclose(bn(x).numpy(), tbn(tx).detach().numpy(), atol=1e-4)
+    assert np.allclose(bn(x).detach().numpy(), tbn(tx).detach().numpy(), atol=1e-4)
     assert bn.running_mean.dtype == 'float32' and bn.running_var.op is None
 
 def test_batchnorm_wrong_channels():
@@ -49,17 +49,17 @@ def test_batchnorm_wrong_channels():
 def test_layernorm_softmax_activations_match_torch():
     init.manual_seed(2)
     x = init.randn(4, 6, requires_grad=True); tx = _t(x, True)
-    assert np.allclose(nn.LayerNorm1d(6)(x).numpy(), torch.nn.LayerNorm(6)(tx).detach().numpy(), atol=1e-5)
+    assert np.allclose(nn.LayerNorm1d(6)(x).detach().numpy(), torch.nn.LayerNorm(6)(tx).detach().numpy(), atol=1e-5)
     for m, tm in [(nn.ReLU(), torch.nn.ReLU()), (nn.Tanh(), torch.nn.Tanh()), (nn.Sigmoid(), torch.nn.Sigmoid()),
                   (nn.GELU(), torch.nn.GELU()), (nn.GELU('tanh'), torch.nn.GELU(approximate='tanh')), (nn.SiLU(), torch.nn.SiLU()), (nn.Softmax(), torch.nn.Softmax(-1)), (nn.LogSoftmax(), torch.nn.LogSoftmax(-1)),
                   (nn.Identity(), torch.nn.Identity()), (nn.Flatten(), torch.nn.Flatten())]:
-        assert np.allclose(m(x).numpy(), tm(tx).detach().numpy(), atol=1e-5), m
+        assert np.allclose(m(x).detach().numpy(), tm(tx).detach().numpy(), atol=1e-5), m
 
 def test_residual_and_dropout():
     init.manual_seed(3)
     lin = nn.Linear(4, 4)
     x = init.randn(2, 4)
-    assert np.allclose(nn.Residual(lin)(x).numpy(), lin(x).numpy() + x.numpy())
+    assert np.allclose(nn.Residual(lin)(x).detach().numpy(), lin(x).detach().numpy() + x.detach().numpy())
     d = nn.Dropout(0.5)
     y = d(init.ones(10000)).numpy()
     assert set(np.unique(y)) <= {0.0, 2.0} and abs(y.mean() - 1) < 0.05
@@ -114,7 +114,7 @@ def test_save_load_roundtrip_and_errors(tmp_path):
     a.save(tmp_path / 'a.npz')
     with np.load(tmp_path / 'a.npz', allow_pickle=False) as f: assert 'body.1.running_var' in f.files
     nn.load(b, tmp_path / 'a.npz')
-    assert all(np.array_equal(p.numpy(), q.numpy()) for p, q in zip(a(x), b(x)))
+    assert all(np.array_equal(p.detach().numpy(), q.detach().numpy()) for p, q in zip(a(x), b(x)))
     assert all(p.dtype == 'float32' for p in b.parameters())
     with pytest.raises(KeyError, match=r"missing keys \['0.weight', '0.bias'\]"):
         nn.Sequential(nn.Linear(3, 4)).load(tmp_path / 'a.npz')
@@ -127,25 +127,25 @@ def test_conv_pool_embedding_modules_match_torch():
     conv = nn.Conv2d(3, 4, 3, stride=1, padding=1)
     assert conv.weight.shape == (4, 3, 3, 3) and conv.bias.shape == (4,)
     tconv = torch.nn.Conv2d(3, 4, 3, padding=1)
-    with torch.no_grad(): tconv.weight.copy_(torch.tensor(conv.weight.numpy())); tconv.bias.copy_(torch.tensor(conv.bias.numpy()))
+    with torch.no_grad(): tconv.weight.copy_(torch.tensor(conv.weight.detach().numpy())); tconv.bias.copy_(torch.tensor(conv.bias.detach().numpy()))
     x = init.randn(2, 3, 6, 6, requires_grad=True); tx = _t(x, True)
     net = nn.Sequential(conv, nn.MaxPool2d(2), nn.AvgPool2d(3, stride=1, padding=1))
     tnet = torch.nn.Sequential(tconv, torch.nn.MaxPool2d(2), torch.nn.AvgPool2d(3, stride=1, padding=1))
     y, ty = net(x), tnet(tx)
-    assert y.shape == tuple(ty.shape) and np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-5)
+    assert y.shape == tuple(ty.shape) and np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-5)
     (y * y).sum().backward(); (ty * ty).sum().backward()
     assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-4)
     assert np.allclose(conv.weight.grad.numpy(), tconv.weight.grad.numpy(), atol=1e-4)
     emb = nn.Embedding(7, 3)
     idx = mi.Tensor(np.array([[1, 6], [0, 1]]))
-    e = emb(idx); assert e.shape == (2, 2, 3) and np.allclose(e.numpy()[0, 0], emb.weight.numpy()[1])
+    e = emb(idx); assert e.shape == (2, 2, 3) and np.allclose(e.detach().numpy()[0, 0], emb.weight.detach().numpy()[1])
     e.sum().backward(); assert emb.weight.grad.numpy()[1].tolist() == [2, 2, 2]
     with pytest.raises(ValueError, match=r'Conv2d\(3, 4, kernel_size=3.*expected input \(N, 3, H, W\), got shape \(2, 5, 6, 6\)'):
         conv(init.randn(2, 5, 6, 6))
 
 def test_conv_init_fans():
     init.manual_seed(7)
-    w = nn.Conv2d(16, 32, 3).weight.numpy()
+    w = nn.Conv2d(16, 32, 3).weight.detach().numpy()
     bound = 1 / np.sqrt(16 * 9)   # torch's kaiming_uniform_(a=sqrt(5)) with fan_in = C_in * k * k (issue 34, SW10)
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
 
@@ -156,7 +156,7 @@ def test_batchnorm_needs_more_than_one_value_per_channel():
     bn = nn.BatchNorm1d(3); bn.eval(); bn(mi.Tensor(np.ones((1, 3), 'float32')))   # eval mode is fine
 
 def test_fused_loss_and_linear_reject_bad_input():
-    from minima.nn.modules import softmax_cross_entropy, affine
+    from minima.ops.fused import softmax_cross_entropy, affine
     z = mi.Tensor(np.zeros((3, 4), 'float32'))
     with pytest.raises(TypeError, match='labels must be integers'): softmax_cross_entropy(z, np.array([0., 1., 2.]))
     with pytest.raises(ValueError, match='label 4 is out of range for 4 classes'): softmax_cross_entropy(z, np.array([0, 4, 1]))
@@ -175,7 +175,7 @@ def test_affine_accepts_a_torch_shaped_bias():
     tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
     ty = tx @ tw + tb
     ty.backward(torch.tensor(g))
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
     for m, t in ((X, tx), (W, tw), (B, tb)):
         assert m.grad.shape == tuple(t.shape)
         np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -74,7 +74,7 @@ def test_pooling_matches_torch(n, c, h, w, kh, kw, sh, sw, p, d, ceil, cip, data
     for ours, ref in [(F.max_pool2d(x, dilation=d, **kw_), tF.max_pool2d(tx, dilation=d, **kw_)),
                       (F.avg_pool2d(x, count_include_pad=cip, **kw_), tF.avg_pool2d(tx, count_include_pad=cip, **kw_))]:
         assert ours.shape == tuple(ref.shape), (ours.shape, ref.shape, kw_)
-        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ours.detach().numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
         g = rng.standard_normal(ours.shape)
         x.grad = None; tx.grad = None
         ours.backward(mi.Tensor(g, dtype='float64')); ref.backward(torch.tensor(g))
@@ -96,7 +96,7 @@ def test_conv2d_matches_torch(n, cig, cog, h, w, kh, kw, s, p, d, bias, data):
     b, tb = _both((co,), rng) if bias else (None, None)
     y = F.conv2d(x, wt, b, stride=s, padding=p, dilation=d, groups=groups)
     ty = tF.conv2d(tx, twt, tb, stride=s, padding=p, dilation=d, groups=groups)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
     g = rng.standard_normal(y.shape)
     y.backward(mi.Tensor(g, dtype='float64')); ty.backward(torch.tensor(g))
     for a, t in [(x, tx), (wt, twt)] + ([(b, tb)] if bias else []):
@@ -112,13 +112,13 @@ def test_float32_stays_float32():
 def test_dropout_generator_and_global_seed():
     x = mi.Tensor(np.ones((50,)))
     g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
-    assert np.array_equal(F.dropout(x, 0.5, generator=g1).numpy(), F.dropout(x, 0.5, generator=g2).numpy())
+    assert np.array_equal(F.dropout(x, 0.5, generator=g1).detach().numpy(), F.dropout(x, 0.5, generator=g2).detach().numpy())
     init = pytest.importorskip('minima.init')
-    init.manual_seed(5); a = F.dropout(x, 0.5).numpy()
-    init.manual_seed(5); b = F.dropout(x, 0.5).numpy()
+    init.manual_seed(5); a = F.dropout(x, 0.5).detach().numpy()
+    init.manual_seed(5); b = F.dropout(x, 0.5).detach().numpy()
     assert np.array_equal(a, b)
     assert set(np.unique(a)) <= {0.0, 2.0}
-    assert np.array_equal(F.dropout(x, 1.0).numpy(), np.zeros(50))
+    assert np.array_equal(F.dropout(x, 1.0).detach().numpy(), np.zeros(50))
 
 def test_needle_conv_is_registered_in_ops():
     assert mi.ops.conv is F.conv
@@ -141,7 +141,7 @@ def test_losses_match_torch(n, c, extra, reduction, use_w, ignore_index, p_ignor
         x.grad = None; tx.grad = None
         ours = ours_f(x, mi.Tensor(t), weight=None if w is None else mi.Tensor(w, dtype='float64'), **kw)
         ref = ref_f(tx, torch.tensor(t), weight=None if w is None else torch.tensor(w), **kw)
-        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(ours.detach().numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12, equal_nan=True)
         if np.all(np.isfinite(ref.detach().numpy())):
             g = rng.standard_normal(ours.shape)
             ours.backward(mi.Tensor(g, dtype='float64')); ref.backward(torch.tensor(g))
@@ -151,7 +151,7 @@ def test_max_pool_propagates_nan_like_torch():
     x = np.arange(16.).reshape(1, 1, 4, 4); x[0, 0, 1, 0] = np.nan
     t, tt = mi.Tensor(x, dtype='float64'), torch.tensor(x, requires_grad=True)
     y, ty = F.max_pool2d(t, 2, return_indices=True), tF.max_pool2d(tt, 2, return_indices=True)
-    np.testing.assert_array_equal(y[0].numpy(), ty[0].detach().numpy())
+    np.testing.assert_array_equal(y[0].detach().numpy(), ty[0].detach().numpy())
     np.testing.assert_array_equal(y[1].numpy(), ty[1].numpy())
     y[0].sum().backward(); ty[0].sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), tt.grad.numpy())

@@ -16,7 +16,7 @@ def _run(make, tmake, steps=25, shapes=((4, 3), (3,))):
         opt.step(); topt.step()
     for p, tp in zip(ps, tps):
         assert p.dtype == 'float32' and p.op is None and p.inputs == ()
-        assert np.allclose(p.numpy(), tp.detach().numpy(), atol=2e-6, rtol=1e-5)
+        assert np.allclose(p.detach().numpy(), tp.detach().numpy(), atol=2e-6, rtol=1e-5)
 
 @pytest.mark.parametrize('kw', [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.05, momentum=0.9, nesterov=True),
                                 dict(lr=0.05, momentum=0.8, weight_decay=0.1), dict(lr=0.05, momentum=0.9, dampening=0.5)])
@@ -42,7 +42,7 @@ def test_adam_capturable(make):
         if i == 0: t = o2.state[q]['step']
     assert o2.state[q]['step'] is t and float(t.numpy()) == 30   # one array, updated in place
     assert q.dtype == 'float32'
-    np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-6, atol=1e-7)
     sd = o2.state_dict()   # saved as a number, restored onto the device on the next step
     o3 = make([q], capturable=True); o3.load_state_dict(sd)
     assert o3.state[q]['step'] == 30

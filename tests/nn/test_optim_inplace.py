@@ -44,7 +44,7 @@ def test_step_updates_parameter_and_state_in_place(name):
         if state is None: state = o.state[p][buf]
         assert o.state[p][buf] is state   # the same buffer, updated in place
         np.testing.assert_allclose(alias.numpy(), talias.numpy(), rtol=tol(name), atol=1e-14)
-        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=tol(name), atol=1e-14)
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=tol(name), atol=1e-14)
         np.testing.assert_allclose(np.asarray(state.numpy()), to.state[tp][buf].numpy(), rtol=tol(name), atol=1e-14)
 
 @pytest.mark.parametrize('name', ['RMSprop', 'Adagrad', 'Adadelta'])
@@ -130,7 +130,7 @@ def test_lr_as_float_tensor_or_numpy(name, lr):
         p.grad, tp.grad = mi.tensor(g, dtype=mi.float64), torch.tensor(g)
         o.step(); to.step()
     assert type(p.cached_data).__name__ == 'NDArray' and p.dtype == 'float64'
-    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=tol(name))
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=tol(name))
 
 @pytest.mark.parametrize('name', list(OPTS))
 def test_torch_implementation_keywords_are_accepted(name):
@@ -145,7 +145,7 @@ def test_torch_implementation_keywords_are_accepted(name):
     for g in _grads(3, (2,)):
         p.grad, tp.grad = mi.tensor(g, dtype=mi.float64), torch.tensor(g)
         o.step(); to.step()
-    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=tol(name))
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=tol(name))
     with pytest.raises(NotImplementedError, match='differentiable'):
         getattr(optim, name)([nn.Parameter(mi.ones(2))], **kw, differentiable=True)
 

@@ -15,7 +15,7 @@ def twins(kind='linear', seed=0, shape=(7, 5)):
     if kind == 'linear': m, t = nn.Linear(*shape), torch.nn.Linear(*shape)
     else: m, t = nn.Conv2d(3, shape[1], 3), torch.nn.Conv2d(3, shape[1], 3)
     with torch.no_grad():
-        for (_, a), (_, b) in zip(m.named_parameters(), t.named_parameters()): b.copy_(torch.from_numpy(a.numpy()))
+        for (_, a), (_, b) in zip(m.named_parameters(), t.named_parameters()): b.copy_(torch.from_numpy(a.detach().numpy()))
     return m, t
 
 
@@ -46,7 +46,7 @@ def test_masks_identical_to_torch(i, seed):
     m, t = twins(seed=seed)
     CALLS[i](prune, m); CALLS[i](tprune, t)
     assert masks_equal(m, t)
-    assert np.array_equal(m.weight.numpy(), t.weight.detach().numpy())
+    assert np.array_equal(m.weight.detach().numpy(), t.weight.detach().numpy())
 
 
 @pytest.mark.parametrize('dim', [0, 1, -1])
@@ -104,7 +104,7 @@ def test_reparametrisation_state_dict_and_remove():
     assert prune.is_pruned(m) and prune.is_pruned(nn.Sequential(m))
     prune.remove(m, 'weight'); tprune.remove(t, 'weight')
     assert m.weight is p0 and not prune.is_pruned(m) and list(m.state_dict()) == list(t.state_dict())
-    assert np.array_equal(m.weight.numpy(), t.weight.detach().numpy())
+    assert np.array_equal(m.weight.detach().numpy(), t.weight.detach().numpy())
     assert not hasattr(m, 'weight_orig') and not hasattr(m, 'weight_mask')
 
 
@@ -120,7 +120,7 @@ def test_training_keeps_pruned_weights_zero():
     m(x)   # the pre-hook recomputes weight from the trained weight_orig
     for l, mask in zip((m[0], m[2]), before):
         assert (l.weight_mask.numpy() == mask).all()
-        assert (l.weight.numpy()[mask == 0] == 0).all() and (l.weight.numpy()[mask == 1] != 0).all()
+        assert (l.weight.detach().numpy()[mask == 0] == 0).all() and (l.weight.detach().numpy()[mask == 1] != 0).all()
 
 
 def test_random_pruning_counts_and_composition():

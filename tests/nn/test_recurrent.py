@@ -12,7 +12,7 @@ def _threads(one_blas_thread): torch.set_num_threads(1); yield
 
 def _torch_twin(m, cls, kw, dtype):
     t = getattr(torch.nn, cls)(m.input_size, m.hidden_size, **kw).to(getattr(torch, dtype))
-    t.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items()})
+    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
     return t
 
 def _close(a, b, dtype, what):
@@ -47,7 +47,7 @@ def test_layer_matches_torch(cls, kw, h0, dtype):
     ys_m, ys_t = [om] + (list(hm) if lstm else [hm]), [ot] + (list(ht) if lstm else [ht])
     for a, b, n in zip(ys_m, ys_t, ('output', 'h_n', 'c_n')):
         assert a.shape == tuple(b.shape) and a.dtype == dtype
-        _close(a.numpy(), b, dtype, n)
+        _close(a.detach().numpy(), b, dtype, n)
     gs = [rng.standard_normal(y.shape).astype(dtype) for y in ys_m]
     sum((y * mi.Tensor(g, dtype=dtype)).sum() for y, g in zip(ys_m, gs)).backward()
     sum((y * torch.tensor(g)).sum() for y, g in zip(ys_t, gs)).backward()
@@ -81,7 +81,7 @@ def test_cell_matches_torch(cls, kw, batched, hx, dtype):
     ym, yt = m(xm, arg_m), t(xt, arg_t)
     ym, yt = (list(ym), list(yt)) if lstm else ([ym], [yt])
     gs = [rng.standard_normal(y.shape).astype(dtype) for y in ym]
-    for a, b in zip(ym, yt): _close(a.numpy(), b, dtype, 'forward')
+    for a, b in zip(ym, yt): _close(a.detach().numpy(), b, dtype, 'forward')
     sum((y * mi.Tensor(g, dtype=dtype)).sum() for y, g in zip(ym, gs)).backward()
     sum((y * torch.tensor(g)).sum() for y, g in zip(yt, gs)).backward()
     tp = dict(t.named_parameters())
@@ -96,10 +96,10 @@ def test_unbatched_sequence(cls):
     x = rng.standard_normal((5, 3)).astype('float32')
     om, hm = m(mi.Tensor(x))
     ot, ht = t(torch.tensor(x))
-    _close(om.numpy(), ot, 'float32', 'output')
+    _close(om.detach().numpy(), ot, 'float32', 'output')
     for a, b in zip(hm if cls == 'LSTM' else [hm], ht if cls == 'LSTM' else [ht]):
         assert a.shape == (2, 4)
-        _close(a.numpy(), b, 'float32', 'state')
+        _close(a.detach().numpy(), b, 'float32', 'state')
 
 def test_torch_init_and_names():
     mi.init.manual_seed(0)
@@ -108,7 +108,7 @@ def test_torch_init_and_names():
     k = 1 / math.sqrt(H)
     t = torch.nn.LSTM(7, H, num_layers=2)
     assert [(n, p.shape) for n, p in m.named_parameters()] == [(n, tuple(p.shape)) for n, p in t.named_parameters()]
-    w = np.concatenate([p.numpy().ravel() for p in m.parameters()])
+    w = np.concatenate([p.detach().numpy().ravel() for p in m.parameters()])
     assert w.min() >= -k and w.max() <= k
     assert abs(w.std() - k / math.sqrt(3)) < 0.02 * k      # uniform(-k, k) has std k / sqrt(3)
     assert all(p.dtype == 'float32' for p in m.parameters())
@@ -119,9 +119,9 @@ def test_dropout_between_layers():
     t = _torch_twin(m, 'LSTM', dict(num_layers=2, dropout=0.5), 'float32').eval()
     x = np.random.default_rng(0).standard_normal((6, 2, 3)).astype('float32')
     m.eval()
-    _close(m(mi.Tensor(x))[0].numpy(), t(torch.tensor(x))[0], 'float32', 'eval mode: no dropout')
+    _close(m(mi.Tensor(x))[0].detach().numpy(), t(torch.tensor(x))[0], 'float32', 'eval mode: no dropout')
     m.train()
-    a, b = m(mi.Tensor(x))[0].numpy(), m(mi.Tensor(x))[0].numpy()
+    a, b = m(mi.Tensor(x))[0].detach().numpy(), m(mi.Tensor(x))[0].detach().numpy()
     assert not np.allclose(a, b)      # a fresh mask each call in training mode
 
 def test_backward_twice_accumulates():

@@ -23,7 +23,7 @@ def torch_copy(model):
         if isinstance(m, nn.Linear):
             t = torch.nn.Linear(m.in_features, m.out_features)
             with torch.no_grad():
-                t.weight.copy_(torch.tensor(m.weight.numpy())); t.bias.copy_(torch.tensor(m.bias.numpy()))
+                t.weight.copy_(torch.tensor(m.weight.detach().numpy())); t.bias.copy_(torch.tensor(m.bias.detach().numpy()))
             layers.append(t)
         else: layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers)

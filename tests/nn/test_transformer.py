@@ -27,7 +27,7 @@ def _check(m, tm, inputs, kw=None, tkw=None, seed=0, out_index=None):
     y, ty = m(*xs, **kw), tm(*ts, **tkw)
     if out_index is not None: y, ty = y[out_index], ty[out_index]
     assert y.shape == tuple(ty.shape)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
     g = np.random.default_rng(seed).standard_normal(y.shape).astype('float32')
     y.backward(mi.Tensor(g))
     ty.backward(torch.tensor(g))
@@ -91,7 +91,7 @@ def test_mha_self(batch_first, need_weights, average):
         m2, tm2 = _mha(batch_first=batch_first)
         xs, ts = mi.Tensor(x), torch.tensor(x, requires_grad=True)
         y, ty = m2(xs, xs, xs, **kw)[idx], tm2(ts, ts, ts, **kw)[idx]
-        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
         g = _x(*y.shape, seed=3)
         y.backward(mi.Tensor(g)); ty.backward(torch.tensor(g))
         np.testing.assert_allclose(xs.grad.numpy(), ts.grad.numpy(), rtol=GRTOL, atol=GATOL)
@@ -141,10 +141,10 @@ def test_mha_errors_and_dropout():
     with pytest.raises(ValueError, match='attn_mask'): m(x, x, x, attn_mask=np.zeros((2, 2), bool))
     with pytest.raises(ValueError, match='divisible'): nn.MultiheadAttention(10, 3)
     m.eval()
-    a, b = m(x, x, x)[0].numpy(), m(x, x, x)[0].numpy()
+    a, b = m(x, x, x)[0].detach().numpy(), m(x, x, x)[0].detach().numpy()
     assert np.array_equal(a, b)
     m.train()
-    assert not np.allclose(m(x, x, x, need_weights=False)[0].numpy(), a)
+    assert not np.allclose(m(x, x, x, need_weights=False)[0].detach().numpy(), a)
 
 
 # ---------------------------------------------------------------- encoder / decoder layers
@@ -231,7 +231,7 @@ def _check64(m, tm, inputs, kw, tkw, seed=0):
     ts = [torch.tensor(a, requires_grad=True) for a in inputs]
     y, ty = m(*xs, **kw), tm(*ts, **tkw)
     assert y.shape == tuple(ty.shape) and y.dtype == 'float64'
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-11)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-11)
     g = np.random.default_rng(seed).standard_normal(y.shape)
     y.backward(mi.Tensor(g, dtype='float64')); ty.backward(torch.tensor(g))
     for x, t in zip(xs, ts): np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-10)
@@ -278,10 +278,10 @@ def test_transformer_mask_init_and_errors():
     assert mask.dtype == 'float32' and not mask.requires_grad
     mi.init.manual_seed(0)
     m = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16)
-    w0, w1 = (m.encoder.layers[i].self_attn.in_proj_weight.numpy() for i in (0, 1))
+    w0, w1 = (m.encoder.layers[i].self_attn.in_proj_weight.detach().numpy() for i in (0, 1))
     assert not np.allclose(w0, w1)                                   # re-initialised: the stacked copies differ
     assert np.abs(w0).max() <= math.sqrt(6 / (8 + 24)) and np.abs(w0).max() > 0.5 * math.sqrt(6 / (8 + 24))
-    assert np.all(m.encoder.norm.weight.numpy() == 1) and np.all(m.encoder.layers[0].self_attn.in_proj_bias.numpy() == 0)
+    assert np.all(m.encoder.norm.weight.detach().numpy() == 1) and np.all(m.encoder.layers[0].self_attn.in_proj_bias.detach().numpy() == 0)
     assert len(m.decoder.layers) == 1 and isinstance(m.decoder.norm, nn.LayerNorm)
     with pytest.raises(ValueError, match='batch'): m(mi.Tensor(_x(5, 2, 8)), mi.Tensor(_x(3, 4, 8)))
     with pytest.raises(ValueError, match='d_model'): m(mi.Tensor(_x(5, 2, 8)), mi.Tensor(_x(3, 2, 6)))
@@ -300,7 +300,7 @@ def test_causal_mask_offset():
 def test_sinusoidal_positions():
     pe = nn.SinusoidalPositionalEncoding(16, max_len=50)
     x = mi.Tensor(np.zeros((2, 10, 16), 'float32'))
-    y = pe(x, offset=3).numpy()
+    y = pe(x, offset=3).detach().numpy()
     t = np.arange(3, 13)[:, None]
     np.testing.assert_allclose(y[0, :, 0], np.sin(t[:, 0]), atol=1e-6)              # i = 0: wavelength 2 pi
     np.testing.assert_allclose(y[1, :, 1], np.cos(t[:, 0]), atol=1e-6)
@@ -313,7 +313,7 @@ def test_learned_positions_train():
     pe = nn.LearnedPositionalEmbedding(8, 4)
     x = mi.Tensor(_x(2, 3, 4))
     y = pe(x, offset=2)
-    np.testing.assert_allclose(y.numpy(), x.numpy() + pe.weight.numpy()[2:5], atol=1e-6)
+    np.testing.assert_allclose(y.detach().numpy(), x.detach().numpy() + pe.weight.detach().numpy()[2:5], atol=1e-6)
     g = _x(2, 3, 4, seed=1)
     y.backward(mi.Tensor(g))
     expect = np.zeros((8, 4), 'float32'); expect[2:5] = g.sum(0)
@@ -328,8 +328,8 @@ def test_needle_attention_activation():
     mask = np.triu(np.ones((5, 5)), 1) * -np.finfo(np.float32).max
     s = q @ k.swapaxes(-1, -2) / 2.0 + mask
     p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
-    np.testing.assert_allclose(probs.numpy(), p, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out.numpy(), p @ v, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(probs.detach().numpy(), p, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), p @ v, rtol=1e-5, atol=1e-5)
 
 
 def test_needle_attention_layer_against_torch():
@@ -338,7 +338,7 @@ def test_needle_attention_layer_against_torch():
     x = _x(B, T, D)
     assert layer.q_projection.weight.shape == (D, H * dh)     # needle's Linear layout
     y = layer(mi.Tensor(x)).numpy()
-    P = {k: torch.tensor(v) for k, v in layer.state_dict().items()}
+    P = {k: torch.tensor(v.numpy()) for k, v in layer.state_dict().items()}
     tx = torch.tensor(x)
     def proj(name, t):
         t = torch.nn.functional.layer_norm(t, (D,), P[f'prenorm_{name}.weight'], P[f'prenorm_{name}.bias'])
@@ -400,11 +400,11 @@ def test_gpt_matches_torch():
     tm = TorchGPT(11, 8, 2, 2, 16)
     sd = m.state_dict()
     sd['wpe.weight'] = sd.pop('wpe.weight')
-    tm.load_state_dict({k: torch.tensor(v) for k, v in sd.items() if k != 'lm_head.weight'}, strict=False)
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in sd.items() if k != 'lm_head.weight'}, strict=False)
     idx = np.random.default_rng(0).integers(0, 11, (3, 8))
     y = m(idx)
     ty = tm(torch.tensor(idx))
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
     g = _x(*y.shape, seed=2)
     y.backward(mi.Tensor(g)); ty.backward(torch.tensor(g))
     tp = dict(tm.named_parameters())
@@ -433,7 +433,7 @@ def test_cached_generation_matches_uncached(small_gpt, kw):
 
 def test_cached_logits_match_full_forward(small_gpt):
     idx = np.random.default_rng(0).integers(0, 13, (2, 9))
-    full = small_gpt(idx).numpy()
+    full = small_gpt(idx).detach().numpy()
     cache = small_gpt.make_cache(2)
     with mi.no_grad():
         first = small_gpt(idx[:, :5], cache).numpy()
@@ -458,4 +458,4 @@ def test_sdpa_float64_with_a_numpy_float_mask_stays_float64():
     ref = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(a) for a in (q, k, v)],
                                                            attn_mask=torch.tensor(m))
     assert ours.dtype == 'float64'
-    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(ours.detach().numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-13)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import minima as mi
 from minima.autograd import Op, Tensor
-from minima.testing import REGISTRY, registered_ops, _make_inputs, _diff_idx, _mi_inputs, _as_list
+from minima.testing import REGISTRY, registered_ops
+from minima.testing import case_inputs, diff_positions, minima_inputs, as_list
 
 
 def _setter(op):
@@ -38,10 +39,11 @@ def watched(monkeypatch):
 
 
 def _run(spec, c, rng, create_graph):
-    arrs = _make_inputs(spec, c, rng)
-    diff = _diff_idx(spec, arrs)
-    xs = _mi_inputs(arrs, diff, 'float64', mi.cpu())
-    outs = [y for y in _as_list(spec.fn(*xs, **c.kwargs)) if isinstance(y, Tensor) and y.requires_grad]
+    arrs = case_inputs(spec, c, rng)
+    diff = diff_positions(spec, arrs)
+    xs = minima_inputs(arrs, diff, 'float64', mi.cpu())
+    outs = [y for y in as_list(spec.fn(*xs, **c.kwargs))
+            if isinstance(y, Tensor) and y.requires_grad]
     if not outs: return
     loss = sum(((y * Tensor(rng.standard_normal(y.shape), dtype=y.dtype)).sum() for y in outs), Tensor(0.0, dtype='float64'))
     loss.backward(create_graph=create_graph)
@@ -86,7 +88,7 @@ def test_op_class_defaults_agree_with_the_function():
     assert inspect.signature(GELUOp).parameters['approximate'].default == \
         inspect.signature(gelu).parameters['approximate'].default == 'none'
     x = Tensor(np.linspace(-3, 3, 7))
-    assert np.array_equal(GELUOp()(x).numpy(), gelu(x).numpy())
+    assert np.array_equal(GELUOp()(x).detach().numpy(), gelu(x).detach().numpy())
 
 
 def test_saved_state_is_not_in_the_repr():

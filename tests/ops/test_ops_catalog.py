@@ -95,17 +95,17 @@ def test_softmax_family_stable_at_1e4():
         for axis in (0, 1):
             m = mi.Tensor(x); y = f(m, axis); y.backward(mi.Tensor(g))
             t = torch.tensor(x, requires_grad=True); ty = tf(t, dim=axis); ty.backward(torch.tensor(g))
-            assert np.all(np.isfinite(y.numpy())) and np.all(np.isfinite(m.grad.numpy()))
-            assert close(y.numpy(), ty.detach(), 1e-5, 1e-5) and close(m.grad.numpy(), t.grad, 1e-5, 1e-5)
+            assert np.all(np.isfinite(y.detach().numpy())) and np.all(np.isfinite(m.grad.detach().numpy()))
+            assert close(y.detach().numpy(), ty.detach(), 1e-5, 1e-5) and close(m.grad.detach().numpy(), t.grad, 1e-5, 1e-5)
 
 def test_logsumexp_stable():
     x = mi.Tensor([[1e4, 1e4], [-1e4, -1e4 - 1]])
-    assert close(ops.logsumexp(x, 1).numpy(), torch.logsumexp(torch.tensor(x.numpy()), 1), 1e-6)
+    assert close(ops.logsumexp(x, 1).detach().numpy(), torch.logsumexp(torch.tensor(x.detach().numpy()), 1), 1e-6)
 
 def test_sigmoid_stable_both_ways():
     x = mi.Tensor([-1e4, -200.0, -50.0, 0.0, 50.0, 200.0, 1e4]); y = ops.sigmoid(x); y.sum().backward()
-    t = torch.tensor(x.numpy(), requires_grad=True); ty = torch.sigmoid(t); ty.sum().backward()
-    assert close(y.numpy(), ty.detach(), 1e-6, 1e-30) and close(x.grad.numpy(), t.grad, 1e-6, 1e-30)
+    t = torch.tensor(x.detach().numpy(), requires_grad=True); ty = torch.sigmoid(t); ty.sum().backward()
+    assert close(y.detach().numpy(), ty.detach(), 1e-6, 1e-30) and close(x.grad.detach().numpy(), t.grad, 1e-6, 1e-30)
 
 # ---- operators and reflected scalars
 
@@ -116,7 +116,7 @@ def test_reflected_scalars_and_tensor_power():
     out = (2 - x) * (2 / x) + 2 ** y + x ** y - y / x + (x ** 2) * 3
     tout = (2 - tx) * (2 / tx) + 2 ** ty + tx ** ty - ty / tx + (tx ** 2) * 3
     out.sum().backward(); tout.sum().backward()
-    assert close(out.numpy(), tout.detach()) and close(x.grad.numpy(), tx.grad) and close(y.grad.numpy(), ty.grad)
+    assert close(out.detach().numpy(), tout.detach()) and close(x.grad.detach().numpy(), tx.grad) and close(y.grad.detach().numpy(), ty.grad)
 
 def test_subtract_is_one_op():
     z = mi.Tensor([1.0]) - mi.Tensor([2.0])
@@ -132,7 +132,7 @@ def test_comparisons_are_bool_and_detached():
 def test_where_with_scalars_and_grad():
     x = mi.Tensor([-2.0, 3.0])
     y = ops.where(x > 0, x * 2, 0.5); y.sum().backward()
-    assert y.numpy().tolist() == [0.5, 6.0] and x.grad.numpy().tolist() == [0.0, 2.0]
+    assert y.detach().numpy().tolist() == [0.5, 6.0] and x.grad.detach().numpy().tolist() == [0.0, 2.0]
 
 # ---- movement semantics
 
@@ -140,7 +140,7 @@ def test_getitem_matches_numpy_and_iterates():
     a = np.arange(60.0).reshape(3, 4, 5)
     x = mi.Tensor(a)
     for idx in [(1,), (slice(None), -1), (Ellipsis, slice(None, None, -2)), (None, 2, slice(3, 0, -1)), (slice(10, 20),)]:
-        assert np.array_equal(x[idx].numpy(), a[idx])
+        assert np.array_equal(x[idx].detach().numpy(), a[idx])
     assert [r.shape for r in x] == [(4, 5)] * 3
 
 def test_getitem_gradient_accumulates_overlapping_reads():
@@ -153,7 +153,7 @@ def test_setitem_outside_autograd():
     with pytest.raises(RuntimeError): w[0] = 1.0
     with mi.no_grad(): w[0, ::2] = 5.0
     w.data[1] = mi.Tensor([1.0, 2.0, 3.0])
-    assert w.numpy().tolist() == [[5, 0, 5], [1, 2, 3]] and w.requires_grad
+    assert w.detach().numpy().tolist() == [[5, 0, 5], [1, 2, 3]] and w.requires_grad
 
 def test_split_pieces_and_tuple_adjoints():
     a = mi.Tensor(np.arange(12.0).reshape(3, 4))
@@ -165,15 +165,15 @@ def test_split_pieces_and_tuple_adjoints():
 def test_stack_split_roundtrip_and_concat():
     xs = [mi.Tensor(np.full((2, 3), float(i))) for i in range(3)]
     s = ops.stack(xs, axis=1)
-    assert s.shape == (2, 3, 3) and all(np.array_equal(t.numpy(), x.numpy()) for t, x in zip(ops.split(s, 1), xs))
+    assert s.shape == (2, 3, 3) and all(np.array_equal(t.detach().numpy(), x.detach().numpy()) for t, x in zip(ops.split(s, 1), xs))
     c = ops.concatenate(xs, axis=-1)
     assert c.shape == (2, 9) and ops.cat is ops.concatenate
 
 def test_dilate_undilate_needle_semantics():
     a = mi.Tensor([[1.0, 2.0], [3.0, 4.0]])
     d = ops.dilate(a, (0, 1), 1)
-    assert d.numpy().tolist() == [[1, 0, 2, 0], [0, 0, 0, 0], [3, 0, 4, 0], [0, 0, 0, 0]]
-    assert ops.undilate(d, (0, 1), 1).numpy().tolist() == a.numpy().tolist()
+    assert d.detach().numpy().tolist() == [[1, 0, 2, 0], [0, 0, 0, 0], [3, 0, 4, 0], [0, 0, 0, 0]]
+    assert ops.undilate(d, (0, 1), 1).detach().numpy().tolist() == a.detach().numpy().tolist()
     assert ops.dilate(a, (1,), 2).shape == (2, 6)
 
 def test_cast_and_to_move_gradients_back():
@@ -187,7 +187,7 @@ def test_cast_and_to_move_gradients_back():
 def test_contiguous_compacts_views():
     x = mi.Tensor(np.arange(6.0).reshape(2, 3)).transpose()
     c = x.contiguous()
-    assert not x.cached_data.is_compact() and c.cached_data.is_compact() and np.array_equal(c.numpy(), x.numpy())
+    assert not x.cached_data.is_compact() and c.cached_data.is_compact() and np.array_equal(c.detach().numpy(), x.detach().numpy())
 
 def test_tensor_methods():
     x = mi.Tensor(np.random.default_rng(0).standard_normal((2, 3, 4)))
@@ -207,5 +207,5 @@ def test_clamp_bounds_pass_gradient_like_torch():
 @pytest.mark.parametrize('mode', ['reflect', 'replicate'])
 def test_edge_padding_matches_numpy(mode):
     a = np.arange(12.0).reshape(3, 4)
-    got = ops.pad(mi.Tensor(a), ((1, 2), (2, 1)), mode=mode).numpy()
+    got = ops.pad(mi.Tensor(a), ((1, 2), (2, 1)), mode=mode).detach().numpy()
     assert np.array_equal(got, np.pad(a, ((1, 2), (2, 1)), mode='reflect' if mode == 'reflect' else 'edge'))

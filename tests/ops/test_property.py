@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, HealthCheck, strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
-import minima
 from minima.testing import REGISTRY, case, check_op, get_spec
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)

@@ -35,7 +35,7 @@ def test_optimizer_state_dict_resumes_identically(make):
     m3.load_state_dict(sm); o3.load_state_dict(so)
     _train(m3, o3, b[5:])
     for p, q in zip(m1.parameters(), m3.parameters()):
-        assert np.isfinite(p.numpy()).all() and np.array_equal(p.numpy(), q.numpy())
+        assert np.isfinite(p.detach().numpy()).all() and np.array_equal(p.detach().numpy(), q.detach().numpy())
 
 def test_optimizer_state_dict_layout_like_torch():
     m = _model(); o = optim.SGD(m.parameters(), lr=0.1, momentum=0.9); _train(m, o, _batches(2))
@@ -65,7 +65,7 @@ def test_param_groups_with_their_own_lr_match_torch():
             g = rng.standard_normal(p.shape).astype('float32')
             p.grad, tp.grad = mi.Tensor(g, requires_grad=False), torch.tensor(g)
         o.step(); to.step()
-    for p, tp in zip(ps, tps): assert np.allclose(p.numpy(), tp.detach().numpy(), atol=1e-6)
+    for p, tp in zip(ps, tps): assert np.allclose(p.detach().numpy(), tp.detach().numpy(), atol=1e-6)
     assert [g['lr'] for g in o.param_groups] == [g['lr'] for g in to.param_groups]
 
 @pytest.mark.parametrize('make', [lambda ps, kw: optim.SGD(ps, **kw), lambda ps, kw: torch.optim.SGD(ps, **kw)])
@@ -125,8 +125,8 @@ def test_reduce_lr_on_plateau_matches_torch(kw):
 # ---------------------------------------------------------------- modules
 def _copy_conv(m, tm):
     with torch.no_grad():
-        tm.weight.copy_(torch.tensor(m.weight.numpy()))
-        if m.bias is not None: tm.bias.copy_(torch.tensor(m.bias.numpy()))
+        tm.weight.copy_(torch.tensor(m.weight.detach().numpy()))
+        if m.bias is not None: tm.bias.copy_(torch.tensor(m.bias.detach().numpy()))
 
 @pytest.mark.parametrize('kw', [dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
                                 dict(kernel_size=3, groups=2, stride=2), dict(kernel_size=3, groups=4, padding=1),
@@ -140,11 +140,11 @@ def test_conv2d_module_options_match_torch(kw):
     m, tm = nn.Conv2d(4, 8, **kw), torch.nn.Conv2d(4, 8, **kw)
     assert m.weight.shape == tuple(tm.weight.shape)
     _copy_conv(m, tm)
-    x = init.randn(2, 4, 9, 8, requires_grad=True); tx = torch.tensor(x.numpy(), requires_grad=True)
+    x = init.randn(2, 4, 9, 8, requires_grad=True); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
     y, ty = m(x), tm(tx)
     g = np.random.default_rng(1).standard_normal(ty.shape).astype('float32')
     (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
-    assert np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-4)
+    assert np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-4)
     assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-4)
     assert np.allclose(m.weight.grad.numpy(), tm.weight.grad.numpy(), atol=1e-3)
 
@@ -158,11 +158,11 @@ def test_conv2d_module_rejects_what_torch_rejects():
                                   lambda M: M.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False),
                                   lambda M: M.AvgPool2d((3, 2), 2, (1, 1), ceil_mode=True)])
 def test_pool_module_options_match_torch(make):
-    x = init.randn(2, 3, 9, 8, requires_grad=True); tx = torch.tensor(x.numpy(), requires_grad=True)
+    x = init.randn(2, 3, 9, 8, requires_grad=True); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
     y, ty = make(nn)(x), make(torch.nn)(tx)
     g = np.random.default_rng(0).standard_normal(ty.shape).astype('float32')
     (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
-    assert np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-5) and np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-5)
+    assert np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-5) and np.allclose(x.grad.detach().numpy(), tx.grad.detach().numpy(), atol=1e-5)
 
 def test_max_pool_return_indices_module():
     x = init.randn(1, 2, 6, 6)
@@ -173,16 +173,16 @@ def test_max_pool_return_indices_module():
 def test_batchnorm1d_on_sequences_matches_torch():
     bn, tbn = nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
     for step in range(3):
-        x = init.randn(4, 3, 6, mean=step, std=2.0, requires_grad=True); tx = torch.tensor(x.numpy(), requires_grad=True)
+        x = init.randn(4, 3, 6, mean=step, std=2.0, requires_grad=True); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
         y, ty = bn(x), tbn(tx)
         g = np.random.default_rng(step).standard_normal(ty.shape).astype('float32')
         (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
-        assert np.allclose(y.numpy(), ty.detach().numpy(), atol=1e-4) and np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-4)
+        assert np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-4) and np.allclose(x.grad.detach().numpy(), tx.grad.detach().numpy(), atol=1e-4)
     assert np.allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), atol=1e-5)
     assert np.allclose(bn.running_var.numpy(), tbn.running_var.numpy(), atol=1e-5)
     bn.eval(); tbn.eval()
     x = init.randn(2, 3, 5)
-    assert np.allclose(bn(x).numpy(), tbn(torch.tensor(x.numpy())).detach().numpy(), atol=1e-5)
+    assert np.allclose(bn(x).detach().numpy(), tbn(torch.tensor(x.detach().numpy())).detach().numpy(), atol=1e-5)
     assert list(bn.state_dict()) == list(tbn.state_dict())
 
 @pytest.mark.parametrize('M,shape', [('BatchNorm1d', (6, 3)), ('BatchNorm2d', (4, 3, 2, 2))])
@@ -190,7 +190,7 @@ def test_batchnorm_momentum_none_is_a_cumulative_average(M, shape):
     bn, tbn = getattr(nn, M)(3, momentum=None), getattr(torch.nn, M)(3, momentum=None)
     for step in range(5):
         x = init.randn(*shape, mean=step, std=1 + step)
-        assert np.allclose(bn(x).numpy(), tbn(torch.tensor(x.numpy())).detach().numpy(), atol=1e-4)
+        assert np.allclose(bn(x).detach().numpy(), tbn(torch.tensor(x.detach().numpy())).detach().numpy(), atol=1e-4)
     assert np.allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), atol=1e-5)
     assert np.allclose(bn.running_var.numpy(), tbn.running_var.numpy(), atol=1e-4)
     assert bn.num_batches_tracked.item() == tbn.num_batches_tracked.item() == 5
@@ -209,7 +209,7 @@ def test_float32_batchnorm_rejects_float64_batch_like_torch():
 def test_cross_entropy_loss_module_matches_torch(kw, shape):
     rng = np.random.default_rng(0)
     z = mi.Tensor(rng.standard_normal(shape).astype('float32'), requires_grad=True)
-    tz = torch.tensor(z.numpy(), requires_grad=True)
+    tz = torch.tensor(z.detach().numpy(), requires_grad=True)
     y = rng.integers(0, shape[1], (shape[0],) + shape[2:])
     kw = dict(kw)
     if kw.get('weight'):
@@ -220,13 +220,13 @@ def test_cross_entropy_loss_module_matches_torch(kw, shape):
     l, tl = nn.CrossEntropyLoss(**mkw)(z, mi.Tensor(y)), torch.nn.CrossEntropyLoss(**tkw)(tz, torch.tensor(y))
     g = rng.standard_normal(tl.shape).astype('float32')
     (l * mi.Tensor(g)).sum().backward(); (tl * torch.tensor(g)).sum().backward()
-    assert np.allclose(l.numpy(), tl.detach().numpy(), atol=1e-5)
+    assert np.allclose(l.detach().numpy(), tl.detach().numpy(), atol=1e-5)
     assert np.allclose(z.grad.numpy(), tz.grad.numpy(), atol=1e-5)
 
 def test_dropout_p1_and_flatten_on_empty_batch_like_torch():
     x = init.randn(4, 5, requires_grad=True)
     y = nn.Dropout(p=1)(x)
-    assert np.array_equal(y.numpy(), torch.nn.Dropout(p=1)(torch.tensor(x.numpy())).numpy())
+    assert np.array_equal(y.detach().numpy(), torch.nn.Dropout(p=1)(torch.tensor(x.detach().numpy())).detach().numpy())
     y.sum().backward(); assert np.array_equal(x.grad.numpy(), np.zeros((4, 5), 'float32'))
     e = mi.Tensor(np.zeros((0, 3, 4), 'float32'))
     assert nn.Flatten()(e).shape == tuple(torch.nn.Flatten()(torch.zeros(0, 3, 4)).shape) == (0, 12)
@@ -258,9 +258,9 @@ def test_forward_hooks_like_torch():
     h = m[1].register_forward_hook(lambda mod, inp, out: seen.append((type(mod).__name__, inp[0].shape, out.shape)))
     h2 = m[2].register_forward_hook(lambda mod, inp, out: out * 0)   # a returned value replaces the output
     y = m(init.randn(5, 3))
-    assert seen == [('ReLU', (5, 4), (5, 4))] and np.array_equal(y.numpy(), np.zeros((5, 2), 'float32'))
+    assert seen == [('ReLU', (5, 4), (5, 4))] and np.array_equal(y.detach().numpy(), np.zeros((5, 2), 'float32'))
     h.remove(); h2.remove()
-    assert m(init.randn(5, 3)).numpy().any() and len(seen) == 1
+    assert m(init.randn(5, 3)).detach().numpy().any() and len(seen) == 1
 
 def test_save_then_load_round_trips_under_the_same_name(tmp_path):
     init.manual_seed(0)
@@ -301,7 +301,7 @@ def _grad_check(f, tf, arrays, diff=(0,), tol=1e-5, **kw):
     y, ty = f(*ms, **kw), tf(*ts, **kw)
     g = np.random.default_rng(9).standard_normal(ty.shape).astype('float32')
     (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
-    assert y.dtype == 'float32' and np.allclose(y.numpy(), ty.detach().numpy(), atol=tol, rtol=tol)
+    assert y.dtype == 'float32' and np.allclose(y.detach().numpy(), ty.detach().numpy(), atol=tol, rtol=tol)
     for i in diff: assert np.allclose(ms[i].grad.numpy(), ts[i].grad.numpy(), atol=tol, rtol=tol)
 
 @pytest.mark.parametrize('name', ['relu', 'gelu', 'silu', 'sigmoid', 'tanh', 'softplus'])
@@ -416,23 +416,23 @@ def test_argmax_dim_keyword():
 @pytest.mark.parametrize('index', [lambda m: m([1, 0, 2, 1]), lambda m: m([-1, 0]), lambda m: (slice(None), m([2, 0])),
                                    lambda m: (0, m([[1, 1], [0, 2]]))])
 def test_integer_array_indexing_with_gradients(index):
-    x = init.randn(3, 4, requires_grad=True); tx = torch.tensor(x.numpy(), requires_grad=True)
+    x = init.randn(3, 4, requires_grad=True); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
     y, ty = x[index(np.array)], tx[index(torch.tensor)]
-    assert y.shape == tuple(ty.shape) and np.allclose(y.numpy(), ty.detach().numpy())
+    assert y.shape == tuple(ty.shape) and np.allclose(y.detach().numpy(), ty.detach().numpy())
     g = np.random.default_rng(0).standard_normal(ty.shape).astype('float32')
     (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
     assert np.allclose(x.grad.numpy(), tx.grad.numpy(), atol=1e-6)
 
 def test_boolean_mask_indexing_with_gradients():
-    x = init.randn(3, 4, requires_grad=True); tx = torch.tensor(x.numpy(), requires_grad=True)
-    for mask in [x.numpy() > 0, (x.numpy() > 0)[:, 0], np.zeros((3, 4), bool)]:
+    x = init.randn(3, 4, requires_grad=True); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    for mask in [x.detach().numpy() > 0, (x.detach().numpy() > 0)[:, 0], np.zeros((3, 4), bool)]:
         y, ty = x[mi.Tensor(mask)], tx[torch.tensor(mask)]
-        assert y.shape == tuple(ty.shape) and np.allclose(y.numpy(), ty.detach().numpy())
+        assert y.shape == tuple(ty.shape) and np.allclose(y.detach().numpy(), ty.detach().numpy())
         g = np.random.default_rng(0).standard_normal(ty.shape).astype('float32')
         x.grad = None; tx.grad = None
         (y * mi.Tensor(g)).sum().backward(); (ty * torch.tensor(g)).sum().backward()
         assert np.allclose(x.grad.numpy(), tx.grad.numpy())
-    assert x[x > 0].shape == (int((x.numpy() > 0).sum()),)
+    assert x[x > 0].shape == (int((x.detach().numpy() > 0).sum()),)
 
 
 # ---------------------------------------------------------------- clean public namespaces

@@ -15,7 +15,7 @@ nan, inf = float('nan'), float('inf')
 def T(a, dtype='float32', requires_grad=True): return mi.Tensor(np.asarray(a, dtype=dtype), requires_grad=requires_grad)
 def TT(a, dtype=torch.float32, requires_grad=True): return torch.tensor(np.asarray(a), dtype=dtype, requires_grad=requires_grad)
 def same(a, b, tol=1e-6):
-    a = a.numpy() if hasattr(a, 'numpy') and not isinstance(a, np.ndarray) else np.asarray(a)
+    a = a.detach().numpy() if hasattr(a, 'numpy') and not isinstance(a, np.ndarray) else np.asarray(a)
     b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
     assert a.shape == b.shape, (a.shape, b.shape)
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol, equal_nan=True)

@@ -13,7 +13,7 @@ def leaf(L, a):
     return (torch.tensor(a, dtype=torch.float64) if L is torch else M(a)).requires_grad_(True)
 
 def close(a, b, tol=1e-10):
-    a = a.numpy() if isinstance(a, minima.Tensor) else a
+    a = a.detach().numpy() if isinstance(a, minima.Tensor) else a
     b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
     np.testing.assert_allclose(np.asarray(a, dtype='float64'), np.asarray(b, dtype='float64'), rtol=tol, atol=tol)
 
@@ -177,4 +177,4 @@ def test_random_inplace_view_programs_match_torch(chunk):
         for a, b, name in zip(m, t, ('y', 'x.grad', 'o.grad')):
             if b is None: assert a is None or np.all(a.numpy() == 0), f'{where}: {name}'; continue
             assert a is not None, f'{where}: {name} is None'
-            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-9, atol=1e-9, err_msg=f'{where}: {name}')
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-9, atol=1e-9, err_msg=f'{where}: {name}')

@@ -14,13 +14,13 @@ RNG = np.random.default_rng
 def M(a, grad=True): return mi.Tensor(np.asarray(a, dtype='float64'), dtype='float64', requires_grad=grad)
 def T(a, grad=True): return torch.tensor(np.asarray(a, dtype='float64'), requires_grad=grad)
 def close(a, b, tol=1e-9):
-    a = a.numpy() if hasattr(a, 'numpy') and not isinstance(a, np.ndarray) and not isinstance(a, torch.Tensor) else a
+    a = a.detach().numpy() if hasattr(a, 'numpy') and not isinstance(a, np.ndarray) and not isinstance(a, torch.Tensor) else a
     b = b.detach().numpy() if isinstance(b, torch.Tensor) else b
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
 
 def to_torch(m, tm):
     "Copy minima module `m`'s state into torch module `tm` (same names, same layouts) and return `tm`."
-    tm.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items()}, strict=True)
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()}, strict=True)
     return tm
 
 # --- nn.Linear: torch's layout -------------------------------------------------------------------------------------
@@ -35,14 +35,14 @@ def test_linear_has_torch_layout_and_loads_torch_state_dict():
     ym.backward(M(g, False)); yt.backward(torch.tensor(g))
     close(ym, yt); close(xm.grad, xt.grad); close(m.weight.grad, tl.weight.grad); close(m.bias.grad, tl.bias.grad)
     b = 1 / math.sqrt(300)
-    w = nn.Linear(300, 200).weight.numpy()
+    w = nn.Linear(300, 200).weight.detach().numpy()
     assert np.abs(w).max() <= b and np.abs(w).max() > 0.9 * b    # torch's init bound 1/sqrt(in)
     import minima.needle as ndl
     assert ndl.nn.Linear(6, 4).weight.shape == (6, 4)            # needle keeps (in, out)
 
 # --- silent wrong answers ------------------------------------------------------------------------------------------
 def test_bce_gradient_is_finite_where_sigmoid_saturates():
-    x = mi.Tensor(np.array([20., -20., .5], 'float32')); tx = torch.tensor(x.numpy(), requires_grad=True)
+    x = mi.Tensor(np.array([20., -20., .5], 'float32')); tx = torch.tensor(x.detach().numpy(), requires_grad=True)
     F.binary_cross_entropy(mi.ops.sigmoid(x), mi.Tensor(np.array([0., 1., 1.], 'float32'))).backward()
     TF.binary_cross_entropy(torch.sigmoid(tx), torch.tensor([0., 1., 1.])).backward()
     assert np.isfinite(x.grad.numpy()).all(); close(x.grad, tx.grad, 1e-6)
@@ -62,7 +62,7 @@ def test_sdpa_fully_masked_row_gives_zero_and_finite_grads():
     ms, ts = [M(a) for a in (q, k, v)], [T(a) for a in (q, k, v)]
     o = F.scaled_dot_product_attention(*ms, mi.Tensor(mask)); o.backward(M(g, False))
     to = TF.scaled_dot_product_attention(*ts, torch.tensor(mask)); to.backward(torch.tensor(g))
-    assert np.all(o.numpy()[:, 1] == 0)
+    assert np.all(o.detach().numpy()[:, 1] == 0)
     close(o, to)
     for a, b in zip(ms, ts): assert np.isfinite(a.grad.numpy()).all(); close(a.grad, b.grad)
 
@@ -74,7 +74,7 @@ def test_mha_padding_that_hides_a_whole_row_keeps_parameter_grads_finite():
     pad = np.array([[True, False, False], [False, False, False]])   # sequence 0: its first key is padding
     out, _ = mha(x, x, x, attn_mask=causal, key_padding_mask=pad, need_weights=False)
     out.sum().backward()
-    assert np.isfinite(out.numpy()).all() and np.isfinite(mha.in_proj_weight.grad.numpy()).all()
+    assert np.isfinite(out.detach().numpy()).all() and np.isfinite(mha.in_proj_weight.grad.detach().numpy()).all()
 
 def test_sdpa_learned_float_mask_gets_its_gradient():
     q, k, v = _qkv(2)
@@ -287,12 +287,12 @@ def test_nn_init_in_place_matches_torch_statistics(name, kw, std):
     lin, tw = nn.Linear(400, 300), torch.empty(300, 400)
     w = lin.weight
     getattr(nn.init, name)(lin.weight, **kw); getattr(torch.nn.init, name)(tw, **kw)
-    s, ts = lin.weight.numpy().std(), tw.std().item()
+    s, ts = lin.weight.detach().numpy().std(), tw.std().item()
     assert lin.weight is w and lin.weight.dtype == 'float32' and abs(s - ts) / ts < 0.03
     if std: assert abs(s - std) / std < 0.03
-    if name == 'trunc_normal_': assert np.abs(lin.weight.numpy()).max() <= 2.0
+    if name == 'trunc_normal_': assert np.abs(lin.weight.detach().numpy()).max() <= 2.0
     nn.init.zeros_(lin.bias); nn.init.constant_(lin.weight, 0.5)
-    assert lin.bias.numpy().max() == 0 and np.all(lin.weight.numpy() == 0.5)
+    assert lin.bias.detach().numpy().max() == 0 and np.all(lin.weight.detach().numpy() == 0.5)
 
 def test_module_apply_to_requires_grad_register():
     m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
@@ -462,7 +462,7 @@ def test_sdpa_broadcasts_batch_dims_as_torch():
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     out = F.scaled_dot_product_attention(mq, mk, mv, is_causal=True)
     tout = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
     (out * mi.tensor(g)).sum().backward(); (tout * torch.tensor(g)).sum().backward()
     for a, b in ((mq, tq), (mk, tk), (mv, tv)):
         assert a.grad.shape == tuple(b.shape)
@@ -561,7 +561,7 @@ def test_backward_hook_when_no_input_requires_grad_and_bad_returns():
         lin3(x).sum().backward()
     h.remove()
     lin3(x).sum().backward()                  # removed: plain backward again
-    assert np.allclose(x.grad.numpy(), np.tile(lin3.weight.numpy().sum(0), (4, 1)))
+    assert np.allclose(x.grad.detach().numpy(), np.tile(lin3.weight.detach().numpy().sum(0), (4, 1)))
 
 def test_backward_hooks_removed_by_handle_and_context_and_no_grad():
     lin, calls = nn.Linear(2, 2), []
@@ -620,7 +620,7 @@ def test_forward_hooks_prepend_with_kwargs_always_call_like_torch():
                                              'pre0', 'pre1', ('kw', []), 'always']
     lin = nn.Linear(2, 2)   # a pre-hook with kwargs replaces both
     lin.register_forward_pre_hook(lambda m, a, kw: ((a[0] * 0,), kw), with_kwargs=True)
-    assert np.allclose(lin(mi.ones(1, 2)).numpy(), lin.bias.numpy())
+    assert np.allclose(lin(mi.ones(1, 2)).detach().numpy(), lin.bias.detach().numpy())
     with pytest.raises(TypeError, match='expected a callable'): lin.register_full_backward_hook(3)
 
 

@@ -10,7 +10,7 @@ left as torch's), so the same text runs twice. Both runs start from the same wei
 loaded into minima's model) and see the same batches; losses, gradients, updated parameters and generated tokens must
 agree to float32 rounding."""
 import sys, textwrap
-import numpy as np, pytest, torch
+import numpy as np, torch
 
 import minima
 
@@ -39,7 +39,7 @@ def as_np(x):
     if isinstance(x, dict): return {k: as_np(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return [as_np(v) for v in x]
     if isinstance(x, torch.Tensor): return x.detach().numpy()
-    if isinstance(x, minima.Tensor): return x.numpy()
+    if isinstance(x, minima.Tensor): return x.detach().numpy()
     return x
 
 def compare(ours, theirs, path='', rtol=2e-4, atol=2e-5):

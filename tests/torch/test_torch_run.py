@@ -93,6 +93,7 @@ def test_as_torch_restores_real_torch_and_removes_hooks():
     assert 'minima does not implement' not in str(e.value)
 
 def test_device_is_cuda_and_format():
+    # audit 4, M37: torch.device(...) and torch.cuda.is_available()
     d = mi.device('cuda' if mi.cuda.is_available() else 'cpu')
     td = torch.device(str(d))
     assert (d.type, d.index, repr(d), str(d)) == (td.type, td.index, repr(td), str(td))
@@ -124,7 +125,7 @@ def test_grad_scaler_matches_torch():
             o.zero_grad()
             s.scale((p * p * (float('inf') if bad else 1.)).sum()).backward()
             s.step(o); s.update()
-        assert np.allclose(tp.detach().numpy(), mp.numpy()) and ts.get_scale() == ms.get_scale(), i
+        assert np.allclose(tp.detach().numpy(), mp.detach().numpy()) and ts.get_scale() == ms.get_scale(), i
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         assert mi.cuda.amp.GradScaler(enabled=True).is_enabled() == mi.cuda.is_available()
@@ -135,6 +136,7 @@ def test_grad_scaler_matches_torch():
 @pytest.mark.parametrize('batch_first', [False, True])
 @pytest.mark.parametrize('enforce_sorted', [False, True])
 def test_rnn_pack_pad_match_torch(batch_first, enforce_sorted):
+    # audit 4, M8: nn.utils.rnn pad_sequence / pack_padded_sequence / pad_packed_sequence
     rng = np.random.default_rng(1)
     lens = [5, 3, 2] if enforce_sorted else [3, 5, 2]
     x = rng.standard_normal((3, 5, 4) if batch_first else (5, 3, 4))
@@ -142,10 +144,10 @@ def test_rnn_pack_pad_match_torch(batch_first, enforce_sorted):
     TR, MR = torch.nn.utils.rnn, mi.nn.utils.rnn
     tp = TR.pack_padded_sequence(tx, lens, batch_first=batch_first, enforce_sorted=enforce_sorted)
     mp = MR.pack_padded_sequence(mx, lens, batch_first=batch_first, enforce_sorted=enforce_sorted)
-    assert np.array_equal(tp.data.detach().numpy(), mp.data.numpy())
+    assert np.array_equal(tp.data.detach().numpy(), mp.data.detach().numpy())
     assert tp.batch_sizes.tolist() == mp.batch_sizes.numpy().tolist()
     (to, tl), (mo, ml) = TR.pad_packed_sequence(tp, batch_first), MR.pad_packed_sequence(mp, batch_first)
-    assert np.array_equal(to.detach().numpy(), mo.numpy()) and tl.tolist() == ml.numpy().tolist()
+    assert np.array_equal(to.detach().numpy(), mo.detach().numpy()) and tl.tolist() == ml.detach().numpy().tolist()
     g = rng.standard_normal(to.shape)
     (to * torch.tensor(g)).sum().backward(); (mo * mi.tensor(g)).sum().backward()
     assert np.allclose(tx.grad.numpy(), mx.grad.numpy(), atol=1e-12)
@@ -159,14 +161,15 @@ def test_rnn_pack_pad_match_torch(batch_first, enforce_sorted):
     with pytest.raises(RuntimeError, match='sorted'): MR.pack_padded_sequence(mi.zeros(5, 3, 4), [2, 5, 3])
 
 def test_parameters_to_vector_matches_torch():
+    # audit 4, M7: parameters_to_vector / vector_to_parameters
     tm, mm = torch.nn.Linear(3, 2).double(), mi.nn.Linear(3, 2).double()
     mm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     tv, mv = torch.nn.utils.parameters_to_vector(tm.parameters()), mi.nn.utils.parameters_to_vector(mm.parameters())
-    assert np.array_equal(tv.detach().numpy(), mv.numpy())
+    assert np.array_equal(tv.detach().numpy(), mv.detach().numpy())
     g = np.arange(8.)
     (tv * torch.tensor(g)).sum().backward(); (mv * mi.tensor(g)).sum().backward()
     assert np.array_equal(tm.weight.grad.numpy(), mm.weight.grad.numpy())
     torch.nn.utils.vector_to_parameters(torch.tensor(g), tm.parameters())
     mi.nn.utils.vector_to_parameters(mi.tensor(g), mm.parameters())
-    assert np.array_equal(tm.bias.detach().numpy(), mm.bias.numpy()) and mm.weight.shape == (2, 3)
+    assert np.array_equal(tm.bias.detach().numpy(), mm.bias.detach().numpy()) and mm.weight.shape == (2, 3)
     with pytest.raises(ValueError): mi.nn.utils.vector_to_parameters(mi.tensor(np.ones(3)), mm.parameters())

@@ -22,7 +22,7 @@ def test_manual_sgd_loop_updates_the_model_as_torch():
     x = r(5, 3, dtype='float32')
     m = mi.nn.Linear(3, 2); tm = torch.nn.Linear(3, 2)
     with torch.no_grad():
-        tm.weight.copy_(torch.tensor(m.weight.numpy())); tm.bias.copy_(torch.tensor(m.bias.numpy()))
+        tm.weight.copy_(torch.tensor(m.weight.detach().numpy())); tm.bias.copy_(torch.tensor(m.bias.detach().numpy()))
     for _ in range(3):
         (m(mi.tensor(x)) ** 2).sum().backward(); (tm(torch.tensor(x)) ** 2).sum().backward()
         with mi.no_grad():
@@ -37,9 +37,9 @@ def test_inplace_on_a_leaf_that_requires_grad_raises():
     for f in [lambda: w.__iadd__(1), lambda: w.add_(1), lambda: w.zero_(), lambda: w.fill_(3.), lambda: w.mul_(2),
               lambda: w.uniform_(), lambda: w.normal_(), lambda: w.copy_(mi.tensor([0., 0.])), lambda: w.clamp_(0, 1)]:
         with pytest.raises(RuntimeError, match='leaf Variable that requires grad'): f()
-    assert w.is_leaf and w.numpy().tolist() == [1., 2.]
+    assert w.is_leaf and w.detach().numpy().tolist() == [1., 2.]
     with mi.no_grad(): w += 1
-    assert w.is_leaf and w.requires_grad and w.numpy().tolist() == [2., 3.]
+    assert w.is_leaf and w.requires_grad and w.detach().numpy().tolist() == [2., 3.]
 
 def test_inplace_methods_match_torch():
     "M5: add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_ write in place with the version counter, as torch."
@@ -100,7 +100,7 @@ def test_float16_mean_accumulates_wider():
     a = np.full((2, 1000), 100., 'float16')
     m, t = mi.Tensor(a, dtype='float16'), torch.tensor(a)
     assert m.mean().item() == t.mean().item() == 100. and m.mean().dtype == 'float16'
-    assert m.mean(1).numpy().tolist() == t.mean(1).tolist()
+    assert m.mean(1).detach().numpy().tolist() == t.mean(1).tolist()
 
 def test_nested_list_index_reads_as_torch():
     "SW14: `x[[[0, 1], [1, 2]]]` is a tuple of index lists, as torch 2.13 reads it."
@@ -495,13 +495,13 @@ def test_inplace_through_views_errors_and_version_counter():
         with pytest.raises(RuntimeError, match='of Split is a view and is being modified inplace'):
             piece(x * 1).mul_(2)          # torch: a function that returns multiple views
         with pytest.raises(RuntimeError, match='is a view and is being modified inplace'):
-            piece(torch.tensor(x.numpy(), requires_grad=True) * 1).mul_(2)
+            piece(torch.tensor(x.detach().numpy(), requires_grad=True) * 1).mul_(2)
     with pytest.raises(RuntimeError, match='setitem: cannot assign in place'): x[0] = 1.
     y = x.exp()                       # exp's gradient reads its output: with a graph, the old values are kept
     y[0].mul_(2)
     assert y._version == 1
     g = r(3, 4); (y * mi.tensor(g)).sum().backward()
-    tx = torch.tensor(x.numpy(), requires_grad=True); ty = tx.exp().clone(); ty[0].mul_(2)   # (torch raises without the clone)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True); ty = tx.exp().clone(); ty[0].mul_(2)   # (torch raises without the clone)
     (ty * torch.tensor(g)).sum().backward()
     assert close(x.grad, tx.grad, 1e-10)
     z = (x * 1).exp()
