@@ -446,6 +446,11 @@ def run_profiles(dev, torch):
                       requires_grad=False)
     out = []
     with minima.no_grad(): out.append(profile_kernels(dev, torch, 'minima softmax (4096, 4096)', lambda: F.softmax(X, dim=-1)))
+    Y = minima.Tensor(np.random.default_rng(4).integers(0, 4096, 4096), device=dev, requires_grad=False)
+    xent = minima.nn.CrossEntropyLoss()
+    with minima.no_grad(): out.append(profile_kernels(dev, torch, 'minima CrossEntropyLoss (4096, 4096)', lambda: xent(X, Y)))
+    Xg = minima.Tensor(X.cached_data, device=dev, requires_grad=True)
+    out.append(profile_kernels(dev, torch, 'minima CrossEntropyLoss (4096, 4096) fwd+bwd', lambda: xent(Xg, Y).backward()))
     import gpt as g
     from minima import nn, optim
     rng = np.random.default_rng(0)

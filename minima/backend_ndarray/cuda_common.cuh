@@ -100,6 +100,10 @@ template <class D, class S> __host__ __device__ __forceinline__ D convert(S x) {
     } else if constexpr (std::is_same<D, bf16>::value) {
         if constexpr (std::is_same<S, float>::value) return __float2bfloat16_rn(x);
         else return __double2bfloat16((double)x);
+    } else if constexpr (std::is_floating_point<S>::value && std::is_unsigned<D>::value && sizeof(D) < 8) {
+        // a negative float into an unsigned type is undefined in C++ (the GPU saturates, x86 wraps): do what numpy
+        // does on x86, truncate to int64, then keep the low bits (-1.27 -> 255 as uint8)
+        return static_cast<D>(static_cast<i64>(x));
     } else return static_cast<D>(x);
 }
 template <class T> __host__ __device__ __forceinline__ T zero() { return convert<T>(0.f); }
