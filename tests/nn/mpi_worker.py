@@ -64,7 +64,7 @@ def train_one(make, shape, chunks):
 
 def same_weights(a, b, tol=1e-5):
     for (k, x), (_, y) in zip(a.named_parameters(), b.named_parameters()):
-        d = np.abs(x.detach().numpy() - y.detach().numpy()).max()
+        d = np.abs(x.detach().cpu().numpy() - y.detach().cpu().numpy()).max()
         assert d <= tol, f'{k}: differs by {d:.3g} > {tol}'
 
 
@@ -79,14 +79,14 @@ def check_collectives(device=None):
         v = t._version
         dist.all_reduce(t, op)
         assert t.dtype == 'float32' and t._version == v + 1
-        np.testing.assert_allclose(t.detach().numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(t.detach().cpu().numpy(), want, rtol=1e-6)
     t = T(np.arange(5) * (r + 1), dtype='int64')
     dist.all_reduce(t)
     assert t.dtype == 'int64' and t.tolist() == [i * sum(range(1, p + 1)) for i in range(5)]
     with mi.no_grad(): v = T(base + r).transpose()   # a strided view: MPI works on a copy, written back
     assert not v.cached_data.is_compact()
     dist.all_reduce(v)
-    np.testing.assert_allclose(v.detach().numpy(), (base * p + sum(range(p))).T)
+    np.testing.assert_allclose(v.detach().cpu().numpy(), (base * p + sum(range(p))).T)
     t = T(np.full(3, float(r)))
     dist.broadcast(t, src=p - 1)
     assert t.tolist() == [p - 1.0] * 3
@@ -171,7 +171,7 @@ def check_no_sync():
     lossf, h = nn.CrossEntropyLoss(), len(X1) // p
     with model.no_sync():
         lossf(model(mi.Tensor(X1[r * h:(r + 1) * h])), mi.Tensor(y1[r * h:(r + 1) * h])).backward()
-    local = model.module[0].bias.grad.numpy().copy()
+    local = model.module[0].bias.grad.cpu().numpy().copy()
     lossf(model(mi.Tensor(X2[r * h:(r + 1) * h])), mi.Tensor(y2[r * h:(r + 1) * h])).backward()
     ref = mlp(7)
     for X, y in [(X1, y1), (X2, y2)]: lossf(ref(mi.Tensor(X)), mi.Tensor(y)).backward()
@@ -179,7 +179,7 @@ def check_no_sync():
     dist.all_gather_object(every, local)
     assert not np.allclose(every[0], every[1]), 'no_sync averaged the gradients'
     for a, b in zip(model.module.parameters(), ref.parameters()):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.cpu().numpy(), rtol=1e-5, atol=1e-6)
     say('no_sync')
 
 
@@ -206,7 +206,7 @@ def check_unused():
     model = DDP(TwoHeads(), find_unused_parameters=True)
     model.zero_grad()
     model(x, r).sum().backward()
-    g = model.module.head1.weight.grad.numpy()
+    g = model.module.head1.weight.grad.cpu().numpy()
     every = [None] * 2
     dist.all_gather_object(every, g)
     np.testing.assert_array_equal(every[0], every[1])
@@ -220,7 +220,7 @@ def check_mismatch():
     frozen[0].weight.requires_grad_(False)   # not trained, but every replica must still start from rank 0's
     DDP(frozen)
     every = [None] * 2
-    dist.all_gather_object(every, frozen[0].weight.detach().numpy())
+    dist.all_gather_object(every, frozen[0].weight.detach().cpu().numpy())
     np.testing.assert_array_equal(every[0], every[1])
     try: DDP(nn.Linear(4, 3 + r))
     except ValueError as e:
