@@ -182,7 +182,8 @@
       }
       if (qs.length > 1 && inHead === qs.length) score += 2;    // the heading says it all
       if (inHead) score += 1.5 * Object.keys(headHit).length / d.head.length;   // ... and little else
-      if (d.e.c) score = 0.85 * score - 1;                     // a doc card: below the explanation around it
+      if (d.e.c) score = 0.85 * score - 3;                     // a doc card: below the explanation around it,
+                                                               // even when its name holds every word of the query
       if (!d.e.h) score -= 0.5;                                // a page's opening lines
       hits.push([score, d.e, found]);
     });
