@@ -20,7 +20,11 @@ def _op_classes():
                 out[f'{mod.__name__}.{name}'] = obj
     return out
 
-@pytest.mark.parametrize('qualname', sorted(_op_classes()))
+# The plumbing of Module's full backward hooks (chapter 10b): ops with state, no torch function to compare with one
+# by one; torch's `register_full_backward_hook` is compared with them end to end in the nn tests.
+HOOK_PLUMBING = {'minima.ops.nn_extras.BackwardGate', 'minima.ops.nn_extras.GatePick'}
+
+@pytest.mark.parametrize('qualname', sorted(set(_op_classes()) - HOOK_PLUMBING))
 def test_every_op_is_registered(qualname):
     cls = _op_classes()[qualname]
     assert any(s.op is cls for s in REGISTRY.values()), f'{qualname} has no register_op(..., op={cls.__name__}) entry'
