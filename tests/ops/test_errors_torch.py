@@ -38,7 +38,8 @@ def test_pool_stride_zero(M):
 def test_conv_transpose2d_output_size_not_positive():
     x, w = T(1, 2, 3, 3), T(2, 1, 1, 1)
     with pytest.raises(RuntimeError, match='Output size is too small'):
-        TF.conv_transpose2d(torch.tensor(x.detach().numpy()), torch.tensor(w.detach().numpy()), padding=3)
+        tx, tw = torch.tensor(x.detach().numpy()), torch.tensor(w.detach().numpy())
+        TF.conv_transpose2d(tx, tw, padding=3)
     with pytest.raises(ValueError, match=r'conv_transpose2d: the output size \(-3, -3\) would not be positive'):
         F.conv_transpose2d(x, w, padding=3)
 

@@ -20,8 +20,9 @@ def _op_classes():
                 out[f'{mod.__name__}.{name}'] = obj
     return out
 
-# The plumbing of Module's full backward hooks (chapter 10b): ops with state, no torch function to compare with one
-# by one; torch's `register_full_backward_hook` is compared with them end to end in the nn tests.
+# The plumbing of Module's full backward hooks (chapter 10b): ops with state, no torch function
+# to compare one by one; `register_full_backward_hook` is compared with torch's end to end
+# (tests/torch/test_torch_nn.py).
 HOOK_PLUMBING = {'minima.ops.nn_extras.BackwardGate', 'minima.ops.nn_extras.GatePick'}
 
 @pytest.mark.parametrize('qualname', sorted(set(_op_classes()) - HOOK_PLUMBING))
