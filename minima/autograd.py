@@ -965,3 +965,11 @@ def _detach_(self) -> Tensor:
     self.op, self.inputs, self.requires_grad = None, (), False
     return self
 tensor_method('detach_')(_detach_)
+
+# %% ../nbs/05_ops_movement.ipynb 53
+from fastcore.basics import patch
+
+@patch
+def __add__(self: TensorTuple, other):
+    "Adjoints of a TensorTuple add piece by piece (the cell goes to `minima.autograd`, TensorTuple's module)."
+    return MakeTensorTuple()(*[x + y for x, y in zip(self, other)])

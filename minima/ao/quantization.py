@@ -9,7 +9,6 @@ import numpy as np
 from fastcore.basics import patch
 from ..autograd import Tensor
 from ..backend_ndarray.ndarray import NDArray
-from ..backend_ndarray.device import BackendDevice, NumpyDevice
 from ..nn.modules import Module, Linear, Sequential, Conv2d, ReLU, MaxPool2d, Flatten
 from ..ops.layers import int_pair
 from .. import ops, init
@@ -264,20 +263,6 @@ def quantize_per_channel(input: Tensor, scales, zero_points, axis: int, dtype: s
     return _quantize(input, scales, zero_points, dtype, axis % input.ndim)
 
 # %% ../../nbs/26_quantization.ipynb
-@patch
-def matmul_int8(self: BackendDevice, a, b, out, m: int, n: int, p: int):
-    """`out` (int32, compact `(m, p)`) = `a @ b` for compact int8/uint8 `a` `(m, n)` and int8 `b` `(n, p)`, every
-    product and sum in int32. The default composes the contract: cast to int32, then the int32 matmul."""
-    ta, tb = self.alloc(m * n, 'int32'), self.alloc(n * p, 'int32')
-    self.cast(a, ta); self.cast(b, tb)
-    self.matmul(ta, tb, out, 1, m, n, p)
-
-def _matmul_int8_numpy(self, a, b, out, m, n, p):
-    # numpy's integer matmul has no BLAS. float64 BLAS is exact here: each product is below 2**15 and a sum of
-    # n of them stays below 2**53 for any n < 2**38, so rounding the float64 result gives the int32 result exactly
-    out.reshape(m, p)[...] = np.matmul(a.reshape(m, n).astype(np.float64), b.reshape(n, p).astype(np.float64))
-NumpyDevice.matmul_int8 = _matmul_int8_numpy
-
 def int8_matmul(a: NDArray, b: NDArray) -> NDArray:
     "`a @ b` of 2-D int8 (or uint8) `a` and int8 `b` as int32: integer products, int32 accumulation."
     if a.dtype not in ('int8', 'uint8') or b.dtype != 'int8':

@@ -11,8 +11,7 @@ import ml_dtypes  # noqa: F401  (registers numpy's `bfloat16` dtype, chapter 24)
 from fastcore.basics import patch
 
 # %% auto 0
-__all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'BackendDevice', 'NumpyDevice', 'cpu', 'default_device',
-           'cuda', 'all_devices', 'get_device']
+__all__ = ['DTYPES', 'EWISE_OPS', 'SCALAR_OPS', 'UNARY_OPS', 'cpu_numpy', 'BackendDevice', 'NumpyDevice', 'cpu', 'default_device', 'cuda', 'all_devices', 'get_device']
 
 # %% ../../nbs/21_numpy_device.ipynb
 DTYPES = ('float32', 'float64', 'int64', 'bool', 'float16', 'int32', 'int16', 'int8', 'uint8',
@@ -35,6 +34,14 @@ class BackendDevice(ABC):
     def __eq__(self, other):
         return self is other or (isinstance(other, BackendDevice) and self.name == other.name)
     def __hash__(self): return hash(self.name)
+    @property
+    def type(self) -> str:
+        "torch's `device.type` (chapter 18): 'cpu' or 'cuda'."
+        return 'cuda' if self.name == 'cuda' else 'cpu'
+    @property
+    def index(self):
+        "torch's `device.index`: 0 on the GPU, None on the CPU."
+        return 0 if self.name == 'cuda' else None
     @abstractmethod
     def enabled(self) -> bool: "Whether this device can run here (a real probe, never a guess)."
     # memory
@@ -336,3 +343,19 @@ def get_device(device) -> BackendDevice:
 
 # chapter 20's row-major strides; imported last, because the ndarray module imports this one first
 from .ndarray import compact_strides
+
+# %% ../../nbs/26_quantization.ipynb 28
+@patch
+def matmul_int8(self: BackendDevice, a, b, out, m: int, n: int, p: int):
+    """`out` (int32, compact `(m, p)`) = `a @ b` for compact int8/uint8 `a` `(m, n)` and int8 `b` `(n, p)`, every
+    product and sum in int32. The default composes the contract: cast to int32, then the int32 matmul."""
+    ta, tb = self.alloc(m * n, 'int32'), self.alloc(n * p, 'int32')
+    self.cast(a, ta); self.cast(b, tb)
+    self.matmul(ta, tb, out, 1, m, n, p)
+
+@patch
+def matmul_int8(self: NumpyDevice, a, b, out, m: int, n: int, p: int):  # noqa: F811 (a method)
+    "The numpy device's `matmul_int8`: one float64 BLAS matmul, exact for these integers."
+    # numpy's integer matmul has no BLAS. float64 BLAS is exact here: each product is below 2**15 and a sum of
+    # n of them stays below 2**53 for any n < 2**38, so rounding the float64 result gives the int32 result exactly
+    out.reshape(m, p)[...] = np.matmul(a.reshape(m, n).astype(np.float64), b.reshape(n, p).astype(np.float64))

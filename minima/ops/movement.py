@@ -6,7 +6,7 @@
 from __future__ import annotations
 import numbers
 import numpy as np
-from ..autograd import Tensor, TensorOp, TensorTupleOp, TensorTuple, MakeTensorTuple, NDArray, is_grad_enabled
+from ..autograd import Tensor, TensorOp, TensorTupleOp, TensorTuple, NDArray, is_grad_enabled
 from ..autograd import tensor_method
 from ..backend_ndarray.ndarray import normalize_axes, broadcast_shapes, as_dtype, is_float_dtype
 from ..backend_ndarray.device import get_device, DTYPES
@@ -568,11 +568,6 @@ def concatenate(args, axis=0) -> Tensor:
 cat = concatenate
 
 # %% ../../nbs/05_ops_movement.ipynb
-def _mtuple_add(self, other):
-    "Adjoints of a TensorTuple add piece by piece."
-    return MakeTensorTuple()(*[x + y for x, y in zip(self, other)])
-TensorTuple.__add__ = _mtuple_add
-
 register_op('stack', lambda *xs, axis=0: stack(xs, axis), lambda T, *xs, axis=0: T.stack(xs, dim=axis),
             [case((3, 4), (3, 4), axis=0), case((3, 4), (3, 4), (3, 4), axis=-1), case((2, 3), (2, 3), axis=1),
              case((), (), axis=0)], op=Stack)

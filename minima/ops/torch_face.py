@@ -1311,9 +1311,6 @@ class device(str):
 TORCH_FUNCTIONS.update(device=device)
 
 # %% ../../nbs/18_torch_face.ipynb
-BackendDevice.type = property(lambda self: 'cuda' if self.name == 'cuda' else 'cpu',
-                              doc="torch's `device.type`: 'cpu' or 'cuda'.")
-BackendDevice.index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`.")
 @tensor_method('is_cuda', kind=property)
 def _is_cuda(self) -> builtins.bool: "Whether it is on the GPU."; return self.device.name == 'cuda'
 @tensor_method('is_cpu', kind=property)
