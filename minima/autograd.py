@@ -10,7 +10,7 @@ from .backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype, weak_res
 from .backend_ndarray.device import cpu, DTYPES
 
 # %% auto 0
-__all__ = ['SURFACE', 'REPLACED', 'ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'tensor_method', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'as_operand', 'FunctionCtx', 'Function', 'backward']
+__all__ = ['SURFACE', 'REPLACED', 'ops', 'draw_hooks', 'Op', 'TensorOp', 'TensorTupleOp', 'Value', 'Tensor', 'tensor_method', 'find_topo_sort', 'compute_gradient_of_variables', 'grad', 'check_out_grad', 'TensorTuple', 'TupleGetItem', 'MakeTensorTuple', 'draws_random', 'is_grad_enabled', 'no_grad', 'enable_grad', 'set_grad_enabled', 'inference_mode', 'node_versions', 'snapshot_node', 'is_view', 'as_operand', 'FunctionCtx', 'Function', 'backward']
 
 # %% ../nbs/01_autograd.ipynb
 class Op:
@@ -74,7 +74,7 @@ class Value:
         if requires_grad is None: requires_grad = any(x.requires_grad for x in inputs)
         self.op, self.inputs = op, tuple(inputs)
         self.cached_data, self.requires_grad = cached_data, requires_grad
-        if op is not None: self._vers = _versions(self)
+        if op is not None: self._vers = node_versions(self)
 
     @classmethod
     def make_const(cls, data, requires_grad=False):
@@ -108,7 +108,7 @@ def _make_from_op(cls, op: Op, inputs):
             vers = [data._ver[0]]
             for x in inputs: vers.append(x.cached_data._ver[0])
             v._vers = tuple(vers)
-        except AttributeError: v._vers = _versions(v)   # a tuple of tensors
+        except AttributeError: v._vers = node_versions(v)   # a tuple of tensors
     else:
         v.op, v.inputs, v.requires_grad = None, (), False
     if cls is not Value: v.grad, v._retain = None, False   # Tensor and TensorTuple (assigned inline: hot path)
@@ -325,9 +325,11 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
     return result
 
 # %% ../nbs/01_autograd.ipynb
-def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, retain_graph=True, inputs=None):
+def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, retain_graph=True, inputs=None,
+                                  accumulate=True):
     """Backpropagate `out_grad` from `output_tensor` and accumulate into the `.grad` of leaves (and retained nodes), or
-    only of `inputs` when given. Without `create_graph` a `.grad` is added to in place, as torch does."""
+    only of `inputs` when given. Without `create_graph` a `.grad` is added to in place, as torch does;
+    `accumulate=False` replaces each `.grad` by this pass's gradient instead (needle's rule, chapter 30)."""
     if inputs is None: keep = lambda n: n.op is None or getattr(n, '_retain', False)
     else:
         want = {id(x) for x in inputs}
@@ -339,7 +341,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, r
     for node, g in res.values():
         if g.dtype != node.dtype: g = _cast(g, node.dtype, create_graph)
         old = node.grad
-        if old is None: node.grad = _own(g, taken, create_graph)
+        if old is None or not accumulate: node.grad = _own(g, taken, create_graph)
         elif create_graph or old.requires_grad: node.grad = old + g
         elif old.shape == g.shape and old.dtype == g.dtype and old.device == g.device:
             d = old.cached_data
@@ -348,6 +350,7 @@ def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, r
         if _POST_HOOKS and id(node) in _POST_HOOKS:   # register_post_accumulate_grad_hook (chapter 01c)
             for h in list(_POST_HOOKS[id(node)].values()): h(node)
 
+# %% ../nbs/01_autograd.ipynb
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None, *, out_grad=None):
     """Accumulate d(self)/d(leaf) into every leaf's `.grad`, as torch's `backward`. `gradient` (or `out_grad`) is the
     upstream gradient (needed unless `self` has one element). The graph can be walked again only with
@@ -360,7 +363,7 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
     g = gradient if out_grad is None else out_grad
     if inputs is not None: inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     retain = create_graph if retain_graph is None else retain_graph
-    compute_gradient_of_variables(self, _check_out_grad(self, g), create_graph, retain, inputs)
+    compute_gradient_of_variables(self, check_out_grad(self, g), create_graph, retain, inputs)
 tensor_method('backward')(_backward)
 
 # %% ../nbs/01_autograd.ipynb
@@ -387,7 +390,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad, so it has no gradient "
                                "(as torch: One of the differentiated Tensors does not require grad)")
     if allow_unused is None: allow_unused = materialize_grads
-    gs = [_check_out_grad(o, g, 'grad') for o, g in zip(outputs, grad_outputs)]
+    gs = [check_out_grad(o, g, 'grad') for o, g in zip(outputs, grad_outputs)]
     want = {id(x) for x in inputs}
     retain = create_graph if retain_graph is None else retain_graph
     res = _backprop(outputs, gs, create_graph, lambda n: id(n) in want, free=not retain)
@@ -469,7 +472,9 @@ def _rmatmul(self, other) -> Tensor:
     return ops.matmul(as_operand(other, self), self)
 
 # %% ../nbs/01_autograd.ipynb
-def _check_out_grad(t, out_grad, what='backward'):
+def check_out_grad(t, out_grad, what='backward'):
+    """The upstream gradient of `t`'s backward pass: ones when `out_grad` is None and `t` has one element, else
+    `out_grad` as a Tensor, checked against `t`'s shape and device (`what` names the caller in the errors)."""
     if out_grad is None:
         if t.size != 1:
             raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one "
@@ -641,7 +646,7 @@ def _bad_gradient(op, gx):
 
 # %% ../nbs/01c_autograd_guards.ipynb 18
 def _ver(d) -> int: return d._ver[0] if d.__class__ is NDArray else 0
-def _versions(v) -> tuple:
+def node_versions(v) -> tuple:
     "The versions of a node's output and inputs, as its op saw them in the forward pass."
     return (_ver(v.cached_data), *[_ver(x.cached_data) for x in v.inputs])
 
@@ -695,7 +700,7 @@ def _version(self) -> int:
 _SNAPS = {}      # id(tensor) -> [(version, the node it was)]: what in-place ops replaced (ch. 18)
 
 
-def _snapshot(t, copy=False) -> 'Tensor':
+def snapshot_node(t, copy=False) -> 'Tensor':
     """Before an in-place change of `t`: move `t`'s node to a new object and remember it, so that
     the nodes that used `t` until now reach the old node in backward (`_inputs`). `copy`: the
     object keeps a copy of the old values. Hooks registered on `t` so far go with the old node."""
@@ -738,7 +743,7 @@ def _inputs(node) -> tuple:
     if new is not None: node.inputs = tuple(new)
     return node.inputs
 
-def _is_view(u) -> bool:
+def is_view(u) -> bool:
     "Whether `u` shows its first input's storage: its op `is_view` (chapter 5) and it shares it."
     if u.op is None or not u.op.is_view: return False
     return u.inputs[0].cached_data._handle is u.cached_data._handle
@@ -749,16 +754,16 @@ def _refresh_views(inputs):
     grad_fn the same way)."""
     for x in inputs:
         chain, u = [], x
-        while isinstance(u, Tensor) and _is_view(u) and u._vers is not None:
+        while isinstance(u, Tensor) and is_view(u) and u._vers is not None:
             chain.append(u)
             u = u.inputs[0]
         for w in reversed(chain):   # from the base down
             snaps = _SNAPS.get(id(w.inputs[0]))
             if snaps and snaps[-1][0] >= w._vers[1]:
                 now = w.cached_data._ver[0]
-                _snapshot(w)
+                snapshot_node(w)
                 _SNAPS[id(w)][-1] = (now - 1, _SNAPS[id(w)][-1][1])   # the users so far recorded an older version
-                w._vers = _versions(w)
+                w._vers = node_versions(w)
 
 # %% ../nbs/01c_autograd_guards.ipynb 29
 def as_operand(x, like: Tensor) -> Tensor:
@@ -871,7 +876,7 @@ def _fn_node(cls, op, inputs, data):
     v = cls.__new__(cls)
     v.cached_data, v.op, v.inputs, v.requires_grad = data, op, tuple(inputs), True
     v.grad, v._retain = None, False
-    v._vers = _versions(v)
+    v._vers = node_versions(v)
     return v
 
 
@@ -928,7 +933,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if not isinstance(t, Tensor): raise TypeError(f"backward: tensors must be Tensors, got {type(t).__name__}")
         if not t.requires_grad:
             raise RuntimeError(f"backward: a tensor (shape {t.shape}) does not require grad and has no grad_fn")
-    gs = [_check_out_grad(t, g) for t, g in zip(tensors, grad_tensors)]
+    gs = [check_out_grad(t, g) for t, g in zip(tensors, grad_tensors)]
     if inputs is not None: inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     retain = create_graph if retain_graph is None else retain_graph
     compute_gradient_of_variables(tensors, gs, create_graph, retain, inputs)
@@ -960,7 +965,7 @@ def _retains_grad(self) -> bool:
 
 def _detach_(self) -> Tensor:
     "torch's `detach_`: this tensor becomes a leaf that requires no grad, in place (a view cannot: use `detach`)."
-    if _is_view(self):
+    if is_view(self):
         raise RuntimeError("detach_: can't detach views in-place (as torch). Use detach() instead")
     self.op, self.inputs, self.requires_grad = None, (), False
     return self

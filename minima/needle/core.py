@@ -58,7 +58,7 @@ class Tensor(_ag.Tensor):
         "needle's backward: seeded with ones of any shape; the leaves' `.grad` is replaced, as a graph."
         if out_grad is None:
             out_grad = NDArray.make(self.shape, device=self.device, dtype=self.dtype).fill(1)
-        compute_gradient_of_variables(self, _ag._check_out_grad(self, out_grad))
+        compute_gradient_of_variables(self, _ag.check_out_grad(self, out_grad))
     def detach(self): return Tensor.make_const(self.cached_data)
     def numpy(self):
         "needle's `numpy()`: a copy, also of a tensor that requires grad (torch's shares, and refuses that)."
@@ -106,11 +106,7 @@ def _needle_params(m):
 def compute_gradient_of_variables(output_tensor, out_grad):
     """needle's rule: a leaf's `.grad` becomes the sum of its adjoints (not added to), and stays a
     graph."""
-    keep = lambda node: node.op is None or node._retain   # leaves, and nodes with retain_grad()
-    grads = _ag._backprop([output_tensor], [out_grad], True, keep)
-    taken = {id(out_grad.cached_data._handle)}
-    # each gradient gets its own buffer, as in minima
-    for node, g in grads.values(): node.grad = _ag._own(g, taken, True)
+    _ag.compute_gradient_of_variables(output_tensor, out_grad, create_graph=True, accumulate=False)
 
 def as_needle(t: _ag.Tensor) -> Tensor:
     "The tensor as a needle Tensor (data and graph shared): `as_needle(x.sum(0)).backward()`."

@@ -54,12 +54,14 @@ class DistributedDataParallel(Module):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a minima nn.Module, got {type(module).__name__}")
-        g = dist._group('DistributedDataParallel')
+        if not dist.is_initialized():
+            raise RuntimeError("DistributedDataParallel: the default process group is not initialized; call "
+                               "minima.distributed.init_process_group('mpi') first (and launch with mpiexec -n N)")
         self.module, self.broadcast_buffers = module, broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         named = [(k, p) for k, p in module.named_parameters() if p.requires_grad]
         self._names, self._params = [k for k, _ in named], [p for _, p in named]
-        self._check_same_model(g)
+        self._check_same_model()
         _broadcast_all([t for _, t in module.named_parameters() + module.named_buffers()])   # frozen ones too
         self._buckets = self._make_buckets(bucket_cap_mb)
         self._loc = {i: (b, j) for b in self._buckets for j, i in enumerate(b.idx)}
@@ -78,9 +80,9 @@ class DistributedDataParallel(Module):
 
 # %% ../../nbs/19b_ddp.ipynb
 @patch
-def _check_same_model(self: DistributedDataParallel, g):
+def _check_same_model(self: DistributedDataParallel):
     mine = [(k, tuple(t.shape), t.dtype) for k, t in self.module.named_parameters() + self.module.named_buffers()]
-    every = [None] * g.size
+    every = [None] * dist.get_world_size()
     dist.all_gather_object(every, mine)
     for r, theirs in enumerate(every):
         if theirs == every[0]: continue

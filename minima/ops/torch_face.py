@@ -246,7 +246,7 @@ def _reads_output(t) -> bool:
 def _view_root(t):
     "The tensor whose storage `t` shows through a chain of view ops (getitem, reshape, transpose, ...), or None."
     u = t
-    while _ag._is_view(u): u = u.inputs[0]
+    while _ag.is_view(u): u = u.inputs[0]
     return None if u is t else u
 
 def _writable_view_root(t, name):
@@ -288,10 +288,10 @@ def _inplace(t, out: Tensor, name) -> Tensor:
     root = _writable_view_root(t, name)
     if root is not None:
         region = _Region(root.cached_data, t.cached_data)
-        prev_root = _ag._snapshot(root, copy=_reads_output(root))
+        prev_root = _ag.snapshot_node(root, copy=_reads_output(root))
     saved = out.op.saved_inputs   # out's op, or t's own, reads t's old values in backward: keep a copy of them
     reads = builtins.any(x is t and (saved is None or i in saved) for i, x in enumerate(out.inputs))
-    prev = _ag._snapshot(t, copy=reads or _reads_output(t))
+    prev = _ag.snapshot_node(t, copy=reads or _reads_output(t))
     _write(t, out.cached_data, name)
     if out.dtype != t.dtype: out = _mv.cast(out, t.dtype)
     if root is None:   # t takes out's place in the graph
@@ -301,9 +301,9 @@ def _inplace(t, out: Tensor, name) -> Tensor:
         return t
     out.inputs = tuple(prev if x is t else x for x in out.inputs)
     root.op, root.inputs, root.requires_grad = CopySlices(region), (prev_root, out), True
-    root._vers = _ag._versions(root)
+    root._vers = _ag.node_versions(root)
     t.op, t.inputs, t.requires_grad = ViewTake(region), (root,), True   # still a view: of the base's new node
-    t._vers = _ag._versions(t)
+    t._vers = _ag.node_versions(t)
     return t
 
 
