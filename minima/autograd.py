@@ -325,11 +325,11 @@ def _backprop(outputs, out_grads, create_graph, keep, free=False):
     return result
 
 # %% ../nbs/01_autograd.ipynb
-def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, retain_graph=True, inputs=None,
-                                  accumulate=True):
+def compute_gradient_of_variables(output_tensor, out_grad, create_graph=False, retain_graph=True,
+                                  inputs=None, accumulate=True):
     """Backpropagate `out_grad` from `output_tensor` and accumulate into the `.grad` of leaves (and retained nodes), or
-    only of `inputs` when given. Without `create_graph` a `.grad` is added to in place, as torch does;
-    `accumulate=False` replaces each `.grad` by this pass's gradient instead (needle's rule, chapter 30)."""
+    only of `inputs` when given. Without `create_graph` a `.grad` is added to in place, as torch
+    does; `accumulate=False` replaces each `.grad` by this pass's gradient (needle's rule, ch. 30)."""
     if inputs is None: keep = lambda n: n.op is None or getattr(n, '_retain', False)
     else:
         want = {id(x) for x in inputs}
@@ -473,8 +473,9 @@ def _rmatmul(self, other) -> Tensor:
 
 # %% ../nbs/01_autograd.ipynb
 def check_out_grad(t, out_grad, what='backward'):
-    """The upstream gradient of `t`'s backward pass: ones when `out_grad` is None and `t` has one element, else
-    `out_grad` as a Tensor, checked against `t`'s shape and device (`what` names the caller in the errors)."""
+    """The upstream gradient of `t`'s backward pass: ones when `out_grad` is None and `t` has one
+    element, else `out_grad` as a Tensor, checked against `t`'s shape and device (`what` names the
+    caller in the errors)."""
     if out_grad is None:
         if t.size != 1:
             raise RuntimeError(f"{what}: out_grad can be omitted only for a tensor with one "
@@ -976,5 +977,5 @@ from fastcore.basics import patch
 
 @patch
 def __add__(self: TensorTuple, other):
-    "Adjoints of a TensorTuple add piece by piece (the cell goes to `minima.autograd`, TensorTuple's module)."
+    "Adjoints of a TensorTuple add piece by piece (exported to TensorTuple's module, autograd)."
     return MakeTensorTuple()(*[x + y for x, y in zip(self, other)])

@@ -34,14 +34,9 @@ class BackendDevice(ABC):
     def __eq__(self, other):
         return self is other or (isinstance(other, BackendDevice) and self.name == other.name)
     def __hash__(self): return hash(self.name)
-    @property
-    def type(self) -> str:
-        "torch's `device.type` (chapter 18): 'cpu' or 'cuda'."
-        return 'cuda' if self.name == 'cuda' else 'cpu'
-    @property
-    def index(self):
-        "torch's `device.index`: 0 on the GPU, None on the CPU."
-        return 0 if self.name == 'cuda' else None
+    # torch's names (chapter 18): `device.type` is 'cpu' or 'cuda', `device.index` 0 on the GPU
+    type = property(lambda self: 'cuda' if self.name == 'cuda' else 'cpu', doc="torch's type")
+    index = property(lambda self: 0 if self.name == 'cuda' else None, doc="torch's `device.index`")
     @abstractmethod
     def enabled(self) -> bool: "Whether this device can run here (a real probe, never a guess)."
     # memory

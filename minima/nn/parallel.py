@@ -55,8 +55,9 @@ class DistributedDataParallel(Module):
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a minima nn.Module, got {type(module).__name__}")
         if not dist.is_initialized():
-            raise RuntimeError("DistributedDataParallel: the default process group is not initialized; call "
-                               "minima.distributed.init_process_group('mpi') first (and launch with mpiexec -n N)")
+            raise RuntimeError("DistributedDataParallel: the default process group is not "
+                               "initialized; call minima.distributed.init_process_group('mpi') "
+                               "first (and launch with mpiexec -n N)")
         self.module, self.broadcast_buffers = module, broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         named = [(k, p) for k, p in module.named_parameters() if p.requires_grad]

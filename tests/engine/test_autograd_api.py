@@ -201,11 +201,12 @@ def test_no_grad_in_one_thread_leaves_another_recording():
 
 
 def test_compute_gradient_of_variables_can_replace_instead_of_accumulating():
-    "`accumulate=False` (needle's rule): each `.grad` is this pass's gradient, a graph with `create_graph=True`."
+    "`accumulate=False` (needle's rule): each `.grad` is this pass's gradient (a graph here)."
     from minima.autograd import compute_gradient_of_variables as cgv
     x = M([1.0, 2.0])
     for accumulate, want in ((True, [4.0, 8.0]), (False, [2.0, 4.0])):
         x.grad = None
-        for _ in range(2): cgv((x * x).sum(), M(1.0, False), create_graph=True, accumulate=accumulate)
+        for _ in range(2):
+            cgv((x * x).sum(), M(1.0, False), create_graph=True, accumulate=accumulate)
         np.testing.assert_allclose(x.grad.detach().numpy(), want)
     assert x.grad.requires_grad   # a graph: a second derivative can follow

@@ -140,13 +140,15 @@ def _private_uses(path: Path, modules: set):
 
 
 # Each remaining use of another package's private name, and why it stays (the count is the rule).
-# The engine facts other packages read are public, documented names of the module that owns them: autograd's
-# `is_view`, `snapshot_node`, `node_versions`, `check_out_grad` and `compute_gradient_of_variables(accumulate=)`,
-# `minima.distributed.is_initialized` / `get_world_size`.
+# What other packages read of the engine is public, documented API of the module that owns it:
+# autograd's `is_view`, `snapshot_node`, `node_versions`, `check_out_grad`,
+# `compute_gradient_of_variables(accumulate=False)`; `distributed.is_initialized`.
 PRIVATE_ALLOWED = {
-    ('minima.needle', 'minima', '_install_api_dirs'): 1,   # the packages' own tab completion (two __init__ files)
+    # the packages' own tab completion: two hand-written __init__ files
+    ('minima.needle', 'minima', '_install_api_dirs'): 1,
     ('minima.data', 'minima.nn.modules', '_stale_temporaries'): 1,   # one cleanup for atomic saves
-    ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,   # torch's own name: torch code calls it
+    # torch's own private name: torch code calls torch.nn.init._calculate_fan_in_and_fan_out
+    ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,
 }
 
 
@@ -237,7 +239,7 @@ def test_the_design_it_cites_is_in_the_repository():
     assert minima.__doc__ and "torch's face" in minima.__doc__
 
 
-# ---- no class is patched from another module (issue 38): a class's methods are in its own file ----
+# ---- no class is patched from another module (issue 38): its methods are in its own file ----
 
 def _is_patch(d) -> bool:
     d = d.func if isinstance(d, ast.Call) else d   # `@patch` and `@patch(as_prop=True)`
@@ -250,11 +252,12 @@ def _class_names(a) -> list:
     if isinstance(a, ast.BinOp): return _class_names(a.left) + _class_names(a.right)
     if isinstance(a, ast.Constant) and isinstance(a.value, str):
         return _class_names(ast.parse(a.value, mode='eval').body)
-    return [a.id] if isinstance(a, ast.Name) else [a.attr] if isinstance(a, ast.Attribute) else []
+    if isinstance(a, ast.Name): return [a.id]
+    return [a.attr] if isinstance(a, ast.Attribute) else []
 
 
 def _top_level(body):
-    "A module's statements, into `for`/`if`/`try`/`with` blocks at the top level (where a class gets patched)."
+    "A module's statements, also inside top-level `for`/`if`/`try`/`with` blocks."
     for node in body:
         yield node
         if isinstance(node, (ast.For, ast.If, ast.Try, ast.With)):
@@ -264,16 +267,17 @@ def _top_level(body):
 
 
 def _foreign_patches(path: Path):
-    """(class, attribute) for each class of another module that `path` extends: an `@patch`-ed function whose
-    `self` names a class not defined in the file, or `C.attr = ...` / `setattr(C, ...)` at the top level with `C` an
-    imported CamelCase name."""
+    """(class, attribute) for each class of another module that `path` extends: an `@patch`-ed
+    function whose `self` names a class not defined in the file, or `C.attr = ...` or
+    `setattr(C, ...)` at the top level, `C` an imported CamelCase name."""
     tree = ast.parse(path.read_text())
     own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     imported = {a.asname or a.name.split('.')[0] for n in ast.walk(tree)
                 if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-    def foreign(name): return name in imported and name not in own and name.lstrip('_')[:1].isupper()
+    def foreign(n): return n in imported and n not in own and n.lstrip('_')[:1].isupper()
     for node in _top_level(tree.body):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(_is_patch, node.decorator_list)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and any(map(_is_patch, node.decorator_list)):
             args = node.args.posonlyargs + node.args.args
             for c in _class_names(args[0].annotation) if args and args[0].annotation else ['?']:
                 if c not in own: yield c, node.name
@@ -281,18 +285,20 @@ def _foreign_patches(path: Path):
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
             for x in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and foreign(x.value.id):
+                if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) \
+                        and foreign(x.value.id):
                     yield x.value.id, x.attr
         call = node.value if isinstance(node, ast.Expr) else None
-        if isinstance(call, ast.Call) and getattr(call.func, 'id', None) == 'setattr' and call.args \
-                and isinstance(call.args[0], ast.Name) and foreign(call.args[0].id):
+        if isinstance(call, ast.Call) and getattr(call.func, 'id', None) == 'setattr' \
+                and call.args and isinstance(call.args[0], ast.Name) and foreign(call.args[0].id):
             yield call.args[0].id, '(setattr)'
 
 
 # Each class still extended from another module, and why (the count is the rule).
 PATCH_ALLOWED = {
-    # chapter 22 gives the numpy device the reference versions of its fused-row kernels (the CUDA device's
-    # own are in its class); they move to minima.backend_ndarray.device with `#| export` once chapter 22 is split
+    # chapter 22 gives the numpy device the reference versions of its fused-row kernels (the
+    # CUDA device's own are in its class); they move to minima.backend_ndarray.device with
+    # `#| export backend_ndarray.device` once chapter 22 is split (issue 38, "pages")
     ('minima.backend_ndarray.cuda', 'NumpyDevice', '(setattr)'): 1,
     ('minima.backend_ndarray.cuda', 'NumpyDevice', 'fused_rows'): 1,
 }
@@ -303,28 +309,31 @@ def test_no_class_is_patched_from_another_module():
     paths = [p for p in sorted(PKG.rglob('*.py')) if p.name != '_modidx.py']
     got = Counter((_module_name(p), c, a) for p in paths for c, a in _foreign_patches(p))
     extra = {k: n for k, n in got.items() if n > PATCH_ALLOWED.get(k, 0)}
-    assert not extra, ("classes patched from another module (write the method in the class's module, or export "
-                       f"the cell there with `#| export <module>`): {extra}")
+    assert not extra, ("classes patched from another module (write the method in the class's "
+                       f"module, or export the cell there with `#| export <module>`): {extra}")
     stale = {k: n for k, n in PATCH_ALLOWED.items() if got.get(k, 0) < n}
     assert not stale, f'PATCH_ALLOWED lists patches that are gone (lower the allowance): {stale}'
 
 
 def test_patch_scan_sees_every_form(tmp_path):
     fake = tmp_path / 'fake.py'
-    fake.write_text("from fastcore.basics import patch\nfrom .autograd import Tensor, TensorTuple as TT\n"
+    fake.write_text("from fastcore.basics import patch\n"
+                    "from .autograd import Tensor, TensorTuple as TT\n"
                     "from .device import NumpyDevice\nclass Mine: pass\n"
-                    "@patch\ndef f(self: Tensor): pass\n@patch(as_prop=True)\ndef g(self: (Mine, 'TT')): pass\n"
+                    "@patch\ndef f(self: Tensor): pass\n"
+                    "@patch(as_prop=True)\ndef g(self: (Mine, 'TT')): pass\n"
                     "@patch\ndef h(self: Mine): pass\nTensor.x = 1\nMine.y = 2\n"
                     "for n in 'ab': setattr(NumpyDevice, n, None)\nlocal = Mine()\nlocal.z = 3\n")
-    assert sorted(_foreign_patches(fake)) == [('NumpyDevice', '(setattr)'), ('TT', 'g'), ('Tensor', 'f'),
-                                              ('Tensor', 'x')]
+    assert sorted(_foreign_patches(fake)) == [('NumpyDevice', '(setattr)'), ('TT', 'g'),
+                                              ('Tensor', 'f'), ('Tensor', 'x')]
 
 
 def test_engine_facts_other_packages_read_are_public_and_documented():
-    "What the torch face and needle read of autograd, and DDP of distributed, is public, documented API."
+    "What the torch face and needle read of autograd, and DDP of distributed, is public API."
     import sys
     from minima import autograd as ag, distributed as dist
-    for f in (ag.is_view, ag.snapshot_node, ag.node_versions, ag.check_out_grad, ag.compute_gradient_of_variables,
-              dist.is_initialized, dist.get_world_size):
-        assert not f.__name__.startswith('_') and f.__doc__, f'{f.__module__}.{f.__name__} has no docstring'
-        assert f.__name__ in sys.modules[f.__module__].__all__, f'{f.__module__}.{f.__name__} is not exported'
+    for f in (ag.is_view, ag.snapshot_node, ag.node_versions, ag.check_out_grad,
+              ag.compute_gradient_of_variables, dist.is_initialized, dist.get_world_size):
+        name = f'{f.__module__}.{f.__name__}'
+        assert not f.__name__.startswith('_') and f.__doc__, f'{name} has no docstring'
+        assert f.__name__ in sys.modules[f.__module__].__all__, f'{name} is not exported'

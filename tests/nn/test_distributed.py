@@ -166,7 +166,7 @@ def test_no_process_group_errors():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match='all_reduce: the default process group is not initialized'):
         dist.all_reduce(mi.Tensor([1.0]))
-    with pytest.raises(RuntimeError, match='DistributedDataParallel: the default process group is not initialized'):
+    with pytest.raises(RuntimeError, match='DistributedDataParallel: the default process group'):
         mi.nn.parallel.DistributedDataParallel(mi.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="backend 'gloo' is not available"): dist.init_process_group('gloo')
 
