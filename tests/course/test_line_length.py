@@ -10,7 +10,7 @@ COLUMN = 100
 # Lines longer than COLUMN on 2026-11-28 (issue 38; main had 3061, 2001, 240). Never raise these,
 # except once: the merge of the session's seven branches (2026-11-28) was measured and set here;
 # the next change that shortens lines lowers them.
-CEILING = {'minima': 3149, 'tests': 2136, 'bench': 303}
+CEILING = {'minima': 3146, 'tests': 2135, 'bench': 303}
 VERBATIM = ('makemore', 'mingpt', 'nanogpt', 'micrograd', 'pytorch_examples',   # not ours to edit
             'ng_video_lecture')
 
