@@ -1296,7 +1296,7 @@ def _probs(rng, *s):
     return np.exp(_logp(rng, *s))
 
 # %% ../nbs/40_teaching.ipynb
-_NNX = 'minima.ops.nn_extras'
+_NNX = 'minima.nn.functional'   # chapter 10b's functions, wherever their cells export them
 for _u, _draw, _call, _diff in [
     ('leaky_relu', lambda r: [_f32(r, 4, 5)], lambda f, x: f(x, 0.2), (0,)),
     ('group_norm', lambda r: [_f32(r, 2, 6, 3, 3, scale=2.0), _f32(r, 6), _f32(r, 6)],

@@ -24,12 +24,13 @@ _all_ = [
     'linear', 'batch_norm', 'pad', 'softplus', 'mse_loss', 'l1_loss', 'binary_cross_entropy',
     'binary_cross_entropy_with_logits', 'one_hot']
 
-# %% ../../nbs/10b_nn_more.ipynb 20
-from ..ops.nn_extras import (leaky_relu, dropout2d, group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d,
-                                  interpolate, smooth_l1_loss, huber_loss, kl_div, margin_ranking_loss,
-                                  hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss, triplet_margin_loss,
-                                  multilabel_soft_margin_loss, gaussian_nll_loss, poisson_nll_loss,
-                                  adaptive_max_pool2d, adaptive_avg_pool1d, adaptive_max_pool1d)
+# %% ../../nbs/10b_nn_more.ipynb 24
+from ..ops.activations import leaky_relu
+from ..ops.layers import (group_norm, conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool2d, interpolate,
+                               adaptive_max_pool2d, adaptive_avg_pool1d, adaptive_max_pool1d)
+from ..ops.losses import (dropout2d, smooth_l1_loss, huber_loss, kl_div, margin_ranking_loss,
+                               hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss, triplet_margin_loss,
+                               multilabel_soft_margin_loss, gaussian_nll_loss, poisson_nll_loss)
 _all_ = ['leaky_relu', 'dropout2d', 'group_norm', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate',
          'smooth_l1_loss', 'huber_loss', 'kl_div', 'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss',
          'cosine_embedding_loss', 'triplet_margin_loss', 'multilabel_soft_margin_loss', 'gaussian_nll_loss',

@@ -14,7 +14,7 @@ from ..autograd import Tensor, is_grad_enabled
 from ..backend_ndarray.ndarray import NDArray, as_dtype, is_float_dtype
 from ..ops.fused import SoftmaxCrossEntropy, LinearOp, batch_norm
 from ..ops.layers import conv_padding, int_pair
-from ..ops.nn_extras import single_int
+from ..ops.layers import single_int
 from . import functional as F
 
 # %% auto 0
@@ -823,7 +823,7 @@ class MSELoss(Module):
 # %% ../../nbs/10_nn.ipynb
 #| code-fold: true
 import warnings
-from ..ops.nn_extras import BackwardGate, GatePick, GateSide   # the gate's ops (chapter 10b)
+from ..ops.hooks import BackwardGate, GatePick, GateSide   # the gate's ops (chapter 10b)
 
 def _check_hook_grads(what, got, n, like):
     "A hook's replacement gradients: a tuple of `n` entries, each None or a Tensor of the shape it replaces."
@@ -1031,7 +1031,7 @@ class Embedding(Module):
         return F.embedding(idx, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
-# %% ../../nbs/10b_nn_more.ipynb 21
+# %% ../../nbs/10b_nn_more.ipynb 25
 class LeakyReLU(Module):
     "`x` where positive, `negative_slope * x` elsewhere (written into `x` with `inplace=True`, as torch)."
     def __init__(self, negative_slope=0.01, inplace=False):
@@ -1062,7 +1062,7 @@ class GroupNorm(Module):
         _check_features(f"GroupNorm({self.num_groups}, {self.num_channels})", x, 1, self.num_channels)
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
-# %% ../../nbs/10b_nn_more.ipynb 23
+# %% ../../nbs/10b_nn_more.ipynb 27
 class ParameterList(Module):
     "A list of Parameters, registered as `0`, `1`, ... (torch's names), so `parameters()` and `state_dict()` find them."
     def __init__(self, values=None):
@@ -1084,7 +1084,7 @@ class ParameterList(Module):
         return self
     def forward(self, *args): raise NotImplementedError("ParameterList has no forward: use the parameters it holds")
 
-# %% ../../nbs/10b_nn_more.ipynb 24
+# %% ../../nbs/10b_nn_more.ipynb 28
 class ParameterDict(Module):
     "A dict of Parameters under string keys (insertion order), registered under those names, as torch's."
     def __init__(self, parameters=None):
@@ -1110,7 +1110,7 @@ class ParameterDict(Module):
     def items(self): return [(k, self[k]) for k in self._order]
     def forward(self, *args): raise NotImplementedError("ParameterDict has no forward: use the parameters it holds")
 
-# %% ../../nbs/10b_nn_more.ipynb 26
+# %% ../../nbs/10b_nn_more.ipynb 30
 def _conv_init(shape, fan_in, bias, device, dtype):
     "torch's default for convolutions: weight and bias uniform in ±1/sqrt(fan_in)."
     b = 1 / math.sqrt(fan_in)
@@ -1150,7 +1150,7 @@ class Conv1d(Module):
         xp = F.pad(x, lr, self.padding_mode)   # then no padding in the convolution, as Conv2d's modes
         return F.conv1d(xp, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
-# %% ../../nbs/10b_nn_more.ipynb 27
+# %% ../../nbs/10b_nn_more.ipynb 31
 def _output_padding(m, x, output_size) -> tuple:
     """The `output_padding` that makes a transposed convolution's output `output_size` (its last two entries), as
     torch's `forward(x, output_size=...)`: each size must lie within `stride - 1` above the smallest one."""
@@ -1165,7 +1165,7 @@ def _output_padding(m, x, output_size) -> tuple:
                              f"{lo} to {[a + b - 1 for a, b in zip(lo, s)]} (for an input of {x.shape[-2:]})")
     return tuple(size[i] - lo[i] for i in range(2))
 
-# %% ../../nbs/10b_nn_more.ipynb 28
+# %% ../../nbs/10b_nn_more.ipynb 32
 class ConvTranspose2d(Module):
     "Transposed 2-d convolution: weight `(C_in, C_out/groups, kh, kw)`, torch's arguments and initialisation."
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
@@ -1202,7 +1202,7 @@ class MaxPool1d(Module):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
 
-# %% ../../nbs/10b_nn_more.ipynb 29
+# %% ../../nbs/10b_nn_more.ipynb 33
 class AvgPool1d(Module):
     "Mean over `kernel_size` windows of `(N, C, L)` inputs."
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -1240,7 +1240,7 @@ class _Loss(Module):
         self.reduction = reduction
     def extra_repr(self): return f'reduction={self.reduction!r}' if self.reduction != 'mean' else ''
 
-# %% ../../nbs/10b_nn_more.ipynb 30
+# %% ../../nbs/10b_nn_more.ipynb 34
 class NLLLoss(_Loss):
     "Negative log-likelihood of class indices under log-probabilities, as `torch.nn.NLLLoss`."
     def __init__(self, weight=None, ignore_index=-100, reduction='mean'):
@@ -1277,7 +1277,7 @@ class KLDivLoss(_Loss):
     def __init__(self, reduction='mean', log_target=False): super().__init__(reduction); self.log_target = log_target
     def forward(self, x, y): return F.kl_div(x, y, self.reduction, self.log_target)
 
-# %% ../../nbs/10b_nn_more.ipynb 42
+# %% ../../nbs/10b_nn_more.ipynb 46
 class MarginRankingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.margin_ranking_loss(x1, x2, y, self.margin, self.reduction)
@@ -1293,7 +1293,7 @@ class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin=0.0, reduction='mean'): super().__init__(reduction); self.margin = margin
     def forward(self, x1, x2, y): return F.cosine_embedding_loss(x1, x2, y, self.margin, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 43
+# %% ../../nbs/10b_nn_more.ipynb 47
 class TripletMarginLoss(_Loss):
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction='mean'):
         super().__init__(reduction); self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
@@ -1312,7 +1312,7 @@ class PoissonNLLLoss(_Loss):
         super().__init__(reduction); self.log_input, self.full, self.eps = log_input, full, eps
     def forward(self, x, y): return F.poisson_nll_loss(x, y, self.log_input, self.full, self.eps, self.reduction)
 
-# %% ../../nbs/10b_nn_more.ipynb 51
+# %% ../../nbs/10b_nn_more.ipynb 55
 class AdaptiveAvgPool1d(Module):
     "Average `(N, C, L)` onto `output_size` nearly equal cells."
     def __init__(self, output_size): super().__init__(); self.output_size = output_size
@@ -1343,7 +1343,7 @@ def from_pretrained(cls: Embedding, embeddings, freeze=True, padding_idx=None, m
     m.weight.requires_grad = not freeze
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 58
+# %% ../../nbs/10b_nn_more.ipynb 62
 import json, sys, types
 
 def _qualname(cls): return f'{cls.__module__}:{cls.__qualname__}'
@@ -1355,7 +1355,7 @@ def _named_function(f) -> bool:
     for part in getattr(f, '__qualname__', '<lambda>').split('.'): m = getattr(m, part, None)
     return m is f
 
-# %% ../../nbs/10b_nn_more.ipynb 59
+# %% ../../nbs/10b_nn_more.ipynb 63
 def _flatten_obj(obj, arrays, memo, where='obj'):
     """A JSON description of `obj`; its arrays go into `arrays` as `a0`, `a1`, ...; a tensor or module met twice
     (tied weights) is stored once, and `memo` (by `id`) makes the second a reference to the first."""
@@ -1391,7 +1391,7 @@ def _flatten_obj(obj, arrays, memo, where='obj'):
                     "sets, numbers, strings, arrays, Tensors and module-level functions, without pickling; for a "
                     "module holding other objects save its state_dict())")
 
-# %% ../../nbs/10b_nn_more.ipynb 60
+# %% ../../nbs/10b_nn_more.ipynb 64
 _NODES = ('tensor', 'array', 'value', 'dict', 'list', 'tuple', 'set', 'frozenset', 'namedtuple', 'module',
           'module_ref', 'function')
 _MAX_DEPTH = 500
@@ -1425,7 +1425,7 @@ def _namedtuple_type(d, bad):
     from collections import namedtuple     # its class is not loaded here: an equivalent one, built from the names
     return namedtuple(str(d.get('type', 'T')).split(':')[-1].split('.')[-1], fields)
 
-# %% ../../nbs/10b_nn_more.ipynb 61
+# %% ../../nbs/10b_nn_more.ipynb 65
 def _unflatten_obj(d, arrays, bad, memo, depth=0):
     "The object `_flatten_obj` described; anything malformed calls `bad(problem)`, which raises."
     if depth > _MAX_DEPTH: bad(f'nested deeper than {_MAX_DEPTH} levels')
@@ -1464,7 +1464,7 @@ def _unflatten_obj(d, arrays, bad, memo, depth=0):
     if kind == 'function': return _find_function(v, bad)
     return _unflatten_module(d, kind, v, rec, bad, memo)
 
-# %% ../../nbs/10b_nn_more.ipynb 62
+# %% ../../nbs/10b_nn_more.ipynb 66
 def _unflatten_array(d, kind, v, arrays, bad, memo):
     "An array, or a Tensor (a Parameter if it was one, requiring grad if it did); one object per stored array."
     if not isinstance(v, str) or v not in arrays: bad(f'a {kind} refers to a missing array {v!r}')
@@ -1490,7 +1490,7 @@ def _unflatten_module(d, kind, v, rec, bad, memo):
     for name, x in attrs: m.__dict__[name] = rec(x)
     return m
 
-# %% ../../nbs/10b_nn_more.ipynb 63
+# %% ../../nbs/10b_nn_more.ipynb 67
 def save_object(obj, f):
     """`torch.save` for state_dicts, checkpoints and whole modules: `f` a path or a binary file; an `.npz` archive,
     no pickle. A path is written atomically (old file or new, whole, whatever happens mid-save)."""

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import numpy as np
 from fastcore.basics import patch
 from ..autograd import Tensor, NDArray, is_grad_enabled
-from ..ops.nn_extras import grad_hook
+from ..ops.hooks import grad_hook
 from .. import distributed as dist
 from .modules import Module, Parameter
 

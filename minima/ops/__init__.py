@@ -11,6 +11,6 @@ from .softmax_family import *
 from .layers import *
 from .fused import *
 from .losses import *
-from .nn_extras import *
+from .hooks import *
 from .recurrent import *
 from .attention import *

@@ -13,9 +13,7 @@ from .elementwise import exp, tanh, unbroadcast
 from .elementwise import _operands, _tensor, _float, _const, _UN, _BIN
 
 # %% auto 0
-__all__ = ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'SigmoidOp', 'sigmoid', 'ReLUOp', 'relu',
-           'Abs', 'absolute', 'Erf', 'erf', 'SiLUOp', 'silu', 'GELUOp', 'gelu', 'Maximum', 'Minimum', 'maximum',
-           'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where']
+__all__ = ['equal', 'not_equal', 'less', 'less_equal', 'greater', 'greater_equal', 'SigmoidOp', 'sigmoid', 'ReLUOp', 'relu', 'Abs', 'absolute', 'Erf', 'erf', 'SiLUOp', 'silu', 'GELUOp', 'gelu', 'Maximum', 'Minimum', 'maximum', 'minimum', 'Clamp', 'clamp', 'Compare', 'Where', 'where', 'leaky_relu']
 
 # %% ../../nbs/03b_ops_activations.ipynb
 def _sigmoid_nd(a: NDArray) -> NDArray:
@@ -262,3 +260,10 @@ for _f in (relu, sigmoid, silu, gelu, erf, maximum, minimum):
     tensor_method()(_f)   # `x.relu()` calls `relu(x)` itself
 tensor_method('abs', '__abs__')(absolute)
 tensor_method('clamp', 'clip')(clamp)
+
+# %% ../../nbs/10b_nn_more.ipynb 16
+def leaky_relu(x, negative_slope=0.01, inplace=False) -> Tensor:
+    "`x` where positive, `negative_slope * x` elsewhere, as `torch.nn.functional.leaky_relu` (into `x` if `inplace`)."
+    if not isinstance(x, Tensor): raise TypeError(f"leaky_relu: input must be a Tensor, got {type(x).__name__}")
+    out = where(Tensor.make_const(x.cached_data > 0), x, x * negative_slope)
+    return x.copy_(out) if inplace else out

@@ -13,9 +13,7 @@ from .movement import _is_array_index
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['int_pair', 'Conv', 'ConvInput', 'ConvWeight', 'conv_padding', 'conv2d', 'conv2d_input', 'conv2d_weight',
-           'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take',
-           'scatter_add', 'embedding', 'index_gather']
+__all__ = ['int_pair', 'Conv', 'ConvInput', 'ConvWeight', 'conv_padding', 'conv2d', 'conv2d_input', 'conv2d_weight', 'conv_transpose2d', 'conv', 'MaxPool', 'max_pool2d', 'AvgPool', 'avg_pool2d', 'Take', 'ScatterAdd', 'take', 'scatter_add', 'embedding', 'index_gather', 'group_norm', 'single_int', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool2d', 'interpolate', 'adaptive_max_pool2d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d']
 
 # %% ../../nbs/08_nn_functional.ipynb
 def int_pair(v, name, op):
@@ -617,3 +615,172 @@ register_op('scatter_add', lambda s, i, axis, shape: scatter_add(s, i, axis, sha
 register_op('embedding', lambda i, w: embedding(i, w), lambda T, i, w: T.nn.functional.embedding(i, w),
             [case((2, 5), (6, 3)), case((4,), (3, 2))],
             make_inputs=lambda rng, shapes: [rng.integers(0, shapes[1][0], shapes[0]), rng.standard_normal(shapes[1])]);
+
+# %% ../../nbs/10b_nn_more.ipynb 14
+from .movement import stack as _stack
+
+# %% ../../nbs/10b_nn_more.ipynb 18
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
+    "Standardise each group of `C / num_groups` channels of `(N, C, *)` over the group and `*`, then scale and shift."
+    _check_tensor(x, 'input', 'group_norm')
+    if x.ndim < 2 or x.shape[1] % num_groups:
+        raise ValueError(f"group_norm: expected (N, C, ...) with C divisible by num_groups={num_groups}, got {x.shape}")
+    N, C = x.shape[:2]
+    xr = x.reshape((N, num_groups, -1))
+    n = xr.shape[2]
+    xc = xr - (xr.sum((2,), keepdims=True) / n).broadcast_to(xr.shape)
+    var = (xc * xc).sum((2,), keepdims=True) / n
+    y = (xc / ((var + eps) ** 0.5).broadcast_to(xr.shape)).reshape(x.shape)
+    k = (1, C) + (1,) * (x.ndim - 2)
+    if weight is not None: y = y * weight.reshape(k).broadcast_to(x.shape)
+    if bias is not None: y = y + bias.reshape(k).broadcast_to(x.shape)
+    return y
+
+def single_int(v, name, op):
+    "`v` (an int, or a 1-tuple of one) as an int, as conv1d and pool1d sizes are given; errors name `op` and `name`."
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1: raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    return v
+
+# %% ../../nbs/10b_nn_more.ipynb 19
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    "1-d convolution of `(N, C_in, L)` with `weight` `(C_out, C_in/groups, k)`, as `torch.nn.functional.conv1d`."
+    _check_tensor(x, 'input', 'conv1d')
+    if x.ndim not in (2, 3) or weight.ndim != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (C_out, C_in/groups, k), got "
+                         f"{x.shape} "
+                         f"and {weight.shape}")
+    unb = x.ndim == 2
+    x4 = x.reshape((1,) + x.shape[:1] + (1, x.shape[-1])) if unb else x.reshape(x.shape[:2] + (1, x.shape[2]))
+    p = single_int(padding, 'padding', 'conv1d')
+    s, d = single_int(stride, 'stride', 'conv1d'), single_int(dilation, 'dilation', 'conv1d')
+    y = conv2d(x4, weight.reshape(weight.shape[:2] + (1, weight.shape[2])), bias, (1, s),
+               p if isinstance(p, str) else (0, p), (1, d), groups)
+    return y.reshape((y.shape[1], y.shape[3])) if unb else y.reshape((y.shape[0], y.shape[1], y.shape[3]))
+
+def _pool1d(f, x, kernel_size, stride, padding, op, **kw):
+    _check_tensor(x, 'input', op)
+    if x.ndim not in (2, 3): raise ValueError(f"{op}: expected input (N, C, L) or (C, L), got {x.shape}")
+    k = single_int(kernel_size, 'kernel_size', op)
+    s = k if stride is None else single_int(stride, 'stride', op)
+    y = f(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, k), (1, s), (0, single_int(padding, 'padding', op)), **kw)
+    if isinstance(y, tuple): return tuple(t.reshape(t.shape[:-2] + t.shape[-1:]) for t in y)   # (values, indices)
+    return y.reshape(y.shape[:-2] + y.shape[-1:])
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "Max over windows of `(N, C, L)`, as `torch.nn.functional.max_pool1d` (`return_indices`: positions along L)."
+    d = single_int(dilation, 'dilation', 'max_pool1d')
+    return _pool1d(max_pool2d, x, kernel_size, stride, padding, 'max_pool1d', dilation=(1, d), ceil_mode=ceil_mode,
+                   return_indices=return_indices)
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    "Mean over windows of `(N, C, L)`, as `torch.nn.functional.avg_pool1d`."
+    return _pool1d(avg_pool2d, x, kernel_size, stride, padding, 'avg_pool1d', ceil_mode=ceil_mode,
+                   count_include_pad=count_include_pad)
+
+# %% ../../nbs/10b_nn_more.ipynb 20
+def adaptive_avg_pool2d(x, output_size) -> Tensor:
+    "Average `(N, C, H, W)` onto an `output_size` grid of nearly equal cells, as torch's function of that name."
+    _check_tensor(x, 'input', 'adaptive_avg_pool2d')
+    if x.ndim not in (3, 4): raise ValueError(f"adaptive_avg_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
+    H, W = x.shape[-2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    if H % oh == 0 and W % ow == 0: return avg_pool2d(x, (H // oh, W // ow))
+    rows = []
+    for i in range(oh):
+        h0, h1 = (i * H) // oh, -(-((i + 1) * H) // oh)
+        cols = [x[..., h0:h1, (j * W) // ow:-(-((j + 1) * W) // ow)].sum((x.ndim - 2, x.ndim - 1))
+                / ((h1 - h0) * (-(-((j + 1) * W) // ow) - (j * W) // ow)) for j in range(ow)]
+        rows.append(_stack(cols, -1))
+    return _stack(rows, -2)
+
+# %% ../../nbs/10b_nn_more.ipynb 21
+def _resize_axis(x, ax, n, m, scale, mode, align_corners):
+    "Resize axis `ax` of `x` from `n` to `m` entries: `nearest` (torch's rule), `nearest-exact`, or linear."
+    i = np.arange(m)
+    if mode == 'nearest': src = np.floor(i * scale)
+    elif mode == 'nearest-exact': src = np.floor((i + 0.5) * scale)
+    else:
+        src = i * ((n - 1) / (m - 1) if m > 1 else 0.0) if align_corners else np.maximum((i + 0.5) * scale - 0.5, 0)
+        i0 = np.minimum(np.floor(src).astype('int64'), n - 1)
+        i1, w = np.minimum(i0 + 1, n - 1), src - i0
+        shape = [1] * x.ndim; shape[ax] = m
+        w = Tensor(w.reshape(shape), device=x.device, dtype=x.dtype, requires_grad=False).broadcast_to(
+            x.shape[:ax] + (m,) + x.shape[ax + 1:])
+        at = lambda j: take(x, Tensor(j, device=x.device, requires_grad=False), ax)
+        return at(i0) * (1 - w) + at(i1) * w
+    return take(x, Tensor(np.minimum(src.astype('int64'), n - 1), device=x.device, requires_grad=False), ax)
+
+# %% ../../nbs/10b_nn_more.ipynb 22
+_LINEAR = {'linear': 1, 'bilinear': 2}
+
+def interpolate(x, size=None, scale_factor=None, mode='nearest', align_corners=None) -> Tensor:
+    """Resize the trailing 1 or 2 spatial axes, as `torch.nn.functional.interpolate`: `mode` 'nearest' (row
+    `floor(i * in / out)`), 'nearest-exact', 'linear' (3-D input) or 'bilinear' (4-D), with `align_corners`."""
+    _check_tensor(x, 'input', 'interpolate')
+    if mode not in ('nearest', 'nearest-exact', *_LINEAR):
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented in minima; 'nearest', "
+                                  "'nearest-exact', 'linear' and 'bilinear' are")
+    nsp = x.ndim - 2
+    if nsp not in (1, 2): raise ValueError(f"interpolate: expected (N, C, L) or (N, C, H, W), got {x.shape}")
+    if mode in _LINEAR and _LINEAR[mode] != nsp:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D input, got shape {x.shape}")
+    if align_corners is not None and mode not in _LINEAR:
+        raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    ins = x.shape[2:]
+    if size is not None: outs = (size,) * nsp if isinstance(size, numbers.Integral) else tuple(size)
+    else:
+        sf = (scale_factor,) * nsp if isinstance(scale_factor, numbers.Real) else tuple(scale_factor)
+        outs = tuple(int(math.floor(n * f)) for n, f in zip(ins, sf))
+    if min(outs) <= 0:   # N5: torch refuses it; an empty result would be silently wrong
+        raise ValueError(f"interpolate: the output size {outs} must be positive (input {x.shape}, "
+                         f"size={size}, scale_factor={scale_factor})")
+    for ax, (n, m) in enumerate(zip(ins, outs)):
+        scale = n / m if size is not None else 1 / sf[ax]
+        x = _resize_axis(x, 2 + ax, n, m, scale, mode, bool(align_corners))
+    return x
+
+# %% ../../nbs/10b_nn_more.ipynb 50
+from .reduce import amax as _amax
+
+def adaptive_max_pool2d(x, output_size, return_indices=False) -> Tensor:
+    "The maximum of each cell of an `output_size` grid over `(N, C, H, W)`, cells as in `adaptive_avg_pool2d`."
+    _check_tensor(x, 'input', 'adaptive_max_pool2d')
+    if return_indices: raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not implemented")
+    if x.ndim not in (3, 4): raise ValueError(f"adaptive_max_pool2d: expected (N, C, H, W) or (C, H, W), got {x.shape}")
+    H, W = x.shape[-2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, numbers.Integral) else tuple(output_size)
+    oh, ow = H if oh is None else oh, W if ow is None else ow
+    cell = lambda i, n, o: slice((i * n) // o, -(-((i + 1) * n) // o))
+    rows = [_stack([_amax(x[..., cell(i, H, oh), cell(j, W, ow)], (x.ndim - 2, x.ndim - 1)) for j in range(ow)], -1)
+            for i in range(oh)]
+    return _stack(rows, -2)
+
+def adaptive_avg_pool1d(x, output_size) -> Tensor:
+    "`adaptive_avg_pool2d` over the last dim of `(N, C, L)` (or `(C, L)`)."
+    if x.ndim not in (2, 3): raise ValueError(f"adaptive_avg_pool1d: expected (N, C, L) or (C, L), got {x.shape}")
+    n = output_size if isinstance(output_size, numbers.Integral) else output_size[0]
+    return adaptive_avg_pool2d(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, n)).reshape(x.shape[:-1] + (n,))
+
+def adaptive_max_pool1d(x, output_size, return_indices=False) -> Tensor:
+    "`adaptive_max_pool2d` over the last dim of `(N, C, L)` (or `(C, L)`)."
+    if x.ndim not in (2, 3): raise ValueError(f"adaptive_max_pool1d: expected (N, C, L) or (C, L), got {x.shape}")
+    n = output_size if isinstance(output_size, numbers.Integral) else output_size[0]
+    out = adaptive_max_pool2d(x.reshape(x.shape[:-1] + (1, x.shape[-1])), (1, n), return_indices)
+    return out.reshape(x.shape[:-1] + (n,))
+
+# %% ../../nbs/10b_nn_more.ipynb 51
+register_op('adaptive_max_pool2d', lambda x, size: adaptive_max_pool2d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_max_pool2d(x, size),
+            [case((2, 3, 7, 5), size=3), case((3, 6, 6), size=(2, 4))], smooth=False,
+            skip={'second': 'a max: piecewise linear'})
+register_op('adaptive_avg_pool1d', lambda x, size: adaptive_avg_pool1d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_avg_pool1d(x, size), [case((2, 3, 7), size=3)])
+register_op('adaptive_max_pool1d', lambda x, size: adaptive_max_pool1d(x, size),
+            lambda T, x, size: T.nn.functional.adaptive_max_pool1d(x, size), [case((2, 3, 7), size=4)],
+            smooth=False, skip={'second': 'a max: piecewise linear'})

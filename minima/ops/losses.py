@@ -17,9 +17,7 @@ from .layers import ScatterAdd, _check_tensor
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'Softplus', 'softplus', 'mse_loss', 'l1_loss',
-           'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'one_hot', 'DropoutOp',
-           'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory']
+__all__ = ['NegLogLikelihood', 'nll_loss', 'CrossEntropy', 'cross_entropy', 'Softplus', 'softplus', 'mse_loss', 'l1_loss', 'BinaryCrossEntropy', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'one_hot', 'DropoutOp', 'dropout', 'Checkpoint', 'checkpoint', 'checkpoint_sequential', 'graph_memory', 'dropout2d', 'smooth_l1_loss', 'huber_loss', 'kl_div', 'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss', 'triplet_margin_loss', 'multilabel_soft_margin_loss', 'gaussian_nll_loss', 'poisson_nll_loss']
 
 # %% ../../nbs/08a_losses.ipynb
 def _nll_parts(lp_shape, t: NDArray, w: NDArray, ignore_index):
@@ -479,3 +477,146 @@ def graph_memory(t: Tensor):
         add(n.cached_data)
         for v in vars(n.op).values(): add(v)
     return len(seen), sum(seen.values())
+
+# %% ../../nbs/10b_nn_more.ipynb 15
+import warnings
+from .elementwise import exp as _exp
+from .activations import where as _where, absolute as _abs
+
+# %% ../../nbs/10b_nn_more.ipynb 17
+def dropout2d(x, p=0.5, training=True, inplace=False) -> Tensor:
+    """Channel dropout: zero whole channels of `(N, C, H, W)` (or `(N, C, L)`) with probability `p`, scaling the rest
+    by `1/(1-p)`, as `torch.nn.functional.dropout2d`; identity when not `training`."""
+    _check_tensor(x, 'input', 'dropout2d')
+    if x.ndim < 2: raise ValueError(f"dropout2d: expected a 3-D or 4-D input, got shape {x.shape}")
+    if x.ndim not in (3, 4):   # torch warns, and drops entries of x.shape[:2] (each element, for 2-D input)
+        warnings.warn(f"dropout2d: received a {x.ndim}-D input, which torch deprecates: it zeroes whole "
+                      "x[n, c, ...] slices; use dropout for 2-D input", stacklevel=2)
+    if not isinstance(p, numbers.Real) or not 0 <= p <= 1: raise ValueError(f"dropout2d: p must be in [0, 1], got {p!r}")
+    if not training or p == 0: return x
+    ones = NDArray.make(x.shape[:2] + (1,) * (x.ndim - 2), device=x.device, dtype=x.dtype).fill(1)
+    mask = dropout(Tensor.make_const(ones), p)   # one draw per channel, scaled by 1/(1-p), as dropout's
+    out = x * mask.broadcast_to(x.shape)
+    return x.copy_(out) if inplace else out
+
+# %% ../../nbs/10b_nn_more.ipynb 23
+def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Tensor:
+    "`0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`, as `torch.nn.functional.smooth_l1_loss`."
+    d = input - _target('smooth_l1_loss', input, target)
+    if beta == 0: return _reduce(_abs(d), reduction, 'smooth_l1_loss')
+    small = Tensor.make_const(d.cached_data.abs() < beta)
+    return _reduce(_where(small, d * d * (0.5 / beta), _abs(d) - 0.5 * beta), reduction, 'smooth_l1_loss')
+
+def huber_loss(input, target, reduction='mean', delta=1.0) -> Tensor:
+    "`0.5 d²` where `|d| < delta`, else `delta (|d| - 0.5 delta)`, as `torch.nn.functional.huber_loss`."
+    d = input - _target('huber_loss', input, target)
+    small = Tensor.make_const(d.cached_data.abs() < delta)
+    return _reduce(_where(small, d * d * 0.5, (_abs(d) - 0.5 * delta) * delta), reduction, 'huber_loss')
+
+def kl_div(input, target, reduction='mean', log_target=False) -> Tensor:
+    "KL divergence of `target` from log-probabilities `input`: `t (log t - input)` summed as `reduction` says."
+    t = _target('kl_div', input, target)
+    if log_target: loss = _exp(t) * (t - input)
+    else:
+        pos = Tensor.make_const(t.cached_data > 0)
+        loss = t * _where(pos, log(_where(pos, t, 1.0)), 0.0) - t * input
+    if reduction == 'batchmean': return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction, 'kl_div')
+
+# %% ../../nbs/10b_nn_more.ipynb 36
+def _loss_reduce(loss, reduction, name):
+    if reduction == 'none': return loss
+    if reduction == 'mean': return loss.sum() / max(loss.size, 1)
+    if reduction == 'sum': return loss.sum()
+    raise ValueError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+
+def _relu0(x): return _where(Tensor.make_const(x.cached_data > 0), x, x * 0.0)
+
+def margin_ranking_loss(x1, x2, target, margin=0.0, reduction='mean') -> Tensor:
+    "`max(0, -y (x1 - x2) + margin)`: `x1` should rank above `x2` where `y = 1`, below where `y = -1`."
+    return _loss_reduce(_relu0(-target * (x1 - x2) + margin), reduction, 'margin_ranking_loss')
+
+def hinge_embedding_loss(x, target, margin=1.0, reduction='mean') -> Tensor:
+    "`x` where `y = 1`, `max(0, margin - x)` where `y = -1` (`x` is usually a distance)."
+    pos = Tensor.make_const(target.cached_data == 1)
+    neg = Tensor.make_const(target.cached_data == -1)
+    loss = _where(pos, x, x * 0.0) + _where(neg, _relu0(margin - x), x * 0.0)
+    return _loss_reduce(loss, reduction, 'hinge_embedding_loss')
+
+def soft_margin_loss(x, target, reduction='mean') -> Tensor:
+    "`log(1 + exp(-y x))`, the logistic loss for labels `y` in {-1, 1}."
+    from minima.ops.losses import softplus
+    return _loss_reduce(softplus(-target * x), reduction, 'soft_margin_loss')
+
+# %% ../../nbs/10b_nn_more.ipynb 37
+def cosine_embedding_loss(x1, x2, target, margin=0.0, reduction='mean') -> Tensor:
+    "`1 - cos(x1, x2)` where `y = 1`, `max(0, cos(x1, x2) - margin)` where `y = -1`; rows of `(N, D)` (or `(D,)`)."
+    d = x1.ndim - 1
+    eps = 1e-12   # torch's EPSILON inside the norms
+    cos = (x1 * x2).sum((d,)) / (((x1 * x1).sum((d,)) + eps) * ((x2 * x2).sum((d,)) + eps)) ** 0.5
+    pos, neg = Tensor.make_const(target.cached_data == 1), Tensor.make_const(target.cached_data == -1)
+    loss = _where(pos, 1 - cos, cos * 0.0) + _where(neg, _relu0(cos - margin), cos * 0.0)
+    return _loss_reduce(loss, reduction, 'cosine_embedding_loss')
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                        reduction='mean') -> Tensor:
+    "`max(d(a, p) - d(a, n) + margin, 0)` with `d(x, y) = ||x - y + eps||_p` over the last dim (`swap`: Balntas 2016)."
+    dist = lambda x, y: (((x - y + eps).abs()) ** p).sum((x.ndim - 1,)) ** (1 / p)
+    d_ap, d_an = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_pn = dist(positive, negative)
+        d_an = _where(Tensor.make_const(d_pn.cached_data < d_an.cached_data), d_pn, d_an)
+    return _loss_reduce(_relu0(d_ap - d_an + margin), reduction, 'triplet_margin_loss')
+
+def multilabel_soft_margin_loss(x, target, weight=None, reduction='mean') -> Tensor:
+    "Binary logistic loss per class of `(N, C)` logits, averaged over the classes: `-(y log s(x) + (1-y) log s(-x))`."
+    from minima.ops.losses import softplus
+    loss = target * softplus(-x) + (1 - target) * softplus(x)
+    if weight is not None: loss = loss * weight
+    return _loss_reduce(loss.sum((x.ndim - 1,)) / x.shape[-1], reduction, 'multilabel_soft_margin_loss')
+
+# %% ../../nbs/10b_nn_more.ipynb 38
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction='mean') -> Tensor:
+    """`(log max(var, eps) + (input - target)^2 / max(var, eps)) / 2` (+ `log(2 pi) / 2` with `full`), the negative
+    log-likelihood of a Gaussian. As torch, the clamp passes `var`'s gradient through unchanged."""
+    if isinstance(var, numbers.Real): var = Tensor.make_const(NDArray.make((), device=input.device, dtype=input.dtype).fill(var))
+    if var.ndim == input.ndim - 1 or (var.ndim == input.ndim and var.shape[-1] == 1 and input.shape[-1] != 1):
+        var = var.reshape(tuple(var.shape[:input.ndim - 1]) + (1,))
+    v = var + Tensor.make_const(var.cached_data.maximum(eps) - var.cached_data)   # clamp, gradient as identity
+    loss = (log(v) + (input - target) ** 2 / v) * 0.5
+    if full: loss = loss + 0.5 * math.log(2 * math.pi)
+    return _loss_reduce(loss, reduction, 'gaussian_nll_loss')
+
+def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduction='mean') -> Tensor:
+    "Poisson negative log-likelihood: `exp(x) - y x` (log-rate input), or `x - y log(x + eps)`; `full` adds Stirling."
+    loss = _exp(input) - target * input if log_input else input - target * log(input + eps)
+    if full:
+        y = target.cached_data.numpy()
+        st = np.where(y > 1, y * np.log(np.where(y > 1, y, 1)) - y + 0.5 * np.log(2 * np.pi * np.where(y > 1, y, 1)), 0)
+        loss = loss + Tensor.make_const(NDArray(st, device=input.device, dtype=loss.dtype))
+    return _loss_reduce(loss, reduction, 'poisson_nll_loss')
+
+# %% ../../nbs/10b_nn_more.ipynb 39
+_sign = lambda rng, s: rng.choice([-1.0, 1.0], s)
+register_op('margin_ranking_loss', lambda a, b, y: margin_ranking_loss(a, b, y, 0.3),
+            lambda T, a, b, y: T.nn.functional.margin_ranking_loss(a, b, y, 0.3), [case((6,), (6,), (6,))],
+            make_inputs=lambda rng, s: [rng.standard_normal(s[0]), rng.standard_normal(s[1]), _sign(rng, s[2])],
+            grad=(0, 1), smooth=False, skip={'second': 'a hinge: zero second derivative away from the kink'})
+register_op('cosine_embedding_loss', lambda a, b, y: cosine_embedding_loss(a, b, y, 0.2),
+            lambda T, a, b, y: T.nn.functional.cosine_embedding_loss(a, b, y, 0.2), [case((5, 4), (5, 4), (5,))],
+            make_inputs=lambda rng, s: [rng.standard_normal(s[0]), rng.standard_normal(s[1]), _sign(rng, s[2])],
+            grad=(0, 1), smooth=False, skip={'second': 'a hinge on the cosine'})
+register_op('triplet_margin_loss', lambda a, p, n: triplet_margin_loss(a, p, n, 1.0),
+            lambda T, a, p, n: T.nn.functional.triplet_margin_loss(a, p, n, 1.0), [case((5, 4), (5, 4), (5, 4))],
+            smooth=False, skip={'second': 'a hinge on the distances'})
+register_op('gaussian_nll_loss', lambda x, y, v: gaussian_nll_loss(x, y, v),
+            lambda T, x, y, v: T.nn.functional.gaussian_nll_loss(x, y, v), [case((5, 3), (5, 3), (5, 3))],
+            domain=('any', 'any', 'positive'))
+register_op('poisson_nll_loss', lambda x, y: poisson_nll_loss(x, y, full=True),
+            lambda T, x, y: T.nn.functional.poisson_nll_loss(x, y, full=True), [case((5, 3), (5, 3))],
+            make_inputs=lambda rng, s: [rng.standard_normal(s[0]), rng.integers(0, 5, s[1]).astype('float64')],
+            grad=(0,))
+register_op('multilabel_soft_margin_loss', lambda x, y: multilabel_soft_margin_loss(x, y),
+            lambda T, x, y: T.nn.functional.multilabel_soft_margin_loss(x, y), [case((5, 3), (5, 3))],
+            make_inputs=lambda rng, s: [rng.standard_normal(s[0]), (rng.random(s[1]) < 0.5).astype('float64')],
+            grad=(0,))

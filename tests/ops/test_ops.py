@@ -23,7 +23,7 @@ def _op_classes():
 # The plumbing of Module's full backward hooks (chapter 10b): ops with state, no torch function
 # to compare one by one; `register_full_backward_hook` is compared with torch's end to end
 # (tests/torch/test_torch_nn.py).
-HOOK_PLUMBING = {'minima.ops.nn_extras.BackwardGate', 'minima.ops.nn_extras.GatePick'}
+HOOK_PLUMBING = {'minima.ops.hooks.BackwardGate', 'minima.ops.hooks.GatePick'}
 
 @pytest.mark.parametrize('qualname', sorted(set(_op_classes()) - HOOK_PLUMBING))
 def test_every_op_is_registered(qualname):
