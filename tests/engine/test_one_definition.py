@@ -98,8 +98,11 @@ def _writers(path: Path):
 
 
 # nbdev creates a module only from a notebook's `default_exp`, and a notebook may also append cells to a module that
-# another chapter created. No ops module is written that way: each names one notebook as its source.
-APPENDS = {}
+# another chapter created (`#| export ops.layers`; each cell's `# %%` marker names its notebook). Only these do:
+# chapter 10b's functions join the modules of their kind, named for what they hold, not for the chapter (issue 38).
+APPENDS = {'activations.py': ['10b_nn_more.ipynb'],   # leaky_relu
+           'layers.py': ['10b_nn_more.ipynb'],        # conv1d, the 1-d and adaptive pools, interpolate, group_norm
+           'losses.py': ['10b_nn_more.ipynb']}        # dropout2d beside dropout, and torch's other losses
 
 
 def test_each_ops_module_is_written_by_one_notebook():
