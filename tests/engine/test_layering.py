@@ -150,7 +150,8 @@ PRIVATE_ALLOWED = {
     ('minima.needle.core', 'minima.autograd', '_check_out_grad'): 1,
     ('minima.needle.core', 'minima.autograd', '_own'): 1,
     ('minima.needle', 'minima', '_install_api_dirs'): 1,   # the package's own tab completion
-    ('minima.data', 'minima.nn.modules.layers', '_stale_temporaries'): 1,   # one cleanup for atomic saves
+    # one cleanup for atomic saves
+    ('minima.data', 'minima.nn.modules.layers', '_stale_temporaries'): 1,
     ('minima.nn.parallel', 'minima.distributed', '_group'): 1,   # DDP resolves torch's group
     ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,   # torch code calls it
 }
@@ -191,12 +192,14 @@ def test_view_ops_say_so():
 # ---- every importable module is a file (issue 38): go-to-definition and grep find it ----
 
 NEEDLE = ('autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models')
-TORCH_NN_FILES = ('module', 'linear', 'conv', 'activation', 'container', 'dropout', 'sparse', 'rnn',
-                  'normalization', 'batchnorm', 'transformer', 'pooling', 'flatten', 'upsampling', 'loss')
+TORCH_NN_FILES = ('module', 'linear', 'conv', 'activation', 'container', 'dropout', 'sparse',
+                  'rnn', 'normalization', 'batchnorm', 'transformer', 'pooling', 'flatten',
+                  'upsampling', 'loss')
 MODULES_WITH_FILES = [f'minima.needle.{m}' for m in NEEDLE] + [
     'minima.nn.init', 'minima.nn.utils', 'minima.nn.utils.rnn', 'minima.utils.data',
-    'minima.utils.data.dataloader', 'minima.optim', 'minima.optim.optimizers', 'minima.optim.lr_scheduler',
-    'minima.nn.modules', 'minima.nn.modules.layers'] + [f'minima.nn.modules.{m}' for m in TORCH_NN_FILES]
+    'minima.utils.data.dataloader', 'minima.optim', 'minima.optim.optimizers',
+    'minima.optim.lr_scheduler', 'minima.nn.modules', 'minima.nn.modules.layers'] + [
+    f'minima.nn.modules.{m}' for m in TORCH_NN_FILES]
 WITHOUT_FILES = set()   # every loaded minima module is a file
 
 

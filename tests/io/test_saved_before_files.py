@@ -1,6 +1,7 @@
-"""Files saved before `minima.nn.modules` became a package of files (issue 38) still load: a file names each class
-by `module:qualname` (`minima.nn.modules:Linear`), and the package still holds every class under its old module
-name. `files/saved_before_issue38.npz` was written by `minima.save` at the commit before the move."""
+"""Files saved before `minima.nn.modules` became a package of files (issue 38) still load: a
+file names each class by `module:qualname` (`minima.nn.modules:Linear`), and the package still
+holds every class under its old module name. `files/saved_before_issue38.npz` was written by
+`minima.save` at the commit before the move."""
 import json, re
 from pathlib import Path
 import numpy as np
@@ -19,9 +20,11 @@ def test_the_file_names_the_old_module():
 def test_a_model_and_optimizer_saved_before_the_move_load():
     ck = mi.load(FILE)
     model = ck['model']
-    assert [type(m) for m in model] == [mi.nn.Embedding, mi.nn.Linear, mi.nn.ReLU, mi.nn.Dropout, mi.nn.Linear]
+    nn = mi.nn
+    assert [type(m) for m in model] == [nn.Embedding, nn.Linear, nn.ReLU, nn.Dropout, nn.Linear]
     assert type(model).__module__ == 'minima.nn.modules.layers' and not model.training
-    np.testing.assert_allclose(model(ck['x']).detach().numpy(), ck['y'].detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(model(ck['x']).detach().numpy(), ck['y'].detach().numpy(),
+                               rtol=1e-6, atol=1e-7)
     assert isinstance(ck['loss_fn'], mi.nn.modules.loss.CrossEntropyLoss)
     opt = mi.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     opt.load_state_dict(ck['opt'])

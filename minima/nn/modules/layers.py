@@ -672,8 +672,9 @@ class Linear(Module):
 
 # %% ../../../nbs/10_nn.ipynb
 class NonDynamicallyQuantizableLinear(Linear):
-    """torch's name for the output projection of its attention (`torch.nn.modules.linear`): a `Linear` that
-    dynamic quantization leaves alone. Scripts name it when they list the classes `torch.load` may rebuild (18b)."""
+    """torch's name for the output projection of its attention (`torch.nn.modules.linear`): a
+    `Linear` that dynamic quantization leaves alone. Scripts name it when they list the classes
+    `torch.load` may rebuild (chapter 18b)."""
 
 # %% ../../../nbs/10_nn.ipynb
 #| code-fold: true
