@@ -237,6 +237,26 @@ def test_needle_modules_name_needles_own_objects():
         assert own <= named, f'minima.needle.{name}: {sorted(own - named)} not imported by name'
 
 
+@pytest.mark.parametrize('name', [f'minima.nn.modules.{m}' for m in TORCH_NN_FILES]
+                         + ['minima.optim.lr_scheduler'])
+def test_torch_named_files_import_each_class_from_its_definition(name):
+    """torch's file names hold minima's classes by name, imported from the module defining each:
+    go-to-definition takes one hop."""
+    mod = importlib.import_module(name)
+    tree = ast.parse(Path(mod.__file__).read_text())
+    source = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            pkg = mod.__name__.rsplit('.', node.level)[0] if node.level else ''
+            src = '.'.join(p for p in (pkg, node.module) if p)
+            source.update({a.asname or a.name: src for a in node.names})
+    assert mod.__all__
+    for n in mod.__all__:
+        obj = getattr(mod, n)
+        assert source.get(n) == obj.__module__, \
+            f'{name}.{n}: defined in {obj.__module__}, imported from {source.get(n)}'
+
+
 def test_the_design_it_cites_is_in_the_repository():
     root = PKG.parent
     design = (root / 'DESIGN.md').read_text()
