@@ -509,7 +509,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     total, capturing = _grad_norm(gs, p_), bool(draw_hooks)   # (draw_hooks: set while minima.compile captures)
     if error_if_nonfinite:
         if capturing:
-            from .compile import CaptureError
+            from minima.compile import CaptureError
             raise CaptureError("clip_grad_norm_: error_if_nonfinite=True reads the norm back on every call, which a "
                                "compiled step cannot do; pass error_if_nonfinite=False (a NaN norm then makes every "
                                "gradient NaN, as in torch) or check the returned norm outside the compiled step")
