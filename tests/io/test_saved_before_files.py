@@ -32,3 +32,15 @@ def test_a_model_and_optimizer_saved_before_the_move_load():
     sched.load_state_dict(ck['sched'])
     assert sched.last_epoch == 1 and opt.param_groups[0]['lr'] == 0.1
     assert len(opt.state) == 5 and all('momentum_buffer' in s for s in opt.state.values())
+
+
+def test_the_inflate_limit_the_message_names_is_the_one_read(tmp_path, monkeypatch):
+    "The refusal names `minima.nn.modules.layers.MAX_INFLATE_RATIO`; raising that limit lets the file load."
+    import importlib
+    path = str(tmp_path / 'z.npz')
+    np.savez_compressed(path, __spec__=np.array(json.dumps({'tensor': 'a0'})), a0=np.zeros(2_000_000, 'f4'))
+    try: mi.load(path)
+    except mi.serialization.CorruptFileError as e: msg = str(e)
+    where, name = re.search(r'than ([\w.]+)\.(MAX_INFLATE_RATIO)', msg).groups()
+    monkeypatch.setattr(importlib.import_module(where), name, 10_000)
+    assert mi.serialization.MAX_INFLATE_RATIO == 10_000 and mi.load(path).shape == (2_000_000,)

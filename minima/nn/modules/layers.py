@@ -451,7 +451,7 @@ def read_npz(file, what='load') -> dict:
                                               f'but occupies {info.compress_size}')
             if info.file_size > MAX_INFLATE_RATIO * info.compress_size + (1 << 16):
                 raise CorruptFileError(where, f'{what}: a {info.compress_size}-byte compressed entry declares '
-                    f'{info.file_size} bytes, more than minima.nn.modules.MAX_INFLATE_RATIO '
+                    f'{info.file_size} bytes, more than minima.nn.modules.layers.MAX_INFLATE_RATIO '
                     f'({MAX_INFLATE_RATIO}) times its size; raise that limit if you trust the file')
             try:
                 with z.open(info) as f:
