@@ -146,7 +146,8 @@ def _private_uses(path: Path, modules: set):
 PRIVATE_ALLOWED = {
     # the packages' own tab completion: two hand-written __init__ files
     ('minima.needle', 'minima', '_install_api_dirs'): 1,
-    ('minima.data', 'minima.nn.modules.layers', '_stale_temporaries'): 1,   # one cleanup for atomic saves
+    # one cleanup for atomic saves
+    ('minima.data', 'minima.nn.modules.layers', '_stale_temporaries'): 1,
     # torch's own private name: torch code calls torch.nn.init._calculate_fan_in_and_fan_out
     ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,
 }

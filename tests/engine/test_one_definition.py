@@ -97,12 +97,15 @@ def _writers(path: Path):
     return [head.group(1)] + sorted({m for m in re.findall(r'^# %% \S*?nbs/(\S+?\.ipynb)', text, re.M)} - {head.group(1)})
 
 
-# nbdev creates a module only from a notebook's `default_exp`, and a notebook may also append cells to a module that
-# another chapter created (`#| export ops.layers`; each cell's `# %%` marker names its notebook). Only these do:
-# chapter 10b's functions join the modules of their kind, named for what they hold, not for the chapter (issue 38).
+# nbdev creates a module only from a notebook's `default_exp`, and a notebook may also append cells
+# to a module that another chapter created (`#| export ops.layers`; each cell's `# %%` marker names
+# its notebook). Only these do: chapter 10b's functions join the modules of their kind, named for
+# what they hold, not for the chapter (issue 38).
 APPENDS = {'activations.py': ['10b_nn_more.ipynb'],   # leaky_relu
-           'layers.py': ['10b_nn_more.ipynb'],        # conv1d, the 1-d and adaptive pools, interpolate, group_norm
-           'losses.py': ['10b_nn_more.ipynb']}        # dropout2d beside dropout, and torch's other losses
+           # conv1d, the 1-d and adaptive pools, interpolate, group_norm
+           'layers.py': ['10b_nn_more.ipynb'],
+           # dropout2d beside dropout, and torch's other losses
+           'losses.py': ['10b_nn_more.ipynb']}
 
 
 def test_each_ops_module_is_written_by_one_notebook():
