@@ -348,9 +348,8 @@ def matmul_int8(self: BackendDevice, a, b, out, m: int, n: int, p: int):
     self.cast(a, ta); self.cast(b, tb)
     self.matmul(ta, tb, out, 1, m, n, p)
 
-@patch
-def matmul_int8(self: NumpyDevice, a, b, out, m: int, n: int, p: int):  # noqa: F811 (a method)
-    "The numpy device's `matmul_int8`: one float64 BLAS matmul, exact for these integers."
+def _matmul_int8_numpy(self, a, b, out, m, n, p):
     # numpy's integer matmul has no BLAS. float64 BLAS is exact here: each product is below 2**15 and a sum of
     # n of them stays below 2**53 for any n < 2**38, so rounding the float64 result gives the int32 result exactly
     out.reshape(m, p)[...] = np.matmul(a.reshape(m, n).astype(np.float64), b.reshape(n, p).astype(np.float64))
+NumpyDevice.matmul_int8 = _matmul_int8_numpy
