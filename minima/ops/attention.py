@@ -342,10 +342,11 @@ register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
 from ..backend_ndarray.device import NumpyDevice
 _HOST_FLOATS = ('float32', 'float64')
 
-@NumpyDevice.quiet   # numpy's floating-point warnings off, as the numpy device's own primitives
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
 def _ln_host(xv, wv, bv, yv, eps):
-    """Layer norm of the rows of host arrays (numpy views of the tensors' memory), `y` written into `yv`; returns
-    the saved `(x_hat, r)`. The formulas above, one numpy expression each, in the input's dtype."""
+    """Layer norm of the rows of host arrays (numpy views of the tensors' memory), `y` written
+    into `yv`; returns the saved `(x_hat, r)`. The formulas above, one numpy expression each, in
+    the input's dtype."""
     D = wv.size
     x2 = xv.reshape(-1, D)
     xc = x2 - np.add.reduce(x2, 1, keepdims=True) * (1.0 / D)
@@ -380,27 +381,29 @@ def compute(self: LayerNormOp, x: NDArray, w: NDArray, b: NDArray):
         xv = x.host_view() if x.dtype in _HOST_FLOATS else None
         if xv is not None:
             y = NDArray.make(x.shape, device=x.device, dtype=x.dtype)
-            self.save('host', *_ln_host(xv, w.host_view(), b.host_view(), y.host_view(), self.eps))
+            hv = (w.host_view(), b.host_view(), y.host_view())
+            self.save('host', *_ln_host(xv, *hv, self.eps))
             return y
     return _ln_compute(self, x, w, b)
 
 @patch
 def gradient(self: LayerNormOp, out_grad, node):
-    if not isinstance(self.saved[0], str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
-    if self.saved[0] == 'rows': return _ln_rows_backward(self, out_grad, node)
-    _, xhat, r = self.saved
-    x, w, b = node.inputs
+    tag = self.saved[0]
+    if not isinstance(tag, str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
+    if tag == 'rows': return _ln_rows_backward(self, out_grad, node)
+    (_, xhat, r), (x, w, b) = self.saved, node.inputs
     gv = out_grad.cached_data.host_view()
-    if gv is None: raise RuntimeError("layer_norm: the forward ran on the host (one numpy pass), but the gradient's "
-                                      "adjoint is not in host memory (a step being compiled?); run both in one place")
+    if gv is None:
+        raise RuntimeError("layer_norm: the forward ran on the host, but the adjoint is not in host "
+                           "memory (a step being compiled?); run the forward and backward in one place")
     dx, dw, db = (NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in (x, w, b))
-    _ln_host_backward(gv.astype(xhat.dtype, copy=False), xhat, r, w.cached_data.host_view(), dx.host_view(),
-                      dw.host_view(), db.host_view())
+    views = (dx.host_view(), dw.host_view(), db.host_view())
+    _ln_host_backward(gv.astype(xhat.dtype, copy=False), xhat, r, w.cached_data.host_view(), *views)
     return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
 
 # %% ../../nbs/15_attention.ipynb
 def _ln_rows(self, x: NDArray, w: NDArray, b: NDArray):
-    "Layer norm in one fused row kernel of `x`'s device (a GPU's); keeps each row's mean and `r` in float32."
+    "Layer norm in one fused row kernel of `x`'s device (a GPU's); keeps each row's mean and `r`."
     D, dev = prod(w.shape), x.device
     N, xc = x.size // D, x.compact()
     y = NDArray.make(x.shape, device=dev, dtype=x.dtype)
@@ -434,8 +437,9 @@ def _sdpa_vjp(q, k, v, p, g, scale, keep):
 # %% ../../nbs/15_attention.ipynb
 @NumpyDevice.quiet
 def _sdpa_host(qv, kv, vv, mv, kp, scale):
-    """Attention's forward on host arrays: `(P, live, P @ v)`, P the row softmax (0 on a row with no key, whose
-    `live` is 0; `live` is None when every row has a key), dropout's keep mask `kp` (or None) applied to P."""
+    """Attention's forward on host arrays: `(P, live, P @ v)`, P the row softmax (0 on a row with
+    no key, whose `live` is 0; `live` is None when every row has a key), dropout's keep mask `kp`
+    (or None) applied to P."""
     s = np.matmul(qv, kv.swapaxes(-1, -2)) * scale
     if mv is not None: s = s + mv
     m = np.maximum.reduce(s, -1, keepdims=True)
@@ -459,12 +463,13 @@ def _to_device(a, like: NDArray) -> NDArray:
 _sdpa_compute = ScaledDotProductAttention.compute
 
 @patch
-def compute(self: ScaledDotProductAttention, q: NDArray, k: NDArray, v: NDArray, mask: NDArray = None):
+def compute(self: ScaledDotProductAttention, q, k, v, mask=None):  # noqa: F811 (a method)
     mask = self.mask if mask is None else mask
     qv = q.host_view() if q.dtype in _HOST_FLOATS else None
     if qv is None: return _sdpa_compute(self, q, k, v, mask)
-    p, live, y = _sdpa_host(qv, k.host_view(), v.host_view(), None if mask is None else mask.host_view(),
-                            None if self.keep is None else self.keep.host_view(), self.scale)
+    mv = None if mask is None else mask.host_view()
+    kp = None if self.keep is None else self.keep.host_view()
+    p, live, y = _sdpa_host(qv, k.host_view(), v.host_view(), mv, kp, self.scale)
     if is_grad_enabled():   # the plain backward reads P (and `live`) as NDArrays
         self.save(_to_device(p, q), None if live is None else _to_device(live, q))
     return _to_device(y, q)
