@@ -395,7 +395,7 @@ def gradient(self: LayerNormOp, out_grad, node):
     gv = out_grad.cached_data.host_view()
     if gv is None:
         raise RuntimeError("layer_norm: the forward ran on the host, but the adjoint is not in "
-                           "host memory (a step being compiled?); run forward and backward together")
+                           "host memory (a step being compiled?); run both passes in one place")
     dx, dw, db = (NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in (x, w, b))
     views = (dx.host_view(), dw.host_view(), db.host_view())
     _ln_host_backward(gv.astype(xhat.dtype, copy=False), xhat, r, w.cached_data.host_view(), *views)
