@@ -35,7 +35,7 @@ def make_steps(torch, reference=False):
     t = tnn.ModuleDict(dict(emb=tnn.Embedding(V, E), lstm=tnn.LSTM(E, H, num_layers=L), head=tnn.Linear(H, V)))
     with torch.no_grad():   # same weights: the LSTM's names and layouts are torch's; minima's Linear is (in, out)
         t['emb'].weight.copy_(torch.tensor(m.emb.weight.detach().numpy()))
-        t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in m.lstm.state_dict().items()})
+        t['lstm'].load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in m.lstm.state_dict().items()})
         t['head'].weight.copy_(torch.tensor(m.head.weight.detach().numpy())); t['head'].bias.copy_(torch.tensor(m.head.bias.detach().numpy()))
     rng = np.random.default_rng(0)
     xn, yn = rng.integers(0, V, (T, B)), rng.integers(0, V, T * B)

@@ -283,3 +283,24 @@ def gradient(self: SoftmaxCrossEntropy, out_grad, node):
         return Tensor.make_const(out), None
     z, onehot = node.inputs[0], (yc.reshape((N, 1)) == _class_ids(C, zc.device)).astype(zc.dtype)
     return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
+
+# %% ../../nbs/08c_fused_ops.ipynb
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+_linear_compute = LinearOp.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _linear_host(xv, wv, bv, y2, transposed):
+    np.matmul(xv.reshape(-1, xv.shape[-1]), wv.T if transposed else wv, out=y2)
+    if bv is not None: np.add(y2, bv, out=y2)
+
+@patch
+def compute(self: LinearOp, x: NDArray, w: NDArray, b: NDArray = None):  # noqa: F811 (a method)
+    same = x.dtype in _HOST_FLOATS and w.dtype == x.dtype and (b is None or b.dtype == x.dtype)
+    xv = x.host_view() if same else None
+    if xv is None: return _linear_compute(self, x, w, b)
+    n = w.shape[0] if self.transposed else w.shape[1]
+    y = NDArray.make(x.shape[:-1] + (n,), device=x.device, dtype=x.dtype)
+    _linear_host(xv, w.host_view(), None if b is None else b.host_view(), y.host_view().reshape(-1, n),
+                 self.transposed)
+    return y
