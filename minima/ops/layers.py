@@ -407,6 +407,52 @@ register_op('max_pool2d', lambda x, **kw: max_pool2d(x, **kw), lambda T, x, **kw
             skip={'second': 'piecewise linear: the second derivative is zero away from ties'});
 
 # %% ../../nbs/08_nn_functional.ipynb
+from fastcore.basics import patch
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+_maxpool_compute = MaxPool.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _maxpool_host(op, xv, yv, iv):
+    "Max pooling of the host array `xv` (N, C, H, W) into `yv`, the winners' flat indices in `iv`."
+    N, C, H, W = xv.shape
+    (kh, kw), (oh, ow), (sh, sw), (dh, dw) = op.kernel, op.out_hw, op.stride, op.dilation
+    (ph, rh), (pw, rw) = op.padding
+    xp = xv
+    if ph or rh or pw or rw:
+        xp = np.full((N, C, H + ph + rh, W + pw + rw), -np.inf, xv.dtype)
+        xp[:, :, ph:ph + H, pw:pw + W] = xv
+    sN, sC, sH, sW = xp.strides
+    win = np.lib.stride_tricks.as_strided(xp, (N, C, oh, ow, kh, kw),
+                                          (sN, sC, sH * sh, sW * sw, sH * dh, sW * dw))
+    views = [win[..., a, b] for a in range(kh) for b in range(kw)]
+    np.copyto(yv, views[0])
+    for v in views[1:]: np.maximum(yv, v, out=yv)   # a NaN wins its window
+    nan = np.isnan(np.maximum.reduce(yv, None))
+    found, k = views[0] == yv, np.zeros(yv.shape, 'int64')
+    for j, v in enumerate(views[1:], 1):   # the first offset that holds the max, as `argmax`
+        hit = (v == yv) | (v != v) if nan else v == yv
+        k += np.greater(hit, found) * j
+        found |= hit
+    row = np.repeat(np.arange(kh) * dh, kw).take(k) + (np.arange(oh) * sh - ph)[:, None]
+    col = np.tile(np.arange(kw) * dw, kh).take(k) + (np.arange(ow) * sw - pw)
+    if ph or rh or pw or rw: row, col = np.clip(row, 0, H - 1), np.clip(col, 0, W - 1)
+    np.add(np.arange(N * C).reshape(N, C, 1, 1) * (H * W), row * W + col, out=iv)
+
+# %% ../../nbs/08_nn_functional.ipynb
+@patch
+def compute(self: MaxPool, x: NDArray):  # noqa: F811 (a method)
+    xv = x.host_view() if x.dtype in _HOST_FLOATS else None
+    hw = x.shape[2:]
+    if xv is None or _pad_only_windows(hw, self.kernel, self.stride, self.padding, self.dilation,
+                                       self.out_hw) is not None: return _maxpool_compute(self, x)
+    shape = x.shape[:2] + self.out_hw
+    y, idx = (NDArray.make(shape, device=x.device, dtype=t) for t in (x.dtype, 'int64'))
+    _maxpool_host(self, xv, y.host_view(), idx.host_view())
+    self.save(idx, None)
+    return y
+
+# %% ../../nbs/08_nn_functional.ipynb
 def _avg_divisor(H, W, k, s, pads, out_hw, count_include_pad, dtype, device) -> NDArray:
     "1 / D for every output position, as an (OH, OW) array (torch's window count rules)."
     facs = []
