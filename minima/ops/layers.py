@@ -116,9 +116,9 @@ class Conv(_ConvParams, TensorOp):
     def compute(self, x: NDArray, w: NDArray):
         return _conv_core(_pad_nd(x, self.padding), w, self.stride, self.dilation, self.groups)
     def gradient(self, out_grad, node):
-        x, w = node.inputs
-        return (ConvInput(x.shape[2:], *self._params())(out_grad, w),
-                ConvWeight(w.shape[2:], *self._params())(x, out_grad))
+        x, w = node.inputs   # no transposed convolution for an input that needs no gradient (a batch)
+        return (ConvInput(x.shape[2:], *self._params())(out_grad, w) if x.requires_grad else None,
+                ConvWeight(w.shape[2:], *self._params())(x, out_grad) if w.requires_grad else None)
 
 class ConvInput(_ConvParams, TensorOp):
     "The gradient of conv2d with respect to its input (a transposed convolution): inputs `(out_grad, w)`."
@@ -291,6 +291,42 @@ register_op('conv_transpose2d', lambda x, w, b=None, **kw: conv_transpose2d(x, w
              case((2, 3, 4), (2, 2, 2, 3), (2,), stride=(1, 2), padding=(0, 1), output_padding=(1, 1), dilation=(2, 2))]);
 
 # %% ../../nbs/08_nn_functional.ipynb
+from fastcore.basics import patch
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+_conv_input_compute = ConvInput.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _conv_input_host(op, gv, wv, dxv):
+    "A stride-1 conv2d's input adjoint on host arrays, into `dxv`: `W^T g` on wide rows, col2im."
+    N, Co, oh, ow = gv.shape
+    _, cig, kh, kw = wv.shape
+    G, (dh, dw), ((pt, pb), (pl, pr)) = op.groups, op.dilation, op.padding
+    H, W = op.in_hw
+    Hp, Wp = H + pt + pb, W + pl + pr
+    gw = np.zeros((N, G, Co // G, oh, Wp), gv.dtype)
+    gw[..., :ow] = gv.reshape(N, G, Co // G, oh, ow)
+    wT = wv.reshape(G, Co // G, cig * kh * kw).transpose(0, 2, 1)
+    cols = np.matmul(wT, gw.reshape(N, G, Co // G, oh * Wp)).reshape(N, G * cig, kh, kw, oh * Wp)
+    dxp = np.zeros((N, G * cig, (Hp + 1) * Wp), gv.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            o = i * dh * Wp + j * dw
+            v = dxp[:, :, o:o + oh * Wp]
+            np.add(v, cols[:, :, i, j], out=v)
+    dxv[...] = dxp.reshape(N, G * cig, Hp + 1, Wp)[:, :, pt:pt + H, pl:pl + W]
+
+@patch
+def compute(self: ConvInput, g: NDArray, w: NDArray):  # noqa: F811 (a method)
+    host = self.stride == (1, 1) and g.dtype in _HOST_FLOATS and w.dtype == g.dtype
+    gv = g.host_view() if host else None
+    if gv is None: return _conv_input_compute(self, g, w)
+    shape = (g.shape[0], w.shape[1] * self.groups) + self.in_hw
+    dx = NDArray.make(shape, device=g.device, dtype=g.dtype)
+    _conv_input_host(self, gv, w.host_view(), dx.host_view())
+    return dx
+
+# %% ../../nbs/08_nn_functional.ipynb
 def conv(a, b, stride=1, padding=1) -> Tensor:
     "needle's convolution: `a` NHWC (N, H, W, C_in), `b` (K, K, C_in, C_out); returns NHWC."
     _check_tensor(a, 'a', 'conv'); _check_tensor(b, 'b', 'conv')
@@ -407,9 +443,6 @@ register_op('max_pool2d', lambda x, **kw: max_pool2d(x, **kw), lambda T, x, **kw
             skip={'second': 'piecewise linear: the second derivative is zero away from ties'});
 
 # %% ../../nbs/08_nn_functional.ipynb
-from fastcore.basics import patch
-from ..backend_ndarray.device import NumpyDevice
-_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
 _maxpool_compute = MaxPool.compute
 
 @NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives

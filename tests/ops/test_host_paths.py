@@ -155,3 +155,24 @@ def test_max_pool_host_matches_composed(dtype, kw):
         assert np.isnan(
             picked.reshape(y.shape)[~num]
         ).all()  # a NaN's own index (torch: the last NaN)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize(
+    'xs,ws,pad,dil,groups,in_extra',
+    [((4, 16, 8, 8), (32, 16, 3, 3), ((1, 1), (1, 1)), (1, 1), 1, 0),
+     ((2, 4, 9, 7), (6, 2, 3, 3), ((2, 2), (2, 2)), (2, 2), 2, 0),
+     ((2, 6, 5, 7), (6, 2, 2, 3), ((0, 1), (1, 1)), (1, 1), 3, 0),   # an even kernel, 'same' padding
+     ((1, 3, 6, 6), (4, 3, 3, 3), ((0, 0), (0, 0)), (1, 1), 1, 1)],  # rows the conv never reaches
+)
+def test_conv_input_host_matches_composed(dtype, xs, ws, pad, dil, groups, in_extra):
+    rng = np.random.default_rng(4)
+    (N, _, H, W), (Co, _, kh, kw) = xs, ws
+    oh = H + sum(pad[0]) - dil[0] * (kh - 1) - in_extra
+    ow = W + sum(pad[1]) - dil[1] * (kw - 1) - in_extra
+    g, w = (_nd(rng.standard_normal(s).astype(dtype)) for s in ((N, Co, oh, ow), ws))
+    op = LY.ConvInput((H, W), (1, 1), pad, dil, groups)
+    y, yc = op.compute(g, w), LY._conv_input_compute(op, g, w)
+    assert y.shape == yc.shape == xs and y.dtype == dtype
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == 'float32' else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y.numpy(), yc.numpy(), **tol)
