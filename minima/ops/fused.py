@@ -304,3 +304,47 @@ def compute(self: LinearOp, x: NDArray, w: NDArray, b: NDArray = None):  # noqa:
     _linear_host(xv, w.host_view(), None if b is None else b.host_view(), y.host_view().reshape(-1, n),
                  self.transposed)
     return y
+
+# %% ../../nbs/08c_fused_ops.ipynb
+_bn_compute, _bn_gradient = BatchNormOp.compute, BatchNormOp.gradient
+
+@NumpyDevice.quiet
+def _bn_host(xv, wv, bv, eps, y, xhat, r, mean, var):
+    "Training-mode batch norm of the host array `xv`, written into the host views `y` .. `var`."
+    axes, n = _bn_axes(xv.ndim), xv.size // xv.shape[1]
+    np.divide(np.add.reduce(xv, axes, keepdims=True), n, out=mean)
+    xc = xv - mean
+    np.divide(np.add.reduce(xc * xc, axes, keepdims=True), n, out=var)
+    np.power(var + eps, -0.5, out=r)
+    np.multiply(xc, r, out=xhat)
+    np.multiply(xhat, wv.reshape(r.shape), out=y)
+    np.add(y, bv.reshape(r.shape), out=y)
+
+@NumpyDevice.quiet
+def _bn_host_backward(gv, xhat, r, wv, dx, dw, db):
+    "`_bn_adjoints` on host arrays, into the host views `dx`, `dw`, `db`."
+    axes, n = _bn_axes(gv.ndim), gv.size // gv.shape[1]
+    gsum, gx = np.add.reduce(gv, axes, keepdims=True), np.add.reduce(gv * xhat, axes, keepdims=True)
+    np.multiply(gv - gsum / n - xhat * (gx / n), r * wv.reshape(r.shape), out=dx)
+    dw[...], db[...] = gx.reshape(dw.shape), gsum.reshape(db.shape)
+
+@patch
+def compute(self: BatchNormOp, x: NDArray, w: NDArray, b: NDArray):  # noqa: F811 (a method)
+    xv = x.host_view() if x.dtype in _HOST_FLOATS and w.dtype == b.dtype == x.dtype else None
+    if xv is None: return _bn_compute(self, x, w, b)
+    stat = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
+    out = [NDArray.make(s, device=x.device, dtype=x.dtype) for s in (x.shape, x.shape, stat, stat, stat)]
+    _bn_host(xv, w.host_view(), b.host_view(), self.eps, *(a.host_view() for a in out))
+    self.save(*out[1:])
+    return out[0]
+
+@patch
+def gradient(self: BatchNormOp, g, node):  # noqa: F811 (a method)
+    gv = None if is_grad_enabled() else g.cached_data.host_view()
+    xhat, r = self.saved[:2]
+    hx = None if gv is None else xhat.host_view()
+    if hx is None: return _bn_gradient(self, g, node)
+    ds = [NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in node.inputs]
+    _bn_host_backward(gv.astype(hx.dtype, copy=False), hx, r.host_view(),
+                      node.inputs[1].cached_data.host_view(), *(d.host_view() for d in ds))
+    return tuple(Tensor.make_const(d) for d in ds)

@@ -176,3 +176,26 @@ def test_conv_input_host_matches_composed(dtype, xs, ws, pad, dil, groups, in_ex
     assert y.shape == yc.shape == xs and y.dtype == dtype
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == 'float32' else dict(rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(y.numpy(), yc.numpy(), **tol)
+
+
+class _ComposedBatchNorm(FU.BatchNormOp):
+    "The op with its composed forward; its saved state then sends the backward down the composed path too."
+    def compute(self, x, w, b): return FU._bn_compute(self, x, w, b)
+    def gradient(self, g, node): return FU._bn_gradient(self, g, node)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('shape', [(6, 5), (4, 3, 5, 6), (2, 4, 7)])
+def test_batch_norm_host_matches_composed(dtype, shape):
+    rng = np.random.default_rng(5)
+    C = shape[1]
+    x, w, b = (rng.standard_normal(s).astype(dtype) for s in (shape, (C,), (C,)))
+    g = rng.standard_normal(shape).astype(dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == 'float32' else dict(rtol=1e-12, atol=1e-12)
+    res = []
+    for op in (FU.BatchNormOp(1e-5), _ComposedBatchNorm(1e-5)):
+        ts = [mi.Tensor(a, dtype=dtype, requires_grad=True) for a in (x, w, b)]
+        y = op(*ts)
+        y.backward(mi.Tensor(g, dtype=dtype))
+        res.append([y.detach().numpy(), op.mean.numpy(), op.var.numpy()] + [t.grad.numpy() for t in ts])
+    for h, c in zip(*res): np.testing.assert_allclose(h, c, **tol)
