@@ -333,7 +333,8 @@ def compute(self: BatchNormOp, x: NDArray, w: NDArray, b: NDArray):  # noqa: F81
     xv = x.host_view() if x.dtype in _HOST_FLOATS and w.dtype == b.dtype == x.dtype else None
     if xv is None: return _bn_compute(self, x, w, b)
     stat = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
-    out = [NDArray.make(s, device=x.device, dtype=x.dtype) for s in (x.shape, x.shape) + (stat,) * 3]
+    shapes = (x.shape, x.shape, stat, stat, stat)   # y, x_hat, r, mean, var
+    out = [NDArray.make(s, device=x.device, dtype=x.dtype) for s in shapes]
     _bn_host(xv, w.host_view(), b.host_view(), self.eps, *(a.host_view() for a in out))
     self.save(*out[1:])
     return out[0]
