@@ -162,7 +162,7 @@ def test_max_pool_host_matches_composed(dtype, kw):
     'xs,ws,pad,dil,groups,in_extra',
     [((4, 16, 8, 8), (32, 16, 3, 3), ((1, 1), (1, 1)), (1, 1), 1, 0),
      ((2, 4, 9, 7), (6, 2, 3, 3), ((2, 2), (2, 2)), (2, 2), 2, 0),
-     ((2, 6, 5, 7), (6, 2, 2, 3), ((0, 1), (1, 1)), (1, 1), 3, 0),   # an even kernel, 'same' padding
+     ((2, 6, 5, 7), (6, 2, 2, 3), ((0, 1), (1, 1)), (1, 1), 3, 0),  # even kernel, 'same'
      ((1, 3, 6, 6), (4, 3, 3, 3), ((0, 0), (0, 0)), (1, 1), 1, 1)],  # rows the conv never reaches
 )
 def test_conv_input_host_matches_composed(dtype, xs, ws, pad, dil, groups, in_extra):
@@ -179,7 +179,7 @@ def test_conv_input_host_matches_composed(dtype, xs, ws, pad, dil, groups, in_ex
 
 
 class _ComposedBatchNorm(FU.BatchNormOp):
-    "The op with its composed forward; its saved state then sends the backward down the composed path too."
+    "The op with its composed forward and backward."
     def compute(self, x, w, b): return FU._bn_compute(self, x, w, b)
     def gradient(self, g, node): return FU._bn_gradient(self, g, node)
 
@@ -197,5 +197,6 @@ def test_batch_norm_host_matches_composed(dtype, shape):
         ts = [mi.Tensor(a, dtype=dtype, requires_grad=True) for a in (x, w, b)]
         y = op(*ts)
         y.backward(mi.Tensor(g, dtype=dtype))
-        res.append([y.detach().numpy(), op.mean.numpy(), op.var.numpy()] + [t.grad.numpy() for t in ts])
+        stats = [y.detach().numpy(), op.mean.numpy(), op.var.numpy()]
+        res.append(stats + [t.grad.numpy() for t in ts])
     for h, c in zip(*res): np.testing.assert_allclose(h, c, **tol)
