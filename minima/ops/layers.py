@@ -327,6 +327,43 @@ def compute(self: ConvInput, g: NDArray, w: NDArray):  # noqa: F811 (a method)
     return dx
 
 # %% ../../nbs/08_nn_functional.ipynb
+_conv_compute = Conv.compute
+
+def _wide_cols(xv, pads, k, dil):
+    """The wide im2col of `_conv_core` on a host array: `xv` padded (plus the spare zero row) in one
+    copy, then `(N, C*KH*KW, OH*Wp)` columns, a copy of runs of `OH*Wp` numbers; also `OH`, `Wp`."""
+    N, C, H, W = xv.shape
+    (pt, pb), (pl, pr) = pads
+    Hp, Wp = H + pt + pb, W + pl + pr
+    xq = np.zeros((N, C, Hp + 1, Wp), xv.dtype)
+    xq[:, :, pt:pt + H, pl:pl + W] = xv
+    oh, s = Hp - dil[0] * (k[0] - 1), xq.strides
+    cols = np.lib.stride_tricks.as_strided(xq, (N, C, k[0], k[1], oh * Wp),
+                                           (s[0], s[1], s[2] * dil[0], s[3] * dil[1], s[3]))
+    return cols.reshape(N, C * k[0] * k[1], oh * Wp), oh, Wp
+
+@NumpyDevice.quiet
+def _conv_host(op, xv, wv, yv):
+    "A stride-1 conv2d on host arrays into `yv` `(N, Co, OH, Wp)`: wide columns, one batched product."
+    (N, Co, oh, Wp), G = yv.shape, op.groups
+    cols = _wide_cols(xv, op.padding, wv.shape[2:], op.dilation)[0]
+    np.matmul(wv.reshape(G, Co // G, -1), cols.reshape(N, G, -1, oh * Wp),
+              out=yv.reshape(N, G, -1, oh * Wp))
+
+@patch
+def compute(self: Conv, x: NDArray, w: NDArray):  # noqa: F811 (a method)
+    (N, _, H, W), (Co, _, kh, kw) = x.shape, w.shape
+    (pt, pb), (pl, pr) = self.padding
+    oh, Wp = H + pt + pb - self.dilation[0] * (kh - 1), W + pl + pr
+    ow = Wp - self.dilation[1] * (kw - 1)
+    host = self.stride == (1, 1) and oh > 0 and ow > 0 and x.dtype in _HOST_FLOATS and w.dtype == x.dtype
+    xv = x.host_view() if host else None
+    if xv is None: return _conv_compute(self, x, w)
+    y = NDArray.make((N, Co, oh, Wp), device=x.device, dtype=x.dtype)
+    _conv_host(self, xv, w.host_view(), y.host_view())
+    return y[:, :, :, :ow]
+
+# %% ../../nbs/08_nn_functional.ipynb
 def conv(a, b, stride=1, padding=1) -> Tensor:
     "needle's convolution: `a` NHWC (N, H, W, C_in), `b` (K, K, C_in, C_out); returns NHWC."
     _check_tensor(a, 'a', 'conv'); _check_tensor(b, 'b', 'conv')

@@ -200,3 +200,20 @@ def test_batch_norm_host_matches_composed(dtype, shape):
         stats = [y.detach().numpy(), op.mean.numpy(), op.var.numpy()]
         res.append(stats + [t.grad.numpy() for t in ts])
     for h, c in zip(*res): np.testing.assert_allclose(h, c, **tol)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize(
+    'xs,ws,pad,dil,groups',
+    [((4, 16, 8, 8), (32, 16, 3, 3), ((1, 1), (1, 1)), (1, 1), 1),
+     ((2, 4, 9, 7), (6, 2, 3, 3), ((2, 2), (2, 2)), (2, 2), 2),
+     ((2, 6, 5, 7), (6, 2, 2, 3), ((0, 1), (1, 1)), (1, 1), 3),
+     ((1, 3, 6, 6), (4, 3, 1, 1), ((0, 0), (0, 0)), (1, 1), 1)],   # a 1x1 kernel: no wide columns
+)
+def test_conv_host_is_the_composed_path(dtype, xs, ws, pad, dil, groups):
+    rng = np.random.default_rng(6)
+    x, w = (_nd(rng.standard_normal(s).astype(dtype)) for s in (xs, ws))
+    op = LY.Conv((1, 1), pad, dil, groups)
+    y, yc = op.compute(x, w), LY._conv_compute(op, x, w)
+    assert y.shape == yc.shape and y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy(), yc.numpy())
