@@ -344,7 +344,7 @@ def _wide_cols(xv, pads, k, dil):
 
 @NumpyDevice.quiet
 def _conv_host(op, xv, wv, yv):
-    "A stride-1 conv2d on host arrays into `yv` `(N, Co, OH, Wp)`: wide columns, one batched product."
+    "A stride-1 conv2d on host arrays into `yv` `(N, Co, OH, Wp)`: wide columns, a batched product."
     (N, Co, oh, Wp), G = yv.shape, op.groups
     cols = _wide_cols(xv, op.padding, wv.shape[2:], op.dilation)[0]
     np.matmul(wv.reshape(G, Co // G, -1), cols.reshape(N, G, -1, oh * Wp),
@@ -356,7 +356,8 @@ def compute(self: Conv, x: NDArray, w: NDArray):  # noqa: F811 (a method)
     (pt, pb), (pl, pr) = self.padding
     oh, Wp = H + pt + pb - self.dilation[0] * (kh - 1), W + pl + pr
     ow = Wp - self.dilation[1] * (kw - 1)
-    host = self.stride == (1, 1) and oh > 0 and ow > 0 and x.dtype in _HOST_FLOATS and w.dtype == x.dtype
+    host = self.stride == (1, 1) and oh > 0 and ow > 0
+    host = host and x.dtype in _HOST_FLOATS and w.dtype == x.dtype
     xv = x.host_view() if host else None
     if xv is None: return _conv_compute(self, x, w)
     y = NDArray.make((N, Co, oh, Wp), device=x.device, dtype=x.dtype)
