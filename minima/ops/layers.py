@@ -511,6 +511,8 @@ def _maxpool_host(op, xv, yv, iv):
     np.add(np.arange(N * C).reshape(N, C, 1, 1) * (H * W), row * W + col, out=iv)
 
 # %% ../../nbs/08_nn_functional.ipynb
+from ..autograd import is_grad_enabled
+
 @patch
 def compute(self: MaxPool, x: NDArray):  # noqa: F811 (a method)
     xv = x.host_view() if x.dtype in _HOST_FLOATS else None
@@ -521,7 +523,25 @@ def compute(self: MaxPool, x: NDArray):  # noqa: F811 (a method)
     y, idx = (NDArray.make(shape, device=x.device, dtype=t) for t in (x.dtype, 'int64'))
     _maxpool_host(self, xv, y.host_view(), idx.host_view())
     self.save(idx, None)
+    # windows that do not overlap (and no padding to clamp into): each input wins at most once
+    self.unique = not any(self.padding[0] + self.padding[1]) and all(
+        s >= d * (k - 1) + 1 for s, d, k in zip(self.stride, self.dilation, self.kernel))
     return y
+
+_maxpool_gradient = MaxPool.gradient
+
+@patch
+def gradient(self: MaxPool, out_grad, node):  # noqa: F811 (a method)
+    "With distinct winners, the plain backward on the host is an assignment, not a scatter-add."
+    plain = not is_grad_enabled() and getattr(self, 'unique', False)
+    gv = out_grad.cached_data.host_view() if plain else None
+    if gv is None: return _maxpool_gradient(self, out_grad, node)
+    x = node.inputs[0]
+    dx = NDArray.make(x.shape, device=x.device, dtype=x.dtype)
+    dv = dx.host_view().reshape(-1)
+    dv[...] = 0
+    dv[self.saved[0].host_view().reshape(-1)] = gv.reshape(-1)
+    return Tensor.make_const(dx)
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _avg_divisor(H, W, k, s, pads, out_hw, count_include_pad, dtype, device) -> NDArray:
