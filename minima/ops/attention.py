@@ -350,7 +350,7 @@ def _ln_host(xv, wv, bv, yv, eps):
     D = wv.size
     x2 = xv.reshape(-1, D)
     xc = x2 - np.add.reduce(x2, 1, keepdims=True) * (1.0 / D)
-    r = 1.0 / np.sqrt(np.add.reduce(xc * xc, 1, keepdims=True) * (1.0 / D) + eps)
+    r = np.power(np.add.reduce(xc * xc, 1, keepdims=True) * (1.0 / D) + eps, -0.5)
     xhat = xc * r
     y2 = yv.reshape(-1, D)
     np.multiply(xhat, wv.reshape(D), out=y2)
