@@ -328,6 +328,7 @@ def _bn_host_backward(gv, xhat, r, wv, dx, dw, db):
     np.multiply(gv - gsum / n - xhat * (gx / n), r * wv.reshape(r.shape), out=dx)
     dw[...], db[...] = gx.reshape(dw.shape), gsum.reshape(db.shape)
 
+# %% ../../nbs/08c_fused_ops.ipynb
 @patch
 def compute(self: BatchNormOp, x: NDArray, w: NDArray, b: NDArray):  # noqa: F811 (a method)
     xv = x.host_view() if x.dtype in _HOST_FLOATS and w.dtype == b.dtype == x.dtype else None
