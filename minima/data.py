@@ -11,7 +11,7 @@ import numpy as np
 from fastcore.basics import patch
 from .autograd import Tensor
 from .backend_ndarray.device import DTYPES
-from .nn.modules import CorruptFileError, MAX_INFLATE_RATIO, atomic_write, _stale_temporaries
+from .nn.modules.layers import CorruptFileError, MAX_INFLATE_RATIO, atomic_write, _stale_temporaries
 
 # %% auto 0
 __all__ = ['TINY_SHAKESPEARE_URLS', 'TINY_SHAKESPEARE_SHA256', 'STAND_IN_TEXT', 'Transform', 'RandomFlipHorizontal', 'RandomCrop',

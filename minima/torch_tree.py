@@ -12,11 +12,11 @@ from .ops import movement as _mv
 from .ops import torch_face as _tf
 
 # %% auto 0
-__all__ = ['CUDA_NAMES', 'CUDNN_NAMES', 'BACKENDS_CUDA_NAMES', 'MPS_NAMES', 'NN_MODULE_FILES', 'TORCH_MODULES', 'USAGE',
-           'CallableModule', 'onnx_export', 'add_safe_globals', 'get_safe_globals', 'clear_safe_globals',
-           'safe_globals', 'PackedSequence', 'pack_padded_sequence', 'pad_packed_sequence', 'pad_sequence',
-           'pack_sequence', 'parameters_to_vector', 'vector_to_parameters', 'minima_name', 'script_line',
-           'MissingTorchFeature', 'TorchFinder', 'as_torch', 'main']
+__all__ = ['CUDA_NAMES', 'CUDNN_NAMES', 'BACKENDS_CUDA_NAMES', 'MPS_NAMES', 'TORCH_MODULES', 'USAGE', 'CallableModule',
+           'onnx_export', 'add_safe_globals', 'get_safe_globals', 'clear_safe_globals', 'safe_globals',
+           'PackedSequence', 'pack_padded_sequence', 'pad_packed_sequence', 'pad_sequence', 'pack_sequence',
+           'parameters_to_vector', 'vector_to_parameters', 'minima_name', 'script_line', 'MissingTorchFeature',
+           'TorchFinder', 'as_torch', 'main']
 
 # %% ../nbs/18b_torch_scripts.ipynb
 def _gpu():
@@ -65,44 +65,6 @@ def onnx_export(model, args=None, f=None, *rest, **kwargs):
     "torch's `torch.onnx.export`: minima does not write ONNX files."
     raise NotImplementedError("minima does not implement torch.onnx.export: save the weights with "
                               "minima.save(model.state_dict(), path) instead")
-
-# %% ../nbs/18b_torch_scripts.ipynb
-NN_MODULE_FILES = dict(
-    module=['Module'], linear=['Identity', 'Linear', 'Bilinear', 'NonDynamicallyQuantizableLinear'],
-    conv=['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d'],
-    activation=['ReLU', 'ReLU6', 'LeakyReLU', 'GELU', 'SiLU', 'ELU', 'SELU', 'CELU', 'Mish', 'Tanh', 'Sigmoid',
-                'Softplus', 'Softmax', 'LogSoftmax', 'Softmin', 'Hardtanh', 'Hardswish', 'Hardsigmoid', 'PReLU',
-                'LogSigmoid', 'GLU', 'Threshold', 'MultiheadAttention'],
-    container=['Sequential', 'ModuleList', 'ModuleDict', 'ParameterList', 'ParameterDict'],
-    dropout=['Dropout', 'Dropout1d', 'Dropout2d', 'Dropout3d', 'AlphaDropout'],
-    sparse=['Embedding', 'EmbeddingBag'], rnn=['RNN', 'LSTM', 'GRU', 'RNNCell', 'LSTMCell', 'GRUCell'],
-    normalization=['LayerNorm', 'GroupNorm', 'RMSNorm', 'LocalResponseNorm'],
-    batchnorm=['BatchNorm1d', 'BatchNorm2d', 'BatchNorm3d'], instancenorm=['InstanceNorm1d', 'InstanceNorm2d'],
-    transformer=['Transformer', 'TransformerEncoder', 'TransformerDecoder', 'TransformerEncoderLayer',
-                 'TransformerDecoderLayer'],
-    pooling=['MaxPool1d', 'MaxPool2d', 'AvgPool1d', 'AvgPool2d', 'AdaptiveAvgPool1d', 'AdaptiveAvgPool2d',
-             'AdaptiveMaxPool1d', 'AdaptiveMaxPool2d'],
-    flatten=['Flatten', 'Unflatten'], upsampling=['Upsample'], pixelshuffle=['PixelShuffle', 'PixelUnshuffle'],
-    padding=['ZeroPad2d', 'ConstantPad1d', 'ConstantPad2d', 'ReflectionPad1d', 'ReflectionPad2d'],
-    distance=['PairwiseDistance', 'CosineSimilarity'], fold=['Fold', 'Unfold'],
-    loss=['L1Loss', 'MSELoss', 'NLLLoss', 'CrossEntropyLoss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss', 'HuberLoss',
-          'SmoothL1Loss', 'PoissonNLLLoss', 'GaussianNLLLoss', 'SoftMarginLoss', 'MultiLabelSoftMarginLoss',
-          'HingeEmbeddingLoss', 'CosineEmbeddingLoss', 'MarginRankingLoss', 'TripletMarginLoss', 'MultiMarginLoss',
-          'CTCLoss'])
-
-def _nn_module_files():
-    "`minima.nn.modules.linear`, `.rnn`, ... (torch's files), holding minima's classes."
-    import minima.nn as nn, minima.nn.modules as mods
-    class NonDynamicallyQuantizableLinear(nn.Linear): "torch's class of attention's output projection: a `Linear`."
-    nn.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
-    for file, names in NN_MODULE_FILES.items():
-        m = types.ModuleType(f'minima.nn.modules.{file}', f"torch.nn.modules.{file}: minima's classes (18b).")
-        m.__dict__.update({n: getattr(nn, n) for n in names if hasattr(nn, n)})
-        m.__all__ = [n for n in names if hasattr(nn, n)]
-        sys.modules[m.__name__] = m
-        setattr(mods, file, m)
-
-_nn_module_files()
 
 # %% ../nbs/18b_torch_scripts.ipynb
 _SAFE_GLOBALS = []

@@ -150,7 +150,8 @@ PRIVATE_ALLOWED = {
     ('minima.needle.core', 'minima.autograd', '_check_out_grad'): 1,
     ('minima.needle.core', 'minima.autograd', '_own'): 1,
     ('minima.needle', 'minima', '_install_api_dirs'): 1,   # the package's own tab completion
-    ('minima.data', 'minima.nn.modules', '_stale_temporaries'): 1,   # one cleanup for atomic saves
+    # one cleanup for atomic saves
+    ('minima.data', 'minima.nn.modules.layers', '_stale_temporaries'): 1,
     ('minima.nn.parallel', 'minima.distributed', '_group'): 1,   # DDP resolves torch's group
     ('minima.nn.init', 'minima.init', '_calculate_fan_in_and_fan_out'): 1,   # torch code calls it
 }
@@ -191,15 +192,15 @@ def test_view_ops_say_so():
 # ---- every importable module is a file (issue 38): go-to-definition and grep find it ----
 
 NEEDLE = ('autograd', 'backend_ndarray', 'ops', 'init', 'nn', 'optim', 'data', 'models')
+TORCH_NN_FILES = ('module', 'linear', 'conv', 'activation', 'container', 'dropout', 'sparse',
+                  'rnn', 'normalization', 'batchnorm', 'transformer', 'pooling', 'flatten',
+                  'upsampling', 'loss')
 MODULES_WITH_FILES = [f'minima.needle.{m}' for m in NEEDLE] + [
     'minima.nn.init', 'minima.nn.utils', 'minima.nn.utils.rnn', 'minima.utils.data',
-    'minima.utils.data.dataloader']
-# Still built in code, each until its parent module becomes a package: minima.optim.lr_scheduler
-# (minima/optim.py is a module) and torch's file names under minima.nn.modules (`.linear`, ...).
-WITHOUT_FILES = {'minima.optim.lr_scheduler'} | {f'minima.nn.modules.{m}' for m in (
-    'activation', 'batchnorm', 'container', 'conv', 'distance', 'dropout', 'flatten', 'fold',
-    'instancenorm', 'linear', 'loss', 'module', 'normalization', 'padding', 'pixelshuffle',
-    'pooling', 'rnn', 'sparse', 'transformer', 'upsampling')}
+    'minima.utils.data.dataloader', 'minima.optim', 'minima.optim.optimizers',
+    'minima.optim.lr_scheduler', 'minima.nn.modules', 'minima.nn.modules.layers'] + [
+    f'minima.nn.modules.{m}' for m in TORCH_NN_FILES]
+WITHOUT_FILES = set()   # every loaded minima module is a file
 
 
 @pytest.mark.parametrize('name', MODULES_WITH_FILES)
@@ -234,6 +235,26 @@ def test_needle_modules_name_needles_own_objects():
         own = {k for k, v in vars(mod).items() if not k.startswith('__') and core.get(k) is v
                and getattr(v, '__module__', None) == 'minima.needle.core'}
         assert own <= named, f'minima.needle.{name}: {sorted(own - named)} not imported by name'
+
+
+@pytest.mark.parametrize('name', [f'minima.nn.modules.{m}' for m in TORCH_NN_FILES]
+                         + ['minima.optim.lr_scheduler'])
+def test_torch_named_files_import_each_class_from_its_definition(name):
+    """torch's file names hold minima's classes by name, imported from the module defining each:
+    go-to-definition takes one hop."""
+    mod = importlib.import_module(name)
+    tree = ast.parse(Path(mod.__file__).read_text())
+    source = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            pkg = mod.__name__.rsplit('.', node.level)[0] if node.level else ''
+            src = '.'.join(p for p in (pkg, node.module) if p)
+            source.update({a.asname or a.name: src for a in node.names})
+    assert mod.__all__
+    for n in mod.__all__:
+        obj = getattr(mod, n)
+        assert source.get(n) == obj.__module__, \
+            f'{name}.{n}: defined in {obj.__module__}, imported from {source.get(n)}'
 
 
 def test_the_design_it_cites_is_in_the_repository():

@@ -71,17 +71,22 @@ def test_dropout2d_on_2d_input_as_torch():
     with pytest.raises(ValueError, match='dropout2d'): minima.nn.functional.dropout2d(minima.tensor(x[0]), 0.5)
 
 def test_nn_modules_files_match_torchs_layout():
-    "`torch.nn.modules.<file>.<Class>`: every class minima puts in a file is in that file in torch too."
-    from minima.torch_tree import NN_MODULE_FILES
-    import importlib
+    """`torch.nn.modules.<file>.<Class>`: each of minima's files with a torch name holds, by name,
+    classes that torch's file of that name holds, and they are `minima.nn`'s (one definition)."""
+    import importlib, pathlib
+    files = sorted(f.stem for f in pathlib.Path(minima.nn.modules.__file__).parent.glob('*.py'))
+    assert files[:2] == ['__init__', 'activation'] and 'layers' in files
     n = 0
-    for file in NN_MODULE_FILES:
+    for file in [f for f in files if f not in ('__init__', 'layers')]:   # layers.py: minima's own
         ours, theirs = getattr(minima.nn.modules, file), importlib.import_module(f'torch.nn.modules.{file}')
+        assert ours.__all__ and ours.__file__.endswith(f'{file}.py'), file
         for name in ours.__all__:
             assert hasattr(theirs, name), (file, name)
-            assert getattr(ours, name) is getattr(minima.nn, name)
+            assert getattr(ours, name) is getattr(minima.nn, name), (file, name)
             n += 1
     assert n > 60 and minima.nn.modules.loss.CrossEntropyLoss is minima.nn.CrossEntropyLoss
+    lin = minima.nn.modules.linear.NonDynamicallyQuantizableLinear
+    assert lin.__module__ == 'minima.nn.modules.layers' and lin.__mro__[1] is minima.nn.Linear
     with minima.run.as_torch() as t:
         import torch.nn.modules.rnn as r
         from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
