@@ -217,3 +217,21 @@ def test_conv_host_is_the_composed_path(dtype, xs, ws, pad, dil, groups):
     y, yc = op.compute(x, w), LY._conv_compute(op, x, w)
     assert y.shape == yc.shape and y.dtype == dtype
     np.testing.assert_array_equal(y.numpy(), yc.numpy())
+
+
+def test_layer_norm_fused_rows_path_matches_host(monkeypatch):
+    "The GPU's row-kernel path (run on chapter 22's numpy reference kernels) answers the same."
+    from minima.backend_ndarray.device import NumpyDevice
+    rng = np.random.default_rng(7)
+    shapes = ((3, 4, 16), (16,), (16,), (3, 4, 16))
+    x, w, b, g = (rng.standard_normal(s).astype('float32') for s in shapes)
+    res = []
+    for rows in (False, True):
+        monkeypatch.setattr(NumpyDevice, 'fused_rows', rows)
+        ts = [mi.Tensor(a, requires_grad=True) for a in (x, w, b)]
+        op = A.LayerNormOp(1e-5)
+        y = op(*ts)
+        assert op.saved[0] == ('rows' if rows else 'host')
+        y.backward(mi.Tensor(g))
+        res.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for h, r in zip(*res): np.testing.assert_allclose(h, r, rtol=1e-5, atol=1e-5)
