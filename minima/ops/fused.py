@@ -313,10 +313,11 @@ def _bn_host(xv, wv, bv, eps, y, xhat, r, mean, var):
     "Training-mode batch norm of the host array `xv`, written into the host views `y` .. `var`."
     axes, n = _bn_axes(xv.ndim), xv.size // xv.shape[1]
     np.divide(np.add.reduce(xv, axes, keepdims=True), n, out=mean)
-    xc = xv - mean
-    np.divide(np.add.reduce(xc * xc, axes, keepdims=True), n, out=var)
+    np.subtract(xv, mean, out=xhat)   # x - mean, in x_hat's buffer: fresh memory is slow
+    np.multiply(xhat, xhat, out=y)
+    np.divide(np.add.reduce(y, axes, keepdims=True), n, out=var)
     np.power(var + eps, -0.5, out=r)
-    np.multiply(xc, r, out=xhat)
+    np.multiply(xhat, r, out=xhat)
     np.multiply(xhat, wv.reshape(r.shape), out=y)
     np.add(y, bv.reshape(r.shape), out=y)
 
@@ -324,8 +325,12 @@ def _bn_host(xv, wv, bv, eps, y, xhat, r, mean, var):
 def _bn_host_backward(gv, xhat, r, wv, dx, dw, db):
     "`_bn_adjoints` on host arrays, into the host views `dx`, `dw`, `db`."
     axes, n = _bn_axes(gv.ndim), gv.size // gv.shape[1]
-    gsum, gx = np.add.reduce(gv, axes, keepdims=True), np.add.reduce(gv * xhat, axes, keepdims=True)
-    np.multiply(gv - gsum / n - xhat * (gx / n), r * wv.reshape(r.shape), out=dx)
+    np.multiply(gv, xhat, out=dx)   # in `dx`'s buffer: each fresh array costs page faults
+    gsum, gx = np.add.reduce(gv, axes, keepdims=True), np.add.reduce(dx, axes, keepdims=True)
+    t = gv - gsum / n
+    np.multiply(xhat, gx / n, out=dx)
+    np.subtract(t, dx, out=dx)
+    np.multiply(dx, r * wv.reshape(r.shape), out=dx)
     dw[...], db[...] = gx.reshape(dw.shape), gsum.reshape(db.shape)
 
 # %% ../../nbs/08c_fused_ops.ipynb
