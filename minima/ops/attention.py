@@ -340,7 +340,7 @@ register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
 
 # %% ../../nbs/15_attention.ipynb
 from ..backend_ndarray.device import NumpyDevice
-_HOST_FLOATS = ('float32', 'float64')
+from .layers import _HOST_FLOATS   # the dtypes the host paths compute in (chapter 08)
 
 @NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
 def _ln_host(xv, wv, bv, yv, eps):

@@ -286,7 +286,7 @@ def gradient(self: SoftmaxCrossEntropy, out_grad, node):
 
 # %% ../../nbs/08c_fused_ops.ipynb
 from ..backend_ndarray.device import NumpyDevice
-_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+from .layers import _HOST_FLOATS   # the dtypes the host paths compute in (chapter 08)
 _linear_compute = LinearOp.compute
 
 @NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives

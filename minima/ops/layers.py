@@ -521,17 +521,19 @@ def compute(self: MaxPool, x: NDArray):  # noqa: F811 (a method)
     y, idx = (NDArray.make(shape, device=x.device, dtype=t) for t in (x.dtype, 'int64'))
     _maxpool_host(self, xv, y.host_view(), idx.host_view())
     self.save(idx, None)
-    # windows that do not overlap (and no padding to clamp into): each input wins at most once
-    self.unique = not any(self.padding[0] + self.padding[1]) and all(
-        s >= d * (k - 1) + 1 for s, d, k in zip(self.stride, self.dilation, self.kernel))
     return y
+
+def _distinct_winners(op: MaxPool) -> bool:
+    "Windows that do not overlap (and no padding to clamp into): each input wins at most once."
+    return not any(op.padding[0] + op.padding[1]) and all(
+        s >= d * (k - 1) + 1 for s, d, k in zip(op.stride, op.dilation, op.kernel))
 
 _maxpool_gradient = MaxPool.gradient
 
 @patch
 def gradient(self: MaxPool, out_grad, node):  # noqa: F811 (a method)
     "With distinct winners, the plain backward on the host is an assignment, not a scatter-add."
-    plain = not is_grad_enabled() and getattr(self, 'unique', False)
+    plain = not is_grad_enabled() and self.saved[1] is None and _distinct_winners(self)
     gv = out_grad.cached_data.host_view() if plain else None
     if gv is None: return _maxpool_gradient(self, out_grad, node)
     x = node.inputs[0]
