@@ -13,8 +13,7 @@ from .backend_ndarray.ndarray import NDArray
 from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
-__all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile', 'CudaProgram']
+__all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel', 'cuda_source', 'Compiled', 'compile', 'CudaProgram']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -1657,7 +1656,7 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 6
 #| code-fold: true
 #| code-summary: "The device library's entry points, exact literals"
 # The device library's C functions a replay calls (chapter 22's `cuda_kernels.cu`) and their parameters: the replay
@@ -1687,7 +1686,7 @@ def _c_num(v, ctype='double') -> str:
     v = int(v)
     return f'(({ctype})(-9223372036854775807LL - 1))' if v == -2 ** 63 else f'(({ctype}){v}LL)'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 7
 #| code-fold: true
 #| code-summary: "One instruction as one C call"
 def _cuda_call(ins, B, const):
@@ -1725,7 +1724,7 @@ def _cuda_call(ins, B, const):
     raise CaptureError(f"compile: the primitive {p} (at {ins.where}, in {ins.origin}) cannot be replayed on the "
                        "CUDA device yet; leave this step uncompiled (it runs eagerly on the GPU)")
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 8
 #| code-fold: true
 #| code-summary: "The replay's source"
 _REPLAY_HEAD = '''#include <cstdint>
@@ -1759,7 +1758,7 @@ def _replay_source(calls, kernels, consts, copies) -> str:
     lines += [f'    CALL({i}, {c});' for i, c in enumerate(calls)]
     return '\n'.join(lines + ['    return 0;', '}']) + '\n'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 9
 #| code-fold: true
 #| code-summary: "The toolchain: nvcc, or the CPU emulator"
 def _emulated(dev) -> bool:
@@ -1795,7 +1794,7 @@ def _cuda_toolchain(emulated: bool):
     cmd = lambda src, out: nvcc_command(nvcc, (cc,), out, src) + ['-fmad=false']
     return cmd, '.cu', f'nvcc {ver} sm_{cc} -fmad=false'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 10
 #| code-fold: true
 #| code-summary: "Building the replay into the kernel cache"
 def _translate(text):
@@ -1819,7 +1818,7 @@ def _replay_library(source, dev):
     so.replay.restype, so.replay_error.restype = ctypes.c_int, ctypes.c_char_p
     return so
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 11
 #| code-fold: true
 #| code-summary: "The program on the CUDA device"
 def _host_draw(rnd):
@@ -1841,7 +1840,7 @@ class CudaProgram(Program):
         self.backend = 'cuda'
         return _fuse(instrs, _needed_after(instrs, liveout), 'cuda') if fuse else instrs
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 12
 #| code-fold: true
 #| code-summary: "Lowering to one C function"
 @patch
@@ -1877,7 +1876,7 @@ def _lower(self: CudaProgram, instrs):
     self.out_specs = [(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset, d._dtype)
                       for b, d in self.res_bufs]
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 13
 #| code-fold: true
 #| code-summary: "The replay: one call"
 @patch
