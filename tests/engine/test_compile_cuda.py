@@ -114,16 +114,19 @@ def test_replay_library_is_cached_and_verified(cuda, monkeypatch, tmp_path):
     assert len(builds) == 1 and lib.stat().st_size > 1000 and (d / (lib.name + '.sha256')).read_text() == C._sha256(lib)
 
 def test_failed_replay_build_is_an_error_naming_the_command(cuda, monkeypatch, tmp_path):
-    """A replay library that does not build is refused (CaptureError naming the compiler, its exit status, the
-    command and its error), not a silent fall back; no library, hash or temporary file is left in the cache."""
+    """A replay library that does not build is refused (CaptureError naming the compiler, its exit
+    status, the command and its error), not a silent fall back; no library, hash or temporary file
+    is left in the cache."""
     d = tmp_path / 'kernels'
     monkeypatch.setenv('MINIMA_CACHE', str(d)); monkeypatch.setattr(C, '_CACHE_DIRS', {})
     bad = tmp_path / 'badnvcc'
     bad.write_text('#!/bin/sh\necho "nvcc: out of registers" >&2\nexit 3\n'); bad.chmod(0o755)
-    monkeypatch.setattr(C, '_cuda_toolchain', lambda emulated: (lambda src, out: [bad, src, out], '.cu', 'bad'))
+    toolchain = lambda emulated: (lambda src, out: [bad, src, out], '.cu', 'bad')
+    monkeypatch.setattr(C, '_cuda_toolchain', toolchain)
     x = mi.Tensor(np.ones((5, 4), 'float32'), device='cuda')
     f = mi.compile(small_step()[0])
-    with pytest.raises(CaptureError, match=r'(?s)badnvcc failed \(exit 3\) on the CUDA replay.*out of registers'):
+    want = r'(?s)badnvcc failed \(exit 3\) on the CUDA replay.*out of registers'
+    with pytest.raises(CaptureError, match=want):
         for _ in range(3): f(x)
     assert sorted(p.name for p in d.iterdir() if p.name.startswith('r_')) == []
 
