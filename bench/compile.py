@@ -70,7 +70,8 @@ def make_big(name, torch, capturable=False):
         t = tnn.ModuleDict(dict(emb=tnn.Embedding(V, E), lstm=tnn.LSTM(E, H, num_layers=NL), head=tnn.Linear(H, V)))
         with torch.no_grad():
             t['emb'].weight.copy_(torch.tensor(emb.weight.detach().numpy()))
-            t['lstm'].load_state_dict({k: torch.tensor(v) for k, v in rnn.state_dict().items()})
+            sd = rnn.state_dict()
+            t['lstm'].load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in sd.items()})
         copy_weights(head, t['head'], torch)
         rng = np.random.default_rng(0)
         xn, yn = rng.integers(0, V, (T, B)), rng.integers(0, V, T * B)

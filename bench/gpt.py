@@ -59,7 +59,8 @@ def build(torch):
     mi.init.manual_seed(0)
     m = nn.GPT(V, BLOCK, L, H, C)
     t = torch_gpt(torch)
-    t.load_state_dict({k: torch.tensor(v) for k, v in m.state_dict().items() if k != 'lm_head.weight'}, strict=False)
+    sd = {k: torch.tensor(v.detach().numpy()) for k, v in m.state_dict().items()}
+    t.load_state_dict({k: v for k, v in sd.items() if k != 'lm_head.weight'}, strict=False)
     return mi, nn, optim, m, t
 
 

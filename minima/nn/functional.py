@@ -35,6 +35,6 @@ _all_ = ['leaky_relu', 'dropout2d', 'group_norm', 'conv1d', 'max_pool1d', 'avg_p
          'cosine_embedding_loss', 'triplet_margin_loss', 'multilabel_soft_margin_loss', 'gaussian_nll_loss',
          'poisson_nll_loss', 'adaptive_max_pool2d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d']
 
-# %% ../../nbs/15_attention.ipynb 37
+# %% ../../nbs/15_attention.ipynb 42
 from ..ops.attention import scaled_dot_product_attention, layer_norm
 _all_ = ['scaled_dot_product_attention', 'layer_norm']

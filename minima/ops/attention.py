@@ -131,6 +131,7 @@ def _check_sdpa(q, k, v):
     if k.shape[-2] != v.shape[-2] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"scaled_dot_product_attention: expected query (..., L, E), key (..., S, E), value "
                          f"(..., S, Ev), got {q.shape}, {k.shape}, {v.shape}")
+    if q.shape[:-2] == k.shape[:-2] == v.shape[:-2]: return q, k, v
     try: batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError: raise ValueError(f"scaled_dot_product_attention: the leading (batch) dims of query {q.shape}, "
                                         f"key {k.shape} and value {v.shape} do not broadcast") from None
@@ -338,13 +339,71 @@ register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),
              case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)], op=LayerNormOp);
 
 # %% ../../nbs/15_attention.ipynb
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _ln_host(xv, wv, bv, yv, eps):
+    """Layer norm of the rows of host arrays (numpy views of the tensors' memory), `y` written
+    into `yv`; returns the saved `(x_hat, r)`. The formulas above, one numpy expression each, in
+    the input's dtype."""
+    D = wv.size
+    x2 = xv.reshape(-1, D)
+    xc = x2 - np.add.reduce(x2, 1, keepdims=True) * (1.0 / D)
+    r = np.power(np.add.reduce(xc * xc, 1, keepdims=True) * (1.0 / D) + eps, -0.5)
+    xhat = xc * r
+    y2 = yv.reshape(-1, D)
+    np.multiply(xhat, wv.reshape(D), out=y2)
+    np.add(y2, bv.reshape(D), out=y2)
+    return xhat, r
+
+@NumpyDevice.quiet
+def _ln_host_backward(gv, xhat, r, wv, dx, dw, db):
+    "`_ln_vjp` on host arrays, written into the host views `dx`, `dw`, `db`."
+    D = wv.size
+    g2 = gv.reshape(-1, D)
+    gh = g2 * wv.reshape(D)
+    m1 = np.add.reduce(gh, 1, keepdims=True) * (1.0 / D)
+    m2 = np.add.reduce(gh * xhat, 1, keepdims=True) * (1.0 / D)
+    np.multiply(gh - m1 - xhat * m2, r, out=dx.reshape(-1, D))
+    np.add.reduce(g2 * xhat, 0, out=dw.reshape(D))
+    np.add.reduce(g2, 0, out=db.reshape(D))
+
+# %% ../../nbs/15_attention.ipynb
 from fastcore.basics import patch
 from .softmax_family import fused_rows_device
 _ln_compute, _ln_gradient = LayerNormOp.compute, LayerNormOp.gradient
 
 @patch
 def compute(self: LayerNormOp, x: NDArray, w: NDArray, b: NDArray):
-    if not (fused_rows_device(x, -1) and w.dtype == b.dtype == x.dtype): return _ln_compute(self, x, w, b)
+    if w.dtype == b.dtype == x.dtype:
+        if fused_rows_device(x, -1): return _ln_rows(self, x, w, b)
+        xv = x.host_view() if x.dtype in _HOST_FLOATS else None
+        if xv is not None:
+            y = NDArray.make(x.shape, device=x.device, dtype=x.dtype)
+            hv = (w.host_view(), b.host_view(), y.host_view())
+            self.save('host', *_ln_host(xv, *hv, self.eps))
+            return y
+    return _ln_compute(self, x, w, b)
+
+@patch
+def gradient(self: LayerNormOp, out_grad, node):
+    tag = self.saved[0]
+    if not isinstance(tag, str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
+    if tag == 'rows': return _ln_rows_backward(self, out_grad, node)
+    (_, xhat, r), (x, w, b) = self.saved, node.inputs
+    gv = out_grad.cached_data.host_view()
+    if gv is None:
+        raise RuntimeError("layer_norm: the forward ran on the host, but the adjoint is not in "
+                           "host memory (a step being compiled?); run both passes in one place")
+    dx, dw, db = (NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in (x, w, b))
+    views = (dx.host_view(), dw.host_view(), db.host_view())
+    _ln_host_backward(gv.astype(xhat.dtype, copy=False), xhat, r, w.cached_data.host_view(), *views)
+    return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
+
+# %% ../../nbs/15_attention.ipynb
+def _ln_rows(self, x: NDArray, w: NDArray, b: NDArray):
+    "Layer norm in one fused row kernel of `x`'s device (a GPU's); keeps each row's mean and `r`."
     D, dev = prod(w.shape), x.device
     N, xc = x.size // D, x.compact()
     y = NDArray.make(x.shape, device=dev, dtype=x.dtype)
@@ -354,9 +413,7 @@ def compute(self: LayerNormOp, x: NDArray, w: NDArray, b: NDArray):
     self.save('rows', xc, mean, rstd)
     return y
 
-@patch
-def gradient(self: LayerNormOp, out_grad, node):
-    if not isinstance(self.saved[0], str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
+def _ln_rows_backward(self, out_grad, node):
     (_, xc, mean, rstd), (x, w, b) = self.saved, node.inputs
     D, dev = prod(w.shape), xc.device
     g = out_grad.cached_data.astype(xc.dtype).compact()
@@ -365,6 +422,7 @@ def gradient(self: LayerNormOp, out_grad, node):
                                  dx._handle, dw._handle, db._handle, xc.size // D, D)
     return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
 
+# %% ../../nbs/15_attention.ipynb
 _sdpa_vjp_composed = _sdpa_vjp
 def _sdpa_vjp(q, k, v, p, g, scale, keep):
     "`_sdpa_vjp`, with the softmax's adjoint `p * (gp - rowsum(gp * p))` in one kernel where the device has it."
@@ -375,3 +433,43 @@ def _sdpa_vjp(q, k, v, p, g, scale, keep):
     pc, gp, gs = p.compact(), gp.astype(p.dtype).compact(), NDArray.make(p.shape, device=p.device, dtype=p.dtype)
     p.device.softmax_rows_backward(pc._handle, gp._handle, gs._handle, p.size // p.shape[-1], p.shape[-1], False)
     return (gs @ k) * scale, (_swap(gs) @ q) * scale, gv, gs
+
+# %% ../../nbs/15_attention.ipynb
+@NumpyDevice.quiet
+def _sdpa_host(qv, kv, vv, mv, kp, scale):
+    """Attention's forward on host arrays: `(P, live, P @ v)`, P the row softmax (0 on a row with
+    no key, whose `live` is 0; `live` is None when every row has a key), dropout's keep mask `kp`
+    (or None) applied to P."""
+    s = np.matmul(qv, kv.swapaxes(-1, -2)) * scale
+    if mv is not None: s = s + mv
+    m = np.maximum.reduce(s, -1, keepdims=True)
+    dead = np.equal(m, -np.inf)
+    if not np.logical_or.reduce(dead, None): dead = None
+    if dead is not None: m = np.where(dead, 0, m)
+    e = np.exp(s - m)
+    t = np.add.reduce(e, -1, keepdims=True)
+    if dead is not None: t = np.where(dead, 1, t)
+    p = np.divide(e, t, out=e)
+    live = None if dead is None or mv is None else np.logical_not(dead).astype(p.dtype)
+    return p, live, np.matmul(p if kp is None else p * kp, vv)
+
+def _to_device(a, like: NDArray) -> NDArray:
+    "A host array as an NDArray on `like`'s (host) device."
+    out = NDArray.make(a.shape, device=like.device, dtype=like.dtype)
+    np.copyto(out.host_view(), a)
+    return out
+
+# %% ../../nbs/15_attention.ipynb
+_sdpa_compute = ScaledDotProductAttention.compute
+
+@patch
+def compute(self: ScaledDotProductAttention, q, k, v, mask=None):  # noqa: F811 (a method)
+    mask = self.mask if mask is None else mask
+    qv = q.host_view() if q.dtype in _HOST_FLOATS else None
+    if qv is None: return _sdpa_compute(self, q, k, v, mask)
+    mv = None if mask is None else mask.host_view()
+    kp = None if self.keep is None else self.keep.host_view()
+    p, live, y = _sdpa_host(qv, k.host_view(), v.host_view(), mv, kp, self.scale)
+    if is_grad_enabled():   # the plain backward reads P (and `live`) as NDArrays
+        self.save(_to_device(p, q), None if live is None else _to_device(live, q))
+    return _to_device(y, q)

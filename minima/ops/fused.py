@@ -283,3 +283,75 @@ def gradient(self: SoftmaxCrossEntropy, out_grad, node):
         return Tensor.make_const(out), None
     z, onehot = node.inputs[0], (yc.reshape((N, 1)) == _class_ids(C, zc.device)).astype(zc.dtype)
     return _sce_adjoint(softmax(z, 1), Tensor.make_const(onehot), out_grad.broadcast_to(z.shape), N), None
+
+# %% ../../nbs/08c_fused_ops.ipynb
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+_linear_compute = LinearOp.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _linear_host(xv, wv, bv, y2, transposed):
+    np.matmul(xv.reshape(-1, xv.shape[-1]), wv.T if transposed else wv, out=y2)
+    if bv is not None: np.add(y2, bv, out=y2)
+
+@patch
+def compute(self: LinearOp, x: NDArray, w: NDArray, b: NDArray = None):  # noqa: F811 (a method)
+    same = x.dtype in _HOST_FLOATS and w.dtype == x.dtype and (b is None or b.dtype == x.dtype)
+    xv = x.host_view() if same else None
+    if xv is None: return _linear_compute(self, x, w, b)
+    n = w.shape[0] if self.transposed else w.shape[1]
+    y = NDArray.make(x.shape[:-1] + (n,), device=x.device, dtype=x.dtype)
+    _linear_host(xv, w.host_view(), None if b is None else b.host_view(), y.host_view().reshape(-1, n),
+                 self.transposed)
+    return y
+
+# %% ../../nbs/08c_fused_ops.ipynb
+_bn_compute, _bn_gradient = BatchNormOp.compute, BatchNormOp.gradient
+
+@NumpyDevice.quiet
+def _bn_host(xv, wv, bv, eps, y, xhat, r, mean, var):
+    "Training-mode batch norm of the host array `xv`, written into the host views `y` .. `var`."
+    axes, n = _bn_axes(xv.ndim), xv.size // xv.shape[1]
+    np.divide(np.add.reduce(xv, axes, keepdims=True), n, out=mean)
+    np.subtract(xv, mean, out=xhat)   # x - mean, in x_hat's buffer: fresh memory is slow
+    np.multiply(xhat, xhat, out=y)
+    np.divide(np.add.reduce(y, axes, keepdims=True), n, out=var)
+    np.power(var + eps, -0.5, out=r)
+    np.multiply(xhat, r, out=xhat)
+    np.multiply(xhat, wv.reshape(r.shape), out=y)
+    np.add(y, bv.reshape(r.shape), out=y)
+
+@NumpyDevice.quiet
+def _bn_host_backward(gv, xhat, r, wv, dx, dw, db):
+    "`_bn_adjoints` on host arrays, into the host views `dx`, `dw`, `db`."
+    axes, n = _bn_axes(gv.ndim), gv.size // gv.shape[1]
+    np.multiply(gv, xhat, out=dx)   # in `dx`'s buffer: each fresh array costs page faults
+    gsum, gx = np.add.reduce(gv, axes, keepdims=True), np.add.reduce(dx, axes, keepdims=True)
+    t = gv - gsum / n
+    np.multiply(xhat, gx / n, out=dx)
+    np.subtract(t, dx, out=dx)
+    np.multiply(dx, r * wv.reshape(r.shape), out=dx)
+    dw[...], db[...] = gx.reshape(dw.shape), gsum.reshape(db.shape)
+
+# %% ../../nbs/08c_fused_ops.ipynb
+@patch
+def compute(self: BatchNormOp, x: NDArray, w: NDArray, b: NDArray):  # noqa: F811 (a method)
+    xv = x.host_view() if x.dtype in _HOST_FLOATS and w.dtype == b.dtype == x.dtype else None
+    if xv is None: return _bn_compute(self, x, w, b)
+    stat = tuple(x.shape[1] if i == 1 else 1 for i in range(x.ndim))
+    shapes = (x.shape, x.shape, stat, stat, stat)   # y, x_hat, r, mean, var
+    out = [NDArray.make(s, device=x.device, dtype=x.dtype) for s in shapes]
+    _bn_host(xv, w.host_view(), b.host_view(), self.eps, *(a.host_view() for a in out))
+    self.save(*out[1:])
+    return out[0]
+
+@patch
+def gradient(self: BatchNormOp, g, node):  # noqa: F811 (a method)
+    gv = None if is_grad_enabled() else g.cached_data.host_view()
+    xhat, r = self.saved[:2]
+    hx = None if gv is None else xhat.host_view()
+    if hx is None: return _bn_gradient(self, g, node)
+    ds = [NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in node.inputs]
+    _bn_host_backward(gv.astype(hx.dtype, copy=False), hx, r.host_view(),
+                      node.inputs[1].cached_data.host_view(), *(d.host_view() for d in ds))
+    return tuple(Tensor.make_const(d) for d in ds)

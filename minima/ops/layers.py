@@ -116,9 +116,9 @@ class Conv(_ConvParams, TensorOp):
     def compute(self, x: NDArray, w: NDArray):
         return _conv_core(_pad_nd(x, self.padding), w, self.stride, self.dilation, self.groups)
     def gradient(self, out_grad, node):
-        x, w = node.inputs
-        return (ConvInput(x.shape[2:], *self._params())(out_grad, w),
-                ConvWeight(w.shape[2:], *self._params())(x, out_grad))
+        x, w = node.inputs   # no transposed convolution for an input that needs no gradient (a batch)
+        return (ConvInput(x.shape[2:], *self._params())(out_grad, w) if x.requires_grad else None,
+                ConvWeight(w.shape[2:], *self._params())(x, out_grad) if w.requires_grad else None)
 
 class ConvInput(_ConvParams, TensorOp):
     "The gradient of conv2d with respect to its input (a transposed convolution): inputs `(out_grad, w)`."
@@ -291,6 +291,80 @@ register_op('conv_transpose2d', lambda x, w, b=None, **kw: conv_transpose2d(x, w
              case((2, 3, 4), (2, 2, 2, 3), (2,), stride=(1, 2), padding=(0, 1), output_padding=(1, 1), dilation=(2, 2))]);
 
 # %% ../../nbs/08_nn_functional.ipynb
+from fastcore.basics import patch
+from ..backend_ndarray.device import NumpyDevice
+_HOST_FLOATS = ('float32', 'float64')   # the dtypes the host paths compute in
+_conv_input_compute = ConvInput.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _conv_input_host(op, gv, wv, dxv):
+    "A stride-1 conv2d's input adjoint on host arrays, into `dxv`: `W^T g` on wide rows, col2im."
+    N, Co, oh, ow = gv.shape
+    _, cig, kh, kw = wv.shape
+    G, (dh, dw), ((pt, pb), (pl, pr)) = op.groups, op.dilation, op.padding
+    H, W = op.in_hw
+    Hp, Wp = H + pt + pb, W + pl + pr
+    gw = np.zeros((N, G, Co // G, oh, Wp), gv.dtype)
+    gw[..., :ow] = gv.reshape(N, G, Co // G, oh, ow)
+    wT = wv.reshape(G, Co // G, cig * kh * kw).transpose(0, 2, 1)
+    cols = np.matmul(wT, gw.reshape(N, G, Co // G, oh * Wp)).reshape(N, G * cig, kh, kw, oh * Wp)
+    dxp = np.zeros((N, G * cig, (Hp + 1) * Wp), gv.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            o = i * dh * Wp + j * dw
+            v = dxp[:, :, o:o + oh * Wp]
+            np.add(v, cols[:, :, i, j], out=v)
+    dxv[...] = dxp.reshape(N, G * cig, Hp + 1, Wp)[:, :, pt:pt + H, pl:pl + W]
+
+@patch
+def compute(self: ConvInput, g: NDArray, w: NDArray):  # noqa: F811 (a method)
+    host = self.stride == (1, 1) and g.dtype in _HOST_FLOATS and w.dtype == g.dtype
+    gv = g.host_view() if host else None
+    if gv is None: return _conv_input_compute(self, g, w)
+    shape = (g.shape[0], w.shape[1] * self.groups) + self.in_hw
+    dx = NDArray.make(shape, device=g.device, dtype=g.dtype)
+    _conv_input_host(self, gv, w.host_view(), dx.host_view())
+    return dx
+
+# %% ../../nbs/08_nn_functional.ipynb
+_conv_compute = Conv.compute
+
+def _wide_cols(xv, pads, k, dil):
+    """The wide im2col of `_conv_core` on a host array: `xv` padded (plus the spare zero row) in one
+    copy, then `(N, C*KH*KW, OH*Wp)` columns, a copy of runs of `OH*Wp` numbers; also `OH`, `Wp`."""
+    N, C, H, W = xv.shape
+    (pt, pb), (pl, pr) = pads
+    Hp, Wp = H + pt + pb, W + pl + pr
+    xq = np.zeros((N, C, Hp + 1, Wp), xv.dtype)
+    xq[:, :, pt:pt + H, pl:pl + W] = xv
+    oh, s = Hp - dil[0] * (k[0] - 1), xq.strides
+    cols = np.lib.stride_tricks.as_strided(xq, (N, C, k[0], k[1], oh * Wp),
+                                           (s[0], s[1], s[2] * dil[0], s[3] * dil[1], s[3]))
+    return cols.reshape(N, C * k[0] * k[1], oh * Wp), oh, Wp
+
+@NumpyDevice.quiet
+def _conv_host(op, xv, wv, yv):
+    "A stride-1 conv2d on host arrays into `yv` `(N, Co, OH, Wp)`: wide columns, a batched product."
+    (N, Co, oh, Wp), G = yv.shape, op.groups
+    cols = _wide_cols(xv, op.padding, wv.shape[2:], op.dilation)[0]
+    np.matmul(wv.reshape(G, Co // G, -1), cols.reshape(N, G, -1, oh * Wp),
+              out=yv.reshape(N, G, -1, oh * Wp))
+
+@patch
+def compute(self: Conv, x: NDArray, w: NDArray):  # noqa: F811 (a method)
+    (N, _, H, W), (Co, _, kh, kw) = x.shape, w.shape
+    (pt, pb), (pl, pr) = self.padding
+    oh, Wp = H + pt + pb - self.dilation[0] * (kh - 1), W + pl + pr
+    ow = Wp - self.dilation[1] * (kw - 1)
+    host = self.stride == (1, 1) and oh > 0 and ow > 0
+    host = host and x.dtype in _HOST_FLOATS and w.dtype == x.dtype
+    xv = x.host_view() if host else None
+    if xv is None: return _conv_compute(self, x, w)
+    y = NDArray.make((N, Co, oh, Wp), device=x.device, dtype=x.dtype)
+    _conv_host(self, xv, w.host_view(), y.host_view())
+    return y[:, :, :, :ow]
+
+# %% ../../nbs/08_nn_functional.ipynb
 def conv(a, b, stride=1, padding=1) -> Tensor:
     "needle's convolution: `a` NHWC (N, H, W, C_in), `b` (K, K, C_in, C_out); returns NHWC."
     _check_tensor(a, 'a', 'conv'); _check_tensor(b, 'b', 'conv')
@@ -405,6 +479,69 @@ _MAXPOOL = _POOL + [((1, 2, 9, 8), dict(kernel_size=3, stride=2, padding=1, dila
 register_op('max_pool2d', lambda x, **kw: max_pool2d(x, **kw), lambda T, x, **kw: T.nn.functional.max_pool2d(x, **kw),
             [case(s, **kw) for s, kw in _MAXPOOL], op=MaxPool, domain='distinct', smooth=False,
             skip={'second': 'piecewise linear: the second derivative is zero away from ties'});
+
+# %% ../../nbs/08_nn_functional.ipynb
+_maxpool_compute = MaxPool.compute
+
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _maxpool_host(op, xv, yv, iv):
+    "Max pooling of the host array `xv` (N, C, H, W) into `yv`, the winners' flat indices in `iv`."
+    N, C, H, W = xv.shape
+    (kh, kw), (oh, ow), (sh, sw), (dh, dw) = op.kernel, op.out_hw, op.stride, op.dilation
+    (ph, rh), (pw, rw) = op.padding
+    xp = xv
+    if ph or rh or pw or rw:
+        xp = np.full((N, C, H + ph + rh, W + pw + rw), -np.inf, xv.dtype)
+        xp[:, :, ph:ph + H, pw:pw + W] = xv
+    sN, sC, sH, sW = xp.strides
+    win = np.lib.stride_tricks.as_strided(xp, (N, C, oh, ow, kh, kw),
+                                          (sN, sC, sH * sh, sW * sw, sH * dh, sW * dw))
+    views = [win[..., a, b] for a in range(kh) for b in range(kw)]
+    np.copyto(yv, views[0])
+    for v in views[1:]: np.maximum(yv, v, out=yv)   # a NaN wins its window
+    nan = np.isnan(np.maximum.reduce(yv, None))
+    found, k = views[0] == yv, np.zeros(yv.shape, 'int64')
+    for j, v in enumerate(views[1:], 1):   # the first offset that holds the max, as `argmax`
+        hit = (v == yv) | (v != v) if nan else v == yv
+        k += np.greater(hit, found) * j
+        found |= hit
+    row = np.repeat(np.arange(kh) * dh, kw).take(k) + (np.arange(oh) * sh - ph)[:, None]
+    col = np.tile(np.arange(kw) * dw, kh).take(k) + (np.arange(ow) * sw - pw)
+    if ph or rh or pw or rw: row, col = np.clip(row, 0, H - 1), np.clip(col, 0, W - 1)
+    np.add(np.arange(N * C).reshape(N, C, 1, 1) * (H * W), row * W + col, out=iv)
+
+# %% ../../nbs/08_nn_functional.ipynb
+from ..autograd import is_grad_enabled
+
+@patch
+def compute(self: MaxPool, x: NDArray):  # noqa: F811 (a method)
+    xv = x.host_view() if x.dtype in _HOST_FLOATS else None
+    hw = x.shape[2:]
+    if xv is None or _pad_only_windows(hw, self.kernel, self.stride, self.padding, self.dilation,
+                                       self.out_hw) is not None: return _maxpool_compute(self, x)
+    shape = x.shape[:2] + self.out_hw
+    y, idx = (NDArray.make(shape, device=x.device, dtype=t) for t in (x.dtype, 'int64'))
+    _maxpool_host(self, xv, y.host_view(), idx.host_view())
+    self.save(idx, None)
+    # windows that do not overlap (and no padding to clamp into): each input wins at most once
+    self.unique = not any(self.padding[0] + self.padding[1]) and all(
+        s >= d * (k - 1) + 1 for s, d, k in zip(self.stride, self.dilation, self.kernel))
+    return y
+
+_maxpool_gradient = MaxPool.gradient
+
+@patch
+def gradient(self: MaxPool, out_grad, node):  # noqa: F811 (a method)
+    "With distinct winners, the plain backward on the host is an assignment, not a scatter-add."
+    plain = not is_grad_enabled() and getattr(self, 'unique', False)
+    gv = out_grad.cached_data.host_view() if plain else None
+    if gv is None: return _maxpool_gradient(self, out_grad, node)
+    x = node.inputs[0]
+    dx = NDArray.make(x.shape, device=x.device, dtype=x.dtype)
+    dv = dx.host_view().reshape(-1)
+    dv[...] = 0
+    dv[self.saved[0].host_view().reshape(-1)] = gv.reshape(-1)
+    return Tensor.make_const(dx)
 
 # %% ../../nbs/08_nn_functional.ipynb
 def _avg_divisor(H, W, k, s, pads, out_hw, count_include_pad, dtype, device) -> NDArray:
