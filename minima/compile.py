@@ -13,8 +13,7 @@ from .backend_ndarray.ndarray import NDArray
 from .autograd import Value, Tensor, is_grad_enabled
 
 # %% auto 0
-__all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel',
-           'cuda_source', 'Compiled', 'compile', 'CudaProgram']
+__all__ = ['PRIMS', 'CaptureError', 'Buf', 'Instr', 'Recorder', 'Capture', 'capture', 'Program', 'cache_dir', 'Kernel', 'cuda_source', 'Compiled', 'compile', 'CudaProgram']
 
 # %% ../nbs/21b_compile.ipynb
 PRIMS = {  # name: (positions of the handle arguments, of those written, of those whose old value is read)
@@ -758,6 +757,12 @@ def _save(path, data: bytes):
         f.write(data); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
 
+def _verified(lib) -> bool:
+    "Whether the cached library `lib` is there and matches the SHA-256 recorded beside it when it was built."
+    try:
+        with open(lib + '.sha256') as f: return f.read().strip() == _sha256(lib)
+    except OSError: return False
+
 def _same_text(path, text) -> bool:
     try:
         with open(path) as f: return f.read() == text
@@ -804,10 +809,7 @@ class Kernel:
 @patch
 def _load_c(self: Kernel, d):
     lib = os.path.join(d, self.key + '.so')
-    try:
-        with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
-    except OSError: ok = False
-    if ok:
+    if _verified(lib):
         try: return _entry(lib)
         except OSError: pass   # verified yet unloadable: build it again
     self._build(lib)
@@ -821,32 +823,39 @@ def _entry(lib):
 
 # %% ../nbs/21b_compile.ipynb
 #| code-fold: true
-#| code-summary: "Building a C kernel into the cache"
-@patch
-def _build(self: Kernel, lib):
-    """Compile the source into `lib`, and record the library's SHA-256 beside it (both written
-    atomically; a reader that sees one without the other builds again)."""
+#| code-summary: "Building a library into the cache"
+def _build_cached(lib, source, command, suffix='.c', what='a generated kernel', error=None):
+    """Compile `source` into the cache's library `lib` with `command(src, out)` (a list of arguments), and record
+    the library's SHA-256 beside it (both written atomically; a reader that sees one without the other builds
+    again, see `_verified`). The source stays beside the library, for reading. Failures raise `error`."""
     import subprocess
-    cc, pid, base = _cc(), os.getpid(), lib[:-3]
-    src, tmp = f'{base}.{pid}.c', f'{lib}.{pid}.tmp'
+    error = error or _CompilerFailed
+    base, pid = lib[:-3], os.getpid()
+    src, tmp = f'{base}.{pid}{suffix}', f'{lib}.{pid}.tmp'
+    cmd = [str(a) for a in command(src, tmp)]
     try:
-        # glibc's vector math declared after the includes (the shown source is the same on every machine)
-        text = self.source.replace('#include <tgmath.h>\n', '#include <tgmath.h>\n' + _vector_math(), 1)
-        with open(src, 'w') as f: f.write(text)
-        try: r = subprocess.run([cc, *_CFLAGS, '-o', tmp, src, '-lm'], capture_output=True, text=True)
-        except OSError as e: raise _CompilerFailed(f'compile: {cc} could not run: {e}') from None
+        with open(src, 'w') as f: f.write(source)
+        try: r = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e: raise error(f'compile: {cmd[0]} could not run: {e}') from None
         if r.returncode:
-            raise _CompilerFailed(f'compile: {cc} failed (exit {r.returncode}) on a generated kernel:'
-                                  f'\n{r.stderr[-2000:]}')
+            raise error(f"compile: {cmd[0]} failed (exit {r.returncode}) on {what}:\n{' '.join(cmd)}"
+                        f'\n{r.stderr[-3000:]}')
         with open(tmp, 'rb') as f: data = f.read()
         _save(lib, data)
         _save(lib + '.sha256', hashlib.sha256(data).hexdigest().encode())
-        os.replace(src, base + '.c')   # the source beside it, for reading
+        os.replace(src, base + suffix)
     except OSError as e:
-        raise _CompilerFailed(f'compile: could not write a kernel into {os.path.dirname(lib)}: {e}') from None
+        raise error(f'compile: could not write {what} into {os.path.dirname(lib)}: {e}') from None
     finally:
         for p in (src, tmp):
             if os.path.exists(p): os.remove(p)
+
+@patch
+def _build(self: Kernel, lib):
+    "Compile the C source into `lib` with the machine's C compiler."
+    # glibc's vector math declared after the includes (the shown source is the same on every machine)
+    text = self.source.replace('#include <tgmath.h>\n', '#include <tgmath.h>\n' + _vector_math(), 1)
+    _build_cached(lib, text, lambda src, out: [_cc(), *_CFLAGS, '-o', out, src, '-lm'])
 
 # %% ../nbs/21b_compile.ipynb
 def _rowmajor(shape):
@@ -1647,7 +1656,7 @@ def compile(fn=None, *, fuse=True, cache_size=8, warmup=1, backend='c'):
     if fn is None: return lambda f: Compiled(f, fuse, cache_size, warmup, backend)
     return Compiled(fn, fuse, cache_size, warmup, backend)
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 6
 #| code-fold: true
 #| code-summary: "The device library's entry points, exact literals"
 # The device library's C functions a replay calls (chapter 22's `cuda_kernels.cu`) and their parameters: the replay
@@ -1677,7 +1686,7 @@ def _c_num(v, ctype='double') -> str:
     v = int(v)
     return f'(({ctype})(-9223372036854775807LL - 1))' if v == -2 ** 63 else f'(({ctype}){v}LL)'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 7
 #| code-fold: true
 #| code-summary: "One instruction as one C call"
 def _cuda_call(ins, B, const):
@@ -1715,7 +1724,7 @@ def _cuda_call(ins, B, const):
     raise CaptureError(f"compile: the primitive {p} (at {ins.where}, in {ins.origin}) cannot be replayed on the "
                        "CUDA device yet; leave this step uncompiled (it runs eagerly on the GPU)")
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 8
 #| code-fold: true
 #| code-summary: "The replay's source"
 _REPLAY_HEAD = '''#include <cstdint>
@@ -1749,7 +1758,7 @@ def _replay_source(calls, kernels, consts, copies) -> str:
     lines += [f'    CALL({i}, {c});' for i, c in enumerate(calls)]
     return '\n'.join(lines + ['    return 0;', '}']) + '\n'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 9
 #| code-fold: true
 #| code-summary: "The toolchain: nvcc, or the CPU emulator"
 def _emulated(dev) -> bool:
@@ -1785,7 +1794,7 @@ def _cuda_toolchain(emulated: bool):
     cmd = lambda src, out: nvcc_command(nvcc, (cc,), out, src) + ['-fmad=false']
     return cmd, '.cu', f'nvcc {ver} sm_{cc} -fmad=false'
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 10
 #| code-fold: true
 #| code-summary: "Building the replay into the kernel cache"
 def _translate(text):
@@ -1797,35 +1806,19 @@ def _translate(text):
 def _replay_library(source, dev):
     """The library of a replay's source, compiled once into the kernel cache (keyed by the SHA-256 of the source and
     the toolchain) and, like the C kernels, loaded only if its bytes match the hash recorded when it was built."""
-    import subprocess
     emulated = _emulated(dev)
     cmd, suffix, tool = _cuda_toolchain(emulated)
     key = 'r_' + hashlib.sha256(f'cuda\n{tool}\n{source}'.encode()).hexdigest()
     lib = os.path.join(cache_dir(), key + '.so')
-    try:
-        with open(lib + '.sha256') as f: ok = f.read().strip() == _sha256(lib)
-    except OSError: ok = False
-    if not ok:
-        src, tmp = f'{lib[:-3]}.{os.getpid()}{suffix}', f'{lib}.{os.getpid()}.tmp'
-        try:
-            with open(src, 'w') as f: f.write(_translate(source) if emulated else source)
-            r = subprocess.run(cmd(src, tmp), capture_output=True, text=True)
-            if r.returncode:
-                raise CaptureError(f"compile: building the CUDA replay failed:\n{' '.join(map(str, cmd(src, tmp)))}"
-                                   f"\n{r.stderr[-3000:]}")
-            with open(tmp, 'rb') as f: data = f.read()
-            _save(lib, data)
-            _save(lib + '.sha256', hashlib.sha256(data).hexdigest().encode())
-            os.replace(src, lib[:-3] + suffix)   # the source beside it, for reading
-        finally:
-            for p in (src, tmp):
-                if os.path.exists(p): os.remove(p)
+    if not _verified(lib):   # a failed build is an error here, not a fallback: the program is on the GPU
+        text = _translate(source) if emulated else source
+        _build_cached(lib, text, cmd, suffix, 'the CUDA replay', CaptureError)
     so = ctypes.CDLL(lib)
     so.replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     so.replay.restype, so.replay_error.restype = ctypes.c_int, ctypes.c_char_p
     return so
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 11
 #| code-fold: true
 #| code-summary: "The program on the CUDA device"
 def _host_draw(rnd):
@@ -1847,7 +1840,7 @@ class CudaProgram(Program):
         self.backend = 'cuda'
         return _fuse(instrs, _needed_after(instrs, liveout), 'cuda') if fuse else instrs
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 12
 #| code-fold: true
 #| code-summary: "Lowering to one C function"
 @patch
@@ -1883,7 +1876,7 @@ def _lower(self: CudaProgram, instrs):
     self.out_specs = [(P[b] if b is not None else d._handle, d._shape, d._strides, d._offset, d._dtype)
                       for b, d in self.res_bufs]
 
-# %% ../nbs/21b_compile.ipynb
+# %% ../nbs/21c_compile_gpu.ipynb 13
 #| code-fold: true
 #| code-summary: "The replay: one call"
 @patch

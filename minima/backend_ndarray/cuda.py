@@ -12,10 +12,7 @@ import minima.backend_ndarray as _pkg
 from .device import BackendDevice, NumpyDevice, DTYPES
 
 # %% auto 0
-__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'MATMUL_INT8_ALGOS', 'GPU_SKIP', 'CudaUnavailable', 'cache_dir',
-           'find_nvcc', 'nvcc_command', 'build_library', 'driver_probe', 'load_library', 'runtime_probe',
-           'kernel_source', 'KernelSource', 'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device', 'gpu',
-           'load_gpu_magic']
+__all__ = ['KERNEL_DIR', 'KERNEL_SOURCES', 'MATMUL_ALGOS', 'MATMUL_INT8_ALGOS', 'GPU_SKIP', 'CudaUnavailable', 'cache_dir', 'find_nvcc', 'nvcc_command', 'build_library', 'driver_probe', 'load_library', 'runtime_probe', 'kernel_source', 'KernelSource', 'show_kernel', 'CudaBuffer', 'CudaDevice', 'cuda_device', 'gpu', 'load_gpu_magic']
 
 # %% ../../nbs/22_cuda.ipynb
 KERNEL_DIR = Path(_pkg.__file__).parent
@@ -390,7 +387,7 @@ def load_gpu_magic():
     from IPython import get_ipython
     get_ipython().register_magic_function(gpu, 'cell')
 
-# %% ../../nbs/22_cuda.ipynb
+# %% ../../nbs/22bb_cuda_tensor_cores.ipynb 12
 _ROW_DTYPES = ('float32', 'float16', 'bfloat16')
 def _row_dtype(what, dtype):
     if dtype not in _ROW_DTYPES:
@@ -416,7 +413,7 @@ def softmax_rows_backward(self: CudaDevice, y, g, out, rows, cols, log=False):
     self._check(self.lib.mc_softmax_rows_bwd(_DTYPE_CODE[y.dtype], y.ptr, g.ptr, out.ptr, rows, cols, int(log)),
                 'softmax_rows_backward')
 
-# %% ../../nbs/22_cuda.ipynb
+# %% ../../nbs/22bb_cuda_tensor_cores.ipynb 13
 @patch
 def cross_entropy_rows(self: CudaDevice, z, labels, loss, bad, rows, cols):
     """`loss[i] = log(sum(exp(z[i]))) - z[i, labels[i]]` for logits `z` `(rows, cols)` and int64 `labels`; the
@@ -447,7 +444,7 @@ def layer_norm_rows_backward(self: CudaDevice, g, x, w, mean, rstd, dx, dw, db, 
     self._check(self.lib.mc_layer_norm_rows_bwd(_DTYPE_CODE[x.dtype], g.ptr, x.ptr, w.ptr, mean.ptr, rstd.ptr,
                                                 dx.ptr, dw.ptr, db.ptr, rows, cols), 'layer_norm_rows_backward')
 
-# %% ../../nbs/22_cuda.ipynb
+# %% ../../nbs/22bb_cuda_tensor_cores.ipynb 15
 #| code-fold: true
 def _f32(h, rows, cols): return h.reshape(rows, cols).astype(np.float32)
 
@@ -488,7 +485,7 @@ def _np_cross_entropy_rows_backward(self, z, labels, g, out, rows, cols, scale):
         p[np.arange(rows)[ok], labels[ok]] -= 1
         out.reshape(rows, cols)[...] = p * np.float32(float(g.reshape(-1)[0]) * scale)
 
-# %% ../../nbs/22_cuda.ipynb
+# %% ../../nbs/22bb_cuda_tensor_cores.ipynb 16
 #| code-fold: true
 def _np_layer_norm_rows(self, x, w, b, out, mean, rstd, rows, cols, eps):
     _row_dtype('layer_norm_rows', x.dtype.name)

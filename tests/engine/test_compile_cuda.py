@@ -113,6 +113,23 @@ def test_replay_library_is_cached_and_verified(cuda, monkeypatch, tmp_path):
     program()
     assert len(builds) == 1 and lib.stat().st_size > 1000 and (d / (lib.name + '.sha256')).read_text() == C._sha256(lib)
 
+def test_failed_replay_build_is_an_error_naming_the_command(cuda, monkeypatch, tmp_path):
+    """A replay library that does not build is refused (CaptureError naming the compiler, its exit
+    status, the command and its error), not a silent fall back; no library, hash or temporary file
+    is left in the cache."""
+    d = tmp_path / 'kernels'
+    monkeypatch.setenv('MINIMA_CACHE', str(d)); monkeypatch.setattr(C, '_CACHE_DIRS', {})
+    bad = tmp_path / 'badnvcc'
+    bad.write_text('#!/bin/sh\necho "nvcc: out of registers" >&2\nexit 3\n'); bad.chmod(0o755)
+    toolchain = lambda emulated: (lambda src, out: [bad, src, out], '.cu', 'bad')
+    monkeypatch.setattr(C, '_cuda_toolchain', toolchain)
+    x = mi.Tensor(np.ones((5, 4), 'float32'), device='cuda')
+    f = mi.compile(small_step()[0])
+    want = r'(?s)badnvcc failed \(exit 3\) on the CUDA replay.*out of registers'
+    with pytest.raises(CaptureError, match=want):
+        for _ in range(3): f(x)
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith('r_')) == []
+
 def test_primitive_without_a_replay_is_refused_naming_it(cuda):
     "A device method that a capture cannot record is refused while capturing, with its name and the device's."
     a, b = cuda.alloc(8, 'int8'), cuda.alloc(8, 'int8')
