@@ -80,7 +80,7 @@ from ..autograd import is_grad_enabled
 _ROW_DTYPES = ('float32', 'float16', 'bfloat16')
 
 def fused_rows_device(a: NDArray, axis):
-    "`a`'s device when it runs a row operation over `axis` of `a` as one fused kernel (chapter 22), else None."
+    "`a`'s device when it runs a row operation over `axis` of `a` as one fused kernel (chapter 22bb), else None."
     dev = a.device
     if getattr(dev, 'fused_rows', False) and a.ndim and a.size and axis % a.ndim == a.ndim - 1 \
        and a.dtype in _ROW_DTYPES: return dev
