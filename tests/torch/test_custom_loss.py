@@ -1,4 +1,4 @@
-"A loss of a torch program's own, subclassing `torch.nn.modules.loss._Loss`, runs on minima as on torch."
+"torch programs subclass or test against torch.nn.modules base classes: `loss._Loss`, `batchnorm._BatchNorm`."
 import numpy as np
 import pytest
 
@@ -35,3 +35,11 @@ def test_a_loss_subclassing_torchs_base_matches_torch(reduction):
 def test_the_base_refuses_an_unknown_reduction_when_built():
     with pytest.raises(ValueError, match="reduction must be"):
         _focal(minima, mloss._Loss)(reduction='avg')
+
+
+def test_batch_norms_are_found_through_torchs_base_class():
+    "Programs exclude norms from weight decay with `isinstance(m, nn.modules.batchnorm._BatchNorm)`."
+    import minima.nn.modules.batchnorm as mbn
+    for T, base in ((torch, torch.nn.modules.batchnorm._BatchNorm), (minima, mbn._BatchNorm)):
+        net = T.nn.Sequential(T.nn.Conv2d(1, 2, 3), T.nn.BatchNorm2d(2), T.nn.Flatten(), T.nn.BatchNorm1d(8))
+        assert [type(m).__name__ for m in net.modules() if isinstance(m, base)] == ['BatchNorm2d', 'BatchNorm1d']
