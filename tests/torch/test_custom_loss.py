@@ -1,4 +1,5 @@
-"torch programs subclass or test against torch.nn.modules base classes: `loss._Loss`, `batchnorm._BatchNorm`."
+"""torch programs subclass or test against torch.nn.modules' base classes: `loss._Loss`,
+`batchnorm._BatchNorm`."""
 import numpy as np
 import pytest
 
@@ -29,7 +30,8 @@ def test_a_loss_subclassing_torchs_base_matches_torch(reduction):
         loss = _focal(T, base)(reduction=reduction)(x, T.tensor(y))
         loss.backward()
         out[T.__name__] = (loss.detach().numpy(), x.grad.numpy())
-    for a, b in zip(out['torch'], out['minima']): np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+    for a, b in zip(out['torch'], out['minima']):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
 
 
 def test_the_base_refuses_an_unknown_reduction_when_built():
@@ -41,5 +43,7 @@ def test_batch_norms_are_found_through_torchs_base_class():
     "Programs exclude norms from weight decay with `isinstance(m, nn.modules.batchnorm._BatchNorm)`."
     import minima.nn.modules.batchnorm as mbn
     for T, base in ((torch, torch.nn.modules.batchnorm._BatchNorm), (minima, mbn._BatchNorm)):
-        net = T.nn.Sequential(T.nn.Conv2d(1, 2, 3), T.nn.BatchNorm2d(2), T.nn.Flatten(), T.nn.BatchNorm1d(8))
-        assert [type(m).__name__ for m in net.modules() if isinstance(m, base)] == ['BatchNorm2d', 'BatchNorm1d']
+        nn = T.nn
+        net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.BatchNorm1d(8))
+        found = [type(m).__name__ for m in net.modules() if isinstance(m, base)]
+        assert found == ['BatchNorm2d', 'BatchNorm1d']
