@@ -392,6 +392,9 @@ class LayerNormOp(TensorOp):
         gx, gw, gb = _ln_vjp(out_grad.reshape((-1, D)), xhat, r, w.reshape((D,)))
         return gx.reshape(x.shape), gw.reshape(w.shape), gb.reshape(b.shape)
 
+# %% ../../nbs/15_attention.ipynb 32
+import numbers
+
 _ONE_ZERO = {}
 def _affine_default(shape, v, like):
     key = (shape, v, like.dtype, like.device)
@@ -399,8 +402,6 @@ def _affine_default(shape, v, like):
         _ONE_ZERO[key] = Tensor.make_const(NDArray.make(shape, device=like.device, dtype=like.dtype).fill(v))
     return _ONE_ZERO[key]
 
-# %% ../../nbs/15_attention.ipynb 32
-import numbers
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     """torch's `layer_norm`: normalise `x` over its trailing `normalized_shape` dims, then `* weight + bias`
     (each optional, of shape `normalized_shape`). `layer_norm(x, x.shape[-1:])` normalises each row."""
