@@ -37,5 +37,6 @@ _all_ = ['leaky_relu', 'dropout2d', 'group_norm', 'conv1d', 'max_pool1d', 'avg_p
          'poisson_nll_loss', 'adaptive_max_pool2d', 'adaptive_avg_pool1d', 'adaptive_max_pool1d']
 
 # %% ../../nbs/15_attention.ipynb 42
-from ..ops.attention import scaled_dot_product_attention, layer_norm
+from ..ops.attention import scaled_dot_product_attention
+from ..ops.fused import layer_norm
 _all_ = ['scaled_dot_product_attention', 'layer_norm']

@@ -12,7 +12,8 @@ from .. import ops
 from ..autograd import Tensor, no_grad
 from ..backend_ndarray.ndarray import NDArray
 from .modules import Module, Parameter, Dropout, Embedding, Linear
-from ..ops.attention import scaled_dot_product_attention, layer_norm, causal_mask
+from ..ops.attention import scaled_dot_product_attention, causal_mask
+from ..ops.fused import layer_norm
 
 # %% auto 0
 __all__ = ['LayerNorm', 'CausalSelfAttention', 'MLP', 'Block', 'LearnedPositionalEmbedding', 'sinusoidal_table',

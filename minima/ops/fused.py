@@ -13,7 +13,7 @@ from .layers import _same_place
 from ..testing import register_op, case
 
 # %% auto 0
-__all__ = ['LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy']
+__all__ = ['LinearOp', 'affine', 'linear', 'BatchNormOp', 'batch_norm', 'SoftmaxCrossEntropy', 'softmax_cross_entropy', 'LayerNormOp', 'layer_norm']
 
 # %% ../../nbs/08c_fused_ops.ipynb
 _ONES = {}
@@ -355,3 +355,149 @@ def gradient(self: BatchNormOp, g, node):  # noqa: F811 (a method)
     _bn_host_backward(gv.astype(hx.dtype, copy=False), hx, r.host_view(),
                       node.inputs[1].cached_data.host_view(), *(d.host_view() for d in ds))
     return tuple(Tensor.make_const(d) for d in ds)
+
+# %% ../../nbs/15_attention.ipynb 31
+from ..backend_ndarray.ndarray import prod
+from .attention import _rowsum   # attention's row sum, above
+
+def _ln_stats(x2, eps):
+    "(x_hat, r) for rows of `x2` (N, D), on Tensors or NDArrays."
+    n = x2.shape[-1]
+    xc = x2 - _rowsum(x2) * (1.0 / n)
+    r = (_rowsum(xc * xc) * (1.0 / n) + eps) ** -0.5
+    return xc * r, r
+
+def _ln_vjp(g2, xhat, r, w):
+    n = xhat.shape[-1]
+    gh = g2 * w
+    gx = (gh - _rowsum(gh) * (1.0 / n) - xhat * (_rowsum(gh * xhat) * (1.0 / n))) * r
+    return gx, (g2 * xhat).sum(0), g2.sum(0)
+
+class LayerNormOp(TensorOp):
+    "Layer norm of `x` over its last `w.ndim` dims, scaled by `w` and shifted by `b` (both `normalized_shape`)."
+    def __init__(self, eps=1e-5): self.eps = eps
+    def compute(self, x: NDArray, w: NDArray, b: NDArray):
+        D = prod(w.shape)
+        xhat, r = _ln_stats(x.reshape((-1, D)), self.eps)
+        self.save(xhat, r)
+        return (xhat * w.reshape((D,)) + b.reshape((D,))).reshape(x.shape)
+    def gradient(self, out_grad, node):
+        x, w, b = node.inputs
+        D = prod(w.shape)
+        if not is_grad_enabled():
+            gs = _ln_vjp(out_grad.cached_data.reshape((-1, D)), *self.saved, w.cached_data.reshape((D,)))
+            gs = (gs[0].reshape(x.shape), gs[1].reshape(w.shape), gs[2].reshape(b.shape))
+            return tuple(Tensor.make_const(t) for t in gs)
+        xhat, r = _ln_stats(x.reshape((-1, D)), self.eps)
+        gx, gw, gb = _ln_vjp(out_grad.reshape((-1, D)), xhat, r, w.reshape((D,)))
+        return gx.reshape(x.shape), gw.reshape(w.shape), gb.reshape(b.shape)
+
+# %% ../../nbs/15_attention.ipynb 32
+import numbers
+
+_ONE_ZERO = {}
+def _affine_default(shape, v, like):
+    key = (shape, v, like.dtype, like.device)
+    if key not in _ONE_ZERO:
+        _ONE_ZERO[key] = Tensor.make_const(NDArray.make(shape, device=like.device, dtype=like.dtype).fill(v))
+    return _ONE_ZERO[key]
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """torch's `layer_norm`: normalise `x` over its trailing `normalized_shape` dims, then `* weight + bias`
+    (each optional, of shape `normalized_shape`). `layer_norm(x, x.shape[-1:])` normalises each row."""
+    x = input
+    if not isinstance(x, Tensor): raise TypeError(f"layer_norm: expected a Tensor, got {type(x).__name__}")
+    shape = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    if not shape or x.shape[x.ndim - len(shape):] != shape or len(shape) > x.ndim:
+        raise ValueError(f"layer_norm: normalized_shape {shape} does not match the trailing dims of input {x.shape}")
+    w = _affine_default(shape, 1.0, x) if weight is None else weight
+    b = _affine_default(shape, 0.0, x) if bias is None else bias
+    if w.shape != shape or b.shape != shape:
+        raise ValueError(f"layer_norm: weight and bias must have shape {shape}, got {w.shape} and {b.shape}")
+    return LayerNormOp(float(eps))(x, w, b)
+
+def _ln_shape(ns): return ns if isinstance(ns, tuple) else (ns,)
+register_op('layer_norm', lambda x, *wb, ns, **kw: layer_norm(x, ns, *wb, **kw),   # chapter 08b's cases too:
+            lambda T, x, *wb, ns, **kw: T.nn.functional.layer_norm(x, _ln_shape(ns), *wb, **kw),   # no affine, an int
+            [case((4, 5), (5,), (5,), ns=(5,)), case((2, 3, 4), (4,), (4,), ns=(4,)),
+             case((2, 3, 4), (3, 4), (3, 4), ns=(3, 4), eps=1e-3), case((1, 6), (6,), (6,), ns=(6,)),
+             case((2, 3, 4), ns=(3, 4)), case((3, 2, 6), (6,), ns=6, eps=1e-3)], op=LayerNormOp);
+
+# %% ../../nbs/15_attention.ipynb 35
+@NumpyDevice.quiet   # numpy's floating-point warnings off, as in the numpy device's primitives
+def _ln_host(xv, wv, bv, yv, eps):
+    """Layer norm of the rows of host arrays (numpy views of the tensors' memory), `y` written
+    into `yv`; returns the saved `(x_hat, r)`. The formulas above, one numpy expression each, in
+    the input's dtype."""
+    D = wv.size
+    x2 = xv.reshape(-1, D)
+    xc = x2 - np.add.reduce(x2, 1, keepdims=True) * (1.0 / D)
+    r = np.power(np.add.reduce(xc * xc, 1, keepdims=True) * (1.0 / D) + eps, -0.5)
+    xhat = xc * r
+    y2 = yv.reshape(-1, D)
+    np.multiply(xhat, wv.reshape(D), out=y2)
+    np.add(y2, bv.reshape(D), out=y2)
+    return xhat, r
+
+@NumpyDevice.quiet
+def _ln_host_backward(gv, xhat, r, wv, dx, dw, db):
+    "`_ln_vjp` on host arrays, written into the host views `dx`, `dw`, `db`."
+    D = wv.size
+    g2 = gv.reshape(-1, D)
+    gh = g2 * wv.reshape(D)
+    m1 = np.add.reduce(gh, 1, keepdims=True) * (1.0 / D)
+    m2 = np.add.reduce(gh * xhat, 1, keepdims=True) * (1.0 / D)
+    np.multiply(gh - m1 - xhat * m2, r, out=dx.reshape(-1, D))
+    np.add.reduce(g2 * xhat, 0, out=dw.reshape(D))
+    np.add.reduce(g2, 0, out=db.reshape(D))
+
+# %% ../../nbs/15_attention.ipynb 36
+_ln_compute, _ln_gradient = LayerNormOp.compute, LayerNormOp.gradient
+
+@patch
+def compute(self: LayerNormOp, x: NDArray, w: NDArray, b: NDArray):  # noqa: F811 (a method)
+    if w.dtype == b.dtype == x.dtype:
+        if fused_rows_device(x, -1): return _ln_rows(self, x, w, b)
+        xv = x.host_view() if x.dtype in _HOST_FLOATS else None
+        if xv is not None:
+            y = NDArray.make(x.shape, device=x.device, dtype=x.dtype)
+            hv = (w.host_view(), b.host_view(), y.host_view())
+            self.save('host', *_ln_host(xv, *hv, self.eps))
+            return y
+    return _ln_compute(self, x, w, b)
+
+@patch
+def gradient(self: LayerNormOp, out_grad, node):  # noqa: F811 (a method)
+    tag = self.saved[0]
+    if not isinstance(tag, str) or is_grad_enabled(): return _ln_gradient(self, out_grad, node)
+    if tag == 'rows': return _ln_rows_backward(self, out_grad, node)
+    (_, xhat, r), (x, w, b) = self.saved, node.inputs
+    gv = out_grad.cached_data.host_view()
+    if gv is None:
+        raise RuntimeError("layer_norm: the forward ran on the host, but the adjoint is not in "
+                           "host memory (a step being compiled?); run both passes in one place")
+    dx, dw, db = (NDArray.make(t.shape, device=t.device, dtype=t.dtype) for t in (x, w, b))
+    views = (dx.host_view(), dw.host_view(), db.host_view())
+    _ln_host_backward(gv.astype(xhat.dtype, copy=False), xhat, r, w.cached_data.host_view(), *views)
+    return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)
+
+# %% ../../nbs/15_attention.ipynb 37
+def _ln_rows(self, x: NDArray, w: NDArray, b: NDArray):
+    "Layer norm in one fused row kernel of `x`'s device (a GPU's); keeps each row's mean and `r`."
+    D, dev = prod(w.shape), x.device
+    N, xc = x.size // D, x.compact()
+    y = NDArray.make(x.shape, device=dev, dtype=x.dtype)
+    mean, rstd = (NDArray.make((N,), device=dev, dtype='float32') for _ in range(2))
+    dev.layer_norm_rows(xc._handle, w.compact()._handle, b.compact()._handle, y._handle, mean._handle, rstd._handle,
+                        N, D, self.eps)
+    self.save('rows', xc, mean, rstd)
+    return y
+
+def _ln_rows_backward(self, out_grad, node):
+    (_, xc, mean, rstd), (x, w, b) = self.saved, node.inputs
+    D, dev = prod(w.shape), xc.device
+    g = out_grad.cached_data.astype(xc.dtype).compact()
+    dx, dw, db = (NDArray.make(t.shape, device=dev, dtype=xc.dtype) for t in (x, w, b))
+    dev.layer_norm_rows_backward(g._handle, xc._handle, w.cached_data.compact()._handle, mean._handle, rstd._handle,
+                                 dx._handle, dw._handle, db._handle, xc.size // D, D)
+    return Tensor.make_const(dx), Tensor.make_const(dw), Tensor.make_const(db)

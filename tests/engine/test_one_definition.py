@@ -43,7 +43,7 @@ def _definitions(packages=('ops', 'nn')):
 
 def test_scan_sees_definitions():
     where = _definitions()
-    assert 'minima.ops.attention' in where['layer_norm'] and 'minima.nn.transformer' in where['LayerNorm']
+    assert 'minima.ops.fused' in where['layer_norm'] and 'minima.nn.transformer' in where['LayerNorm']
     assert len(where) > 150, f'the scan found only {len(where)} public names in minima.ops and minima.nn'
 
 
@@ -61,7 +61,7 @@ def test_scan_catches_a_second_definition(tmp_path):
 
 def test_one_layer_norm_one_LayerNorm():
     import minima.nn as nn, minima.nn.functional as F, minima.ops as ops
-    from minima.ops.attention import layer_norm, LayerNormOp
+    from minima.ops.fused import layer_norm, LayerNormOp
     assert F.layer_norm is ops.layer_norm is layer_norm and REGISTRY['layer_norm'].op is LayerNormOp
     # chapter 08b's cases (no affine parameters, an int normalized_shape) run on the one op
     kws = [c.kwargs for c in REGISTRY['layer_norm'].cases]
@@ -105,7 +105,9 @@ APPENDS = {'activations.py': ['10b_nn_more.ipynb'],   # leaky_relu
            # conv1d, the 1-d and adaptive pools, interpolate, group_norm
            'layers.py': ['10b_nn_more.ipynb'],
            # dropout2d beside dropout, and torch's other losses
-           'losses.py': ['10b_nn_more.ipynb']}
+           'losses.py': ['10b_nn_more.ipynb'],
+           # layer norm (chapter 15's op) beside batch norm, a fused normalisation op like it
+           'fused.py': ['15_attention.ipynb']}
 
 
 def test_each_ops_module_is_written_by_one_notebook():

@@ -15,11 +15,11 @@ def _nd(a):
     return NDArray(a, dtype=a.dtype.name)
 
 
-class _ComposedLayerNorm(A.LayerNormOp):
+class _ComposedLayerNorm(FU.LayerNormOp):
     "The op with its composed forward (what a capture or a GPU without row kernels runs)."
 
     def compute(self, x, w, b):
-        return A._ln_compute(self, x, w, b)
+        return FU._ln_compute(self, x, w, b)
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])
@@ -27,8 +27,8 @@ class _ComposedLayerNorm(A.LayerNormOp):
 def test_layer_norm_host_matches_composed(dtype, shape, ns):
     rng = np.random.default_rng(0)
     x, w, b = (_nd(rng.standard_normal(s).astype(dtype)) for s in (shape, ns, ns))
-    host, comp = A.LayerNormOp(1e-5), A.LayerNormOp(1e-5)
-    y, yc = host.compute(x, w, b), A._ln_compute(comp, x, w, b)
+    host, comp = FU.LayerNormOp(1e-5), FU.LayerNormOp(1e-5)
+    y, yc = host.compute(x, w, b), FU._ln_compute(comp, x, w, b)
     assert host.saved[0] == 'host' and y.dtype == dtype
     tol = dict(rtol=1e-6, atol=1e-6) if dtype == 'float32' else dict(rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(y.numpy(), yc.numpy(), **tol)
@@ -37,7 +37,7 @@ def test_layer_norm_host_matches_composed(dtype, shape, ns):
     xt, wt, bt = (mi.Tensor(a.numpy(), dtype=dtype, requires_grad=True) for a in (x, w, b))
     g = rng.standard_normal(shape).astype(dtype)
     outs = []
-    for op in (A.LayerNormOp(1e-5), _ComposedLayerNorm(1e-5)):
+    for op in (FU.LayerNormOp(1e-5), _ComposedLayerNorm(1e-5)):
         for t in (xt, wt, bt):
             t.grad = None
         op(xt, wt, bt).backward(mi.Tensor(g, dtype=dtype))
@@ -229,7 +229,7 @@ def test_layer_norm_fused_rows_path_matches_host(monkeypatch):
     for rows in (False, True):
         monkeypatch.setattr(NumpyDevice, 'fused_rows', rows)
         ts = [mi.Tensor(a, requires_grad=True) for a in (x, w, b)]
-        op = A.LayerNormOp(1e-5)
+        op = FU.LayerNormOp(1e-5)
         y = op(*ts)
         assert op.saved[0] == ('rows' if rows else 'host')
         y.backward(mi.Tensor(g))
