@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / 'nbs' / '22_cuda.ipynb'
 NB_MATMUL = ROOT / 'nbs' / '22b_cuda_matmul.ipynb'       # its sequels: the matmul kernels,
-NB_FAST = ROOT / 'nbs' / '22bb_cuda_tensor_cores.ipynb'   # its fast paths: tensor cores, fused rows,
+NB_FAST = ROOT / 'nbs' / '22bb_cuda_tensor_cores.ipynb'   # fast paths: tensor cores, fused rows,
 NB_MEASURED = ROOT / 'nbs' / '22c_cuda_measured.ipynb'   # and the whole stack on the GPU, measured
 CHAPTERS = [NB, NB_MATMUL, NB_FAST, NB_MEASURED]
 SKIP_PREFIX = 'skipped (this cell needs a GPU): '

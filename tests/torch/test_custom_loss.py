@@ -40,7 +40,7 @@ def test_the_base_refuses_an_unknown_reduction_when_built():
 
 
 def test_batch_norms_are_found_through_torchs_base_class():
-    "Programs exclude norms from weight decay with `isinstance(m, nn.modules.batchnorm._BatchNorm)`."
+    "Programs find norms with `isinstance(m, nn.modules.batchnorm._BatchNorm)` (no weight decay)."
     import minima.nn.modules.batchnorm as mbn
     for T, base in ((torch, torch.nn.modules.batchnorm._BatchNorm), (minima, mbn._BatchNorm)):
         nn = T.nn
