@@ -82,7 +82,9 @@ def test_nn_modules_files_match_torchs_layout():
         assert ours.__all__ and ours.__file__.endswith(f'{file}.py'), file
         for name in ours.__all__:
             assert hasattr(theirs, name), (file, name)
-            assert getattr(ours, name) is getattr(minima.nn, name), (file, name)
+            # a base class programs subclass (`_Loss`, `_BatchNorm`) is in no torch.nn either
+            home = minima.nn.modules.layers if name.startswith('_') else minima.nn
+            assert getattr(ours, name) is getattr(home, name), (file, name)
             n += 1
     assert n > 60 and minima.nn.modules.loss.CrossEntropyLoss is minima.nn.CrossEntropyLoss
     lin = minima.nn.modules.linear.NonDynamicallyQuantizableLinear
